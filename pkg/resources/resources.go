@@ -1,0 +1,88 @@
+// Package resources parses and formats the cores and memory sizes Glint schedules,
+// in Spark's forms: "512m", "2g", "1t", "512MiB", and plain numbers meaning MiB.
+package resources
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ErrInvalidSize is returned (wrapped) for a size that cannot be parsed or is not positive.
+var ErrInvalidSize = errors.New("invalid size")
+
+// unit multipliers in KiB, so that "512k" rounds to whole MiB like Spark's memoryStringToMb.
+var unitKiB = map[string]int64{
+	"k": 1, "kb": 1, "kib": 1,
+	"m": 1 << 10, "mb": 1 << 10, "mib": 1 << 10, "": 1 << 10,
+	"g": 1 << 20, "gb": 1 << 20, "gib": 1 << 20,
+	"t": 1 << 30, "tb": 1 << 30, "tib": 1 << 30,
+}
+
+// ParseSize returns the size s names in MiB. A number without a unit is MiB.
+// Sizes must be at least 1 MiB.
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	mult, ok := unitKiB[strings.TrimSpace(t[i:])]
+	if i == 0 || !ok {
+		return 0, fmt.Errorf("size %q: %w: want a number with an optional unit k, m, g, t (512m, 2g, 512MiB)", s, ErrInvalidSize)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil || n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q: %w: too large", s, ErrInvalidSize)
+	}
+	mib := n * mult / (1 << 10)
+	if mib < 1 {
+		return 0, fmt.Errorf("size %q: %w: must be at least 1 MiB", s, ErrInvalidSize)
+	}
+	return mib, nil
+}
+
+// FormatMiB renders a size in MiB the way Spark's UI does: "512.0 MiB", "2.0 GiB".
+func FormatMiB(mib int64) string {
+	switch {
+	case mib >= 1<<20:
+		return fmt.Sprintf("%.1f TiB", float64(mib)/(1<<20))
+	case mib >= 1<<10:
+		return fmt.Sprintf("%.1f GiB", float64(mib)/(1<<10))
+	default:
+		return fmt.Sprintf("%d.0 MiB", mib)
+	}
+}
+
+// DefaultWorkerMemoryMiB is Spark's default worker memory: the machine's total
+// memory minus 1 GiB, but at least 512 MiB.
+func DefaultWorkerMemoryMiB() (int64, error) {
+	total, err := totalMemoryMiB("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	return max(total-1024, 512), nil
+}
+
+func totalMemoryMiB(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read total memory: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kib, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read total memory: %w", err)
+			}
+			return kib >> 10, nil
+		}
+	}
+	return 0, fmt.Errorf("read total memory: no MemTotal in %s", path)
+}

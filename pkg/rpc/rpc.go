@@ -1,0 +1,180 @@
+// Package rpc builds the HTTP/2 servers and Connect clients every Glint process
+// uses, and parses the URLs by which processes name each other.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// Server timeouts. Every Glint RPC is unary and small, so requests must arrive quickly.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	shutdownTimeout   = 5 * time.Second
+)
+
+// NewServer returns an http.Server for handler speaking HTTP/1.1 and unencrypted HTTP/2.
+func NewServer(handler http.Handler) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           handler,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// Serve serves handler on ln until ctx is done, then shuts the server down,
+// giving in-flight requests a few seconds to finish.
+func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
+	srv := NewServer(handler)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// NewHTTPClient returns a client that speaks unencrypted HTTP/2 to Glint servers.
+func NewHTTPClient() *http.Client {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{
+		Transport: &http.Transport{
+			Protocols:           &protocols,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     idleTimeout,
+		},
+		Timeout: time.Minute,
+	}
+}
+
+// ClientOptions are the options every Connect client in Glint is built with.
+func ClientOptions() []connect.ClientOption {
+	return nil
+}
+
+// HandlerOptions are the options every Connect handler in Glint is built with.
+func HandlerOptions() []connect.HandlerOption {
+	return nil
+}
+
+// NormalizeURL turns "host:port", "glint://host:port" and "spark://host:port"
+// into "http://host:port".
+func NormalizeURL(s string) (string, error) {
+	raw := strings.TrimSpace(s)
+	for _, scheme := range []string{"glint://", "spark://"} {
+		if rest, ok := strings.CutPrefix(raw, scheme); ok {
+			raw = "http://" + rest
+		}
+	}
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("url %q: %w", s, err)
+	}
+	if u.Scheme != "http" {
+		return "", fmt.Errorf("url %q: scheme %q is not supported (want http, glint or spark)", s, u.Scheme)
+	}
+	if u.Hostname() == "" || u.Port() == "" {
+		return "", fmt.Errorf("url %q: want host:port", s)
+	}
+	if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+		return "", fmt.Errorf("url %q: port %q out of range", s, u.Port())
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", fmt.Errorf("url %q: want only scheme, host and port", s)
+	}
+	return "http://" + u.Host, nil
+}
+
+// ParseURLs parses a comma-separated list of URLs, as in --master a,b.
+func ParseURLs(list string) ([]string, error) {
+	var out []string
+	for part := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		u, err := NormalizeURL(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no URL in %q", list)
+	}
+	return out, nil
+}
+
+// HostPort splits a normalized URL into its host and port.
+func HostPort(rawURL string) (string, int, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", 0, fmt.Errorf("url %q: %w", rawURL, err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return "", 0, fmt.Errorf("url %q: no port", rawURL)
+	}
+	return u.Hostname(), port, nil
+}
+
+// AdvertiseHost returns the local address by which a peer at target (a URL) can
+// reach this machine: the source address the kernel picks for a route to target.
+// No packet is sent.
+func AdvertiseHost(target string) (string, error) {
+	host, port, err := HostPort(target)
+	if err != nil {
+		return "", err
+	}
+	conn, err := net.Dial("udp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return "", fmt.Errorf("find local address towards %s: %w", target, err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}
+
+// URL returns "http://host:port" for a listener address, replacing an unspecified
+// listen host (":7077", "0.0.0.0") with advertise.
+func URL(addr net.Addr, advertise string) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = advertise
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
