@@ -1,0 +1,350 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// RegisterWorker admits a worker; a known id is answered as a duplicate and an
+// ALIVE worker at the same address is refused.
+func (s *Server) RegisterWorker(_ context.Context, req *connect.Request[masterv1.RegisterWorkerRequest]) (*connect.Response[masterv1.RegisterWorkerResponse], error) {
+	m := req.Msg
+	url, err := validateWorker(m)
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
+	if w, ok := s.idToWorker[m.GetWorkerId()]; ok {
+		w.lastHeartbeat = now
+		resp.Duplicate = true
+		return connect.NewResponse(resp), nil
+	}
+	w := &workerInfo{
+		id: m.GetWorkerId(), host: m.GetHost(), port: m.GetPort(), url: url,
+		cores: m.GetCores(), memoryMiB: m.GetMemoryMib(),
+		state: masterv1.WorkerState_WORKER_STATE_ALIVE, lastHeartbeat: now,
+		executors: map[executorKey]*executorInfo{}, drivers: map[string]*driverInfo{},
+	}
+	if err := s.registerWorkerLocked(w); err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
+	// What the worker still runs from before it re-registered is unknown to this
+	// master now: the worker kills it (SPARK-13604).
+	for _, e := range m.GetExecutors() {
+		if a, ok := s.apps[e.GetAppId()]; !ok || a.executors[e.GetExecutorId()] == nil || a.executors[e.GetExecutorId()].worker != w {
+			resp.UnknownExecutors = append(resp.UnknownExecutors, e)
+		}
+	}
+	for _, id := range m.GetDriverIds() {
+		if d, ok := s.drivers[id]; !ok || d.worker != w {
+			resp.UnknownDriverIds = append(resp.UnknownDriverIds, id)
+		}
+	}
+	s.scheduleLocked()
+	return connect.NewResponse(resp), nil
+}
+
+func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
+	if err := ids.ValidateWorker(m.GetWorkerId()); err != nil {
+		return "", err
+	}
+	if m.GetCores() <= 0 || m.GetMemoryMib() <= 0 {
+		return "", fmt.Errorf("worker %s: cores (%d) and memory (%d MiB) must be positive: %w",
+			m.GetWorkerId(), m.GetCores(), m.GetMemoryMib(), rpc.ErrInvalidArgument)
+	}
+	if m.GetHost() == "" || m.GetPort() <= 0 || m.GetPort() > 65535 {
+		return "", fmt.Errorf("worker %s: host %q and port %d must be set: %w", m.GetWorkerId(), m.GetHost(), m.GetPort(), rpc.ErrInvalidArgument)
+	}
+	url, err := rpc.NormalizeURL(m.GetWorkerUrl())
+	if err != nil {
+		return "", fmt.Errorf("worker %s: %w: %w", m.GetWorkerId(), rpc.ErrInvalidArgument, err)
+	}
+	return url, nil
+}
+
+// Heartbeat records that a worker is alive. A worker the master removed is told
+// to register again; an id the master never saw is an error.
+func (s *Server) Heartbeat(_ context.Context, req *connect.Request[masterv1.HeartbeatRequest]) (*connect.Response[masterv1.HeartbeatResponse], error) {
+	id := req.Msg.GetWorkerId()
+	if err := ids.ValidateWorker(id); err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.idToWorker[id]; ok {
+		w.lastHeartbeat = s.now()
+		return connect.NewResponse(&masterv1.HeartbeatResponse{}), nil
+	}
+	if slices.ContainsFunc(s.workers, func(w *workerInfo) bool { return w.id == id }) {
+		s.log.Info("heartbeat from removed worker; asking it to re-register", "worker", id)
+		return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
+	}
+	return nil, rpc.Error(fmt.Errorf("heartbeat from worker %s: %w: it is not registered with this master", id, rpc.ErrNotFound))
+}
+
+// RegisterApplication admits an application and schedules its executors.
+func (s *Server) RegisterApplication(_ context.Context, req *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
+	m := req.Msg
+	driverURL, err := validateApplication(m)
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.registerApplicationLocked(m.GetDescription(), driverURL, m.GetDriverId())
+	return connect.NewResponse(&masterv1.RegisterApplicationResponse{AppId: a.id, MasterUrl: s.cfg.URL}), nil
+}
+
+func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error) {
+	d := m.GetDescription()
+	bad := func(format string, args ...any) (string, error) {
+		return "", fmt.Errorf("register application %q: %s: %w", d.GetName(), fmt.Sprintf(format, args...), rpc.ErrInvalidArgument)
+	}
+	switch {
+	case d == nil:
+		return bad("no description")
+	case d.GetName() == "" || len(d.GetName()) > 256:
+		return bad("name must have 1 to 256 characters")
+	case d.GetMemoryPerExecutorMib() <= 0:
+		return bad("executor memory %d MiB must be positive", d.GetMemoryPerExecutorMib())
+	case d.CoresPerExecutor != nil && d.GetCoresPerExecutor() <= 0:
+		return bad("executor cores %d must be positive", d.GetCoresPerExecutor())
+	case d.MaxCores != nil && d.GetMaxCores() <= 0:
+		return bad("total executor cores %d must be positive", d.GetMaxCores())
+	case d.InitialExecutorLimit != nil && d.GetInitialExecutorLimit() < 0:
+		return bad("executor limit %d must not be negative", d.GetInitialExecutorLimit())
+	case len(d.GetCommand().GetArgs()) == 0 || d.GetCommand().GetArgs()[0] == "":
+		return bad("no command")
+	}
+	if m.GetDriverId() != "" {
+		if err := ids.ValidateDriver(m.GetDriverId()); err != nil {
+			return "", err
+		}
+	}
+	url, err := rpc.NormalizeURL(m.GetDriverUrl())
+	if err != nil {
+		return bad("driver url: %v", err)
+	}
+	return url, nil
+}
+
+// UnregisterApplication ends an application normally.
+func (s *Server) UnregisterApplication(_ context.Context, req *connect.Request[masterv1.UnregisterApplicationRequest]) (*connect.Response[masterv1.UnregisterApplicationResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.removeApplicationLocked(a, masterv1.ApplicationState_APPLICATION_STATE_FINISHED, "unregistered by its driver")
+	return connect.NewResponse(&masterv1.UnregisterApplicationResponse{}), nil
+}
+
+// KillApplication ends an application and kills its executors.
+func (s *Server) KillApplication(_ context.Context, req *connect.Request[masterv1.KillApplicationRequest]) (*connect.Response[masterv1.KillApplicationResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.removeApplicationLocked(a, masterv1.ApplicationState_APPLICATION_STATE_KILLED, "killed on request")
+	return connect.NewResponse(&masterv1.KillApplicationResponse{}), nil
+}
+
+func (s *Server) activeAppLocked(id string) (*appInfo, error) {
+	if err := ids.ValidateApp(id); err != nil {
+		return nil, err
+	}
+	if a, ok := s.apps[id]; ok {
+		return a, nil
+	}
+	for _, a := range s.completedApps {
+		if a.id == id {
+			return nil, fmt.Errorf("application %s already ended %s: %w", id, a.state, rpc.ErrFailedPrecondition)
+		}
+	}
+	return nil, fmt.Errorf("application %s: %w", id, rpc.ErrNotFound)
+}
+
+// ExecutorStateChanged applies a worker's report on one of its executors.
+func (s *Server) ExecutorStateChanged(_ context.Context, req *connect.Request[masterv1.ExecutorStateChangedRequest]) (*connect.Response[masterv1.ExecutorStateChangedResponse], error) {
+	m := req.Msg
+	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if m.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_UNSPECIFIED {
+		return nil, rpc.Error(fmt.Errorf("executor state change: %w: no state", rpc.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAppLocked(m.GetAppId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	e, ok := a.executors[m.GetExecutorId()]
+	if !ok {
+		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", a.id, m.GetExecutorId(), rpc.ErrNotFound))
+	}
+	if e.worker.id != m.GetWorkerId() {
+		return nil, rpc.Error(fmt.Errorf("executor %s/%d runs on worker %s, not %s: %w",
+			a.id, e.id, e.worker.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
+	}
+	times := &executorTimes{launched: m.GetLaunchedAt(), started: m.GetStartedAt()}
+	if err := s.executorStateChangedLocked(e, m.GetState(), m.GetMessage(), m.ExitStatus, times); err != nil {
+		return nil, rpc.Error(err)
+	}
+	return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+}
+
+// DriverStateChanged applies a worker's report that a driver ended.
+func (s *Server) DriverStateChanged(_ context.Context, req *connect.Request[masterv1.DriverStateChangedRequest]) (*connect.Response[masterv1.DriverStateChangedResponse], error) {
+	m := req.Msg
+	if !driverFinished(m.GetState()) {
+		return nil, rpc.Error(fmt.Errorf("driver %s state %s: %w: workers report only final driver states",
+			m.GetDriverId(), m.GetState(), rpc.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, err := s.activeDriverLocked(m.GetDriverId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	if d.worker == nil || d.worker.id != m.GetWorkerId() {
+		return nil, rpc.Error(fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
+	}
+	s.removeDriverLocked(d, m.GetState(), m.GetMessage())
+	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
+}
+
+func (s *Server) activeDriverLocked(id string) (*driverInfo, error) {
+	if err := ids.ValidateDriver(id); err != nil {
+		return nil, err
+	}
+	if d, ok := s.drivers[id]; ok {
+		return d, nil
+	}
+	if d := s.completedDriverLocked(id); d != nil {
+		return nil, fmt.Errorf("driver %s already ended %s: %w", id, d.state, rpc.ErrFailedPrecondition)
+	}
+	return nil, fmt.Errorf("driver %s: %w", id, rpc.ErrNotFound)
+}
+
+func (s *Server) completedDriverLocked(id string) *driverInfo {
+	for _, d := range s.completedDrivers {
+		if d.id == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// SubmitDriver queues a cluster-mode driver.
+func (s *Server) SubmitDriver(_ context.Context, req *connect.Request[masterv1.SubmitDriverRequest]) (*connect.Response[masterv1.SubmitDriverResponse], error) {
+	d := req.Msg.GetDescription()
+	switch {
+	case d == nil || d.GetName() == "":
+		return nil, rpc.Error(fmt.Errorf("submit driver: %w: no name", rpc.ErrInvalidArgument))
+	case d.GetCores() <= 0 || d.GetMemoryMib() <= 0:
+		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: driver cores (%d) and memory (%d MiB) must be positive",
+			d.GetName(), rpc.ErrInvalidArgument, d.GetCores(), d.GetMemoryMib()))
+	case len(d.GetCommand().GetArgs()) == 0 || d.GetCommand().GetArgs()[0] == "":
+		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: no command", d.GetName(), rpc.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	driver := s.submitDriverLocked(d)
+	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
+}
+
+// KillDriver kills a waiting driver at once, or tells its worker to kill it.
+func (s *Server) KillDriver(_ context.Context, req *connect.Request[masterv1.KillDriverRequest]) (*connect.Response[masterv1.KillDriverResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, err := s.activeDriverLocked(req.Msg.GetDriverId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	if d.worker == nil {
+		s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_KILLED, "killed before it was launched")
+		return connect.NewResponse(&masterv1.KillDriverResponse{}), nil
+	}
+	w := d.worker
+	kill := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id}
+	w.mailbox.Post(s.ctx, func(ctx context.Context) {
+		if _, err := w.client.KillDriver(ctx, connect.NewRequest(kill)); err != nil {
+			s.log.Warn("kill driver", "driver", d.id, "worker", w.id, "err", err)
+		}
+	})
+	return connect.NewResponse(&masterv1.KillDriverResponse{}), nil
+}
+
+// DriverStatus reports a driver's state, including drivers that ended.
+func (s *Server) DriverStatus(_ context.Context, req *connect.Request[masterv1.DriverStatusRequest]) (*connect.Response[masterv1.DriverStatusResponse], error) {
+	id := req.Msg.GetDriverId()
+	if err := ids.ValidateDriver(id); err != nil {
+		return nil, rpc.Error(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.drivers[id]
+	if !ok {
+		d = s.completedDriverLocked(id)
+	}
+	if d == nil {
+		return nil, rpc.Error(fmt.Errorf("driver %s: %w", id, rpc.ErrNotFound))
+	}
+	return connect.NewResponse(&masterv1.DriverStatusResponse{Driver: driverProto(d)}), nil
+}
+
+// RequestExecutors sets the number of executors an application may have.
+func (s *Server) RequestExecutors(_ context.Context, req *connect.Request[masterv1.RequestExecutorsRequest]) (*connect.Response[masterv1.RequestExecutorsResponse], error) {
+	if n := req.Msg.GetRequestedTotal(); n < 0 {
+		return nil, rpc.Error(fmt.Errorf("request executors: %w: total %d must not be negative", rpc.ErrInvalidArgument, n))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	a.executorLimit = int(req.Msg.GetRequestedTotal())
+	s.scheduleLocked()
+	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil
+}
+
+// KillExecutors kills the named executors of an application.
+func (s *Server) KillExecutors(_ context.Context, req *connect.Request[masterv1.KillExecutorsRequest]) (*connect.Response[masterv1.KillExecutorsResponse], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
+	resp := &masterv1.KillExecutorsResponse{}
+	for _, id := range req.Msg.GetExecutorIds() {
+		if e, ok := a.executors[id]; ok {
+			s.killExecutorLocked(e)
+			resp.KilledExecutorIds = append(resp.KilledExecutorIds, id)
+		}
+	}
+	s.scheduleLocked()
+	return connect.NewResponse(resp), nil
+}
+
+// GetClusterState returns the master's view of the cluster.
+func (s *Server) GetClusterState(context.Context, *connect.Request[masterv1.GetClusterStateRequest]) (*connect.Response[masterv1.GetClusterStateResponse], error) {
+	return connect.NewResponse(s.clusterState()), nil
+}

@@ -1,0 +1,274 @@
+package master
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	driverv1connect "github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
+	workerv1connect "github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// transitions lists, for each state, the states it may move to. Every state
+// change of a worker, application, executor or driver goes through one of the
+// tables below, so the allowed life cycles are all in this one place.
+type transitions[S comparable] map[S][]S
+
+func (t transitions[S]) check(kind string, from, to S) error {
+	for _, s := range t[from] {
+		if s == to {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s state %v → %v: %w", kind, from, to, rpc.ErrFailedPrecondition)
+}
+
+var workerTransitions = transitions[masterv1.WorkerState]{
+	masterv1.WorkerState_WORKER_STATE_UNKNOWN: {masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD},
+	masterv1.WorkerState_WORKER_STATE_ALIVE:   {masterv1.WorkerState_WORKER_STATE_DEAD, masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED},
+}
+
+var appTransitions = transitions[masterv1.ApplicationState]{
+	masterv1.ApplicationState_APPLICATION_STATE_WAITING: {
+		masterv1.ApplicationState_APPLICATION_STATE_RUNNING, masterv1.ApplicationState_APPLICATION_STATE_FINISHED,
+		masterv1.ApplicationState_APPLICATION_STATE_FAILED, masterv1.ApplicationState_APPLICATION_STATE_KILLED,
+	},
+	masterv1.ApplicationState_APPLICATION_STATE_RUNNING: {
+		masterv1.ApplicationState_APPLICATION_STATE_FINISHED, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+		masterv1.ApplicationState_APPLICATION_STATE_KILLED,
+	},
+}
+
+var executorTransitions = transitions[masterv1.ExecutorState]{
+	masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING: {
+		masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
+		masterv1.ExecutorState_EXECUTOR_STATE_FAILED, masterv1.ExecutorState_EXECUTOR_STATE_LOST,
+		masterv1.ExecutorState_EXECUTOR_STATE_EXITED, masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED,
+	},
+	masterv1.ExecutorState_EXECUTOR_STATE_RUNNING: {
+		masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED,
+		masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED,
+	},
+	masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED: {
+		masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED,
+	},
+}
+
+var driverTransitions = transitions[masterv1.DriverState]{
+	masterv1.DriverState_DRIVER_STATE_SUBMITTED: {
+		masterv1.DriverState_DRIVER_STATE_RUNNING, masterv1.DriverState_DRIVER_STATE_KILLED,
+		masterv1.DriverState_DRIVER_STATE_ERROR,
+	},
+	masterv1.DriverState_DRIVER_STATE_RUNNING: {
+		masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,
+		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_ERROR,
+		masterv1.DriverState_DRIVER_STATE_RELAUNCHING,
+	},
+}
+
+// executorFinished is Spark's ExecutorState.isFinished.
+func executorFinished(s masterv1.ExecutorState) bool {
+	switch s {
+	case masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
+		return true
+	}
+	return false
+}
+
+// driverFinished reports whether a driver state is final.
+func driverFinished(s masterv1.DriverState) bool {
+	switch s {
+	case masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,
+		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_ERROR:
+		return true
+	}
+	return false
+}
+
+// workerInfo is one registered worker (Spark's WorkerInfo).
+type workerInfo struct {
+	id            string
+	host          string
+	port          int32
+	url           string
+	cores         int32
+	memoryMiB     int64
+	coresUsed     int32
+	memoryUsedMiB int64
+	state         masterv1.WorkerState
+	lastHeartbeat time.Time
+	executors     map[executorKey]*executorInfo
+	drivers       map[string]*driverInfo
+	client        workerv1connect.WorkerServiceClient
+	mailbox       *rpc.Mailbox
+}
+
+func (w *workerInfo) setState(to masterv1.WorkerState) error {
+	if err := workerTransitions.check("worker "+w.id, w.state, to); err != nil {
+		return err
+	}
+	w.state = to
+	return nil
+}
+
+func (w *workerInfo) address() string { return fmt.Sprintf("%s:%d", w.host, w.port) }
+
+func (w *workerInfo) addExecutor(e *executorInfo) {
+	w.executors[e.key()] = e
+	w.coresUsed += e.cores
+	w.memoryUsedMiB += e.memoryMiB
+}
+
+func (w *workerInfo) removeExecutor(e *executorInfo) {
+	if _, ok := w.executors[e.key()]; !ok {
+		return
+	}
+	delete(w.executors, e.key())
+	w.coresUsed -= e.cores
+	w.memoryUsedMiB -= e.memoryMiB
+}
+
+func (w *workerInfo) addDriver(d *driverInfo) {
+	w.drivers[d.id] = d
+	w.coresUsed += d.desc.GetCores()
+	w.memoryUsedMiB += d.desc.GetMemoryMib()
+	d.worker = w
+}
+
+func (w *workerInfo) removeDriver(d *driverInfo) {
+	if _, ok := w.drivers[d.id]; !ok {
+		return
+	}
+	delete(w.drivers, d.id)
+	w.coresUsed -= d.desc.GetCores()
+	w.memoryUsedMiB -= d.desc.GetMemoryMib()
+}
+
+// executorKey names an executor cluster-wide.
+type executorKey struct {
+	app string
+	id  int32
+}
+
+// executorInfo is one executor (Spark's ExecutorDesc).
+type executorInfo struct {
+	id          int32
+	app         *appInfo
+	worker      *workerInfo
+	cores       int32
+	memoryMiB   int64
+	state       masterv1.ExecutorState
+	message     string
+	exitStatus  *int32
+	scheduledAt time.Time
+}
+
+func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
+
+func (e *executorInfo) setState(to masterv1.ExecutorState) error {
+	if err := executorTransitions.check(fmt.Sprintf("executor %s/%d", e.app.id, e.id), e.state, to); err != nil {
+		return err
+	}
+	e.state = to
+	return nil
+}
+
+// appInfo is one application (Spark's ApplicationInfo).
+type appInfo struct {
+	id            string
+	desc          *masterv1.ApplicationDescription
+	driverURL     string
+	driverID      string
+	state         masterv1.ApplicationState
+	startTime     time.Time
+	endTime       time.Time
+	executors     map[int32]*executorInfo
+	removed       []*executorInfo
+	coresGranted  int32
+	nextExecID    int32
+	retryCount    int
+	executorLimit int
+	statusMessage string
+	driverSeen    time.Time
+	client        driverv1connect.DriverServiceClient
+	mailbox       *rpc.Mailbox
+}
+
+func (a *appInfo) setState(to masterv1.ApplicationState) error {
+	if err := appTransitions.check("application "+a.id, a.state, to); err != nil {
+		return err
+	}
+	a.state = to
+	return nil
+}
+
+// maxCores is spark.cores.max, or unlimited.
+func (a *appInfo) maxCores() int32 {
+	if a.desc.MaxCores == nil {
+		return math.MaxInt32
+	}
+	return a.desc.GetMaxCores()
+}
+
+func (a *appInfo) coresLeft() int32 { return a.maxCores() - a.coresGranted }
+
+func (a *appInfo) finished() bool {
+	switch a.state {
+	case masterv1.ApplicationState_APPLICATION_STATE_FINISHED, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+		masterv1.ApplicationState_APPLICATION_STATE_KILLED:
+		return true
+	}
+	return false
+}
+
+func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now time.Time) *executorInfo {
+	e := &executorInfo{
+		id: a.nextExecID, app: a, worker: w, cores: cores, memoryMiB: memoryMiB,
+		state: masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, scheduledAt: now,
+	}
+	a.nextExecID++
+	a.executors[e.id] = e
+	a.coresGranted += cores
+	return e
+}
+
+func (a *appInfo) removeExecutor(e *executorInfo) {
+	if _, ok := a.executors[e.id]; !ok {
+		return
+	}
+	delete(a.executors, e.id)
+	a.removed = append(a.removed, e)
+	a.coresGranted -= e.cores
+}
+
+func (a *appInfo) hasRunningExecutor() bool {
+	for _, e := range a.executors {
+		if e.state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
+			return true
+		}
+	}
+	return false
+}
+
+// driverInfo is one cluster-mode driver (Spark's DriverInfo).
+type driverInfo struct {
+	id         string
+	desc       *masterv1.DriverDescription
+	state      masterv1.DriverState
+	worker     *workerInfo
+	submitTime time.Time
+	message    string
+}
+
+func (d *driverInfo) setState(to masterv1.DriverState) error {
+	if err := driverTransitions.check("driver "+d.id, d.state, to); err != nil {
+		return err
+	}
+	d.state = to
+	return nil
+}
