@@ -24,7 +24,7 @@ type AppDemand struct {
 	CoresLeft int32
 	// CoresPerExecutor is spark.executor.cores; 0 means unset: one executor per
 	// worker taking every core assigned there.
-	CoresPerExecutor int32
+	CoresPerExecutor     int32
 	MemoryPerExecutorMiB int64
 	// ExecutorsLeft is how many more executors the application may have
 	// (its executor limit minus the executors it has).
