@@ -8,3 +8,9 @@ require (
 )
 
 require pgregory.net/rapid v1.3.0
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+)

@@ -508,9 +508,8 @@ func (s *Server) submitDriverLocked(desc *masterv1.DriverDescription) *driverInf
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
 func (s *Server) relaunchDriverLocked(d *driverInfo) {
-	s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, "relaunching: its worker was lost")
 	n := s.submitDriverLocked(d.desc)
-	s.log.Info("relaunched driver", "driver", d.id, "new_driver", n.id)
+	s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
 }
 
 // removeDriverLocked is Spark's removeDriver; apps the driver registered end with it.

@@ -1,0 +1,153 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// register is StandaloneAppClient's registerWithMaster: every master in turn,
+// RegisterAttempts rounds, until one admits the application.
+func (d *Driver) register(ctx context.Context) error {
+	desc := &masterv1.ApplicationDescription{
+		Name:                 d.cfg.Name,
+		MemoryPerExecutorMib: d.cfg.ExecutorMemoryMiB,
+		Command:              d.executorCommand(),
+	}
+	if d.cfg.MaxCores > 0 {
+		desc.MaxCores = &d.cfg.MaxCores
+	}
+	if d.cfg.ExecutorCores > 0 {
+		desc.CoresPerExecutor = &d.cfg.ExecutorCores
+	}
+	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.url, DriverId: d.cfg.DriverID}
+	var errs []error
+	for round := 1; round <= d.cfg.RegisterAttempts; round++ {
+		for _, url := range d.cfg.Masters {
+			client := masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions()...)
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			resp, err := client.RegisterApplication(rctx, connect.NewRequest(req))
+			cancel()
+			if err == nil {
+				d.mu.Lock()
+				d.appID, d.master = resp.Msg.GetAppId(), client
+				d.mu.Unlock()
+				close(d.registered)
+				return nil
+			}
+			if code := connect.CodeOf(err); code == connect.CodeInvalidArgument || code == connect.CodeFailedPrecondition {
+				return fmt.Errorf("register application with master %s: rejected: %w", url, err)
+			}
+			d.log.Warn("master unreachable", "master", url, "round", round, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", url, err))
+		}
+		if round < d.cfg.RegisterAttempts {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("register application: %w", ctx.Err())
+			case <-time.After(d.cfg.RegisterInterval):
+			}
+		}
+	}
+	return fmt.Errorf("register application: all masters are unresponsive after %d rounds: %w", d.cfg.RegisterAttempts, errors.Join(errs...))
+}
+
+// unregister tells the master the application finished, unless the master
+// already removed it.
+func (d *Driver) unregister(ctx context.Context) {
+	select {
+	case <-d.removed:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	d.mu.Lock()
+	master, appID := d.master, d.appID
+	d.mu.Unlock()
+	if _, err := master.UnregisterApplication(ctx, connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: appID})); err != nil {
+		d.log.Warn("unregister application", "app", appID, "err", err)
+	}
+}
+
+// ExecutorAdded records an executor the master scheduled for this application.
+func (d *Driver) ExecutorAdded(_ context.Context, req *connect.Request[driverv1.ExecutorAddedRequest]) (*connect.Response[driverv1.ExecutorAddedResponse], error) {
+	m := req.Msg
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkAppLocked(m.GetAppId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	e := d.executorLocked(m.GetExecutorId())
+	e.workerID, e.hostPort = m.GetWorkerId(), m.GetHostPort()
+	e.timeline.Scheduled = m.GetScheduledAt().AsTime()
+	d.log.Info("executor added", "executor", m.GetExecutorId(), "worker", m.GetWorkerId(), "cores", m.GetCores(), "memory_mib", m.GetMemoryMib())
+	return connect.NewResponse(&driverv1.ExecutorAddedResponse{}), nil
+}
+
+// ExecutorUpdated applies an executor's new state; a finished executor is
+// removed and its running tasks are queued again.
+func (d *Driver) ExecutorUpdated(_ context.Context, req *connect.Request[driverv1.ExecutorUpdatedRequest]) (*connect.Response[driverv1.ExecutorUpdatedResponse], error) {
+	m := req.Msg
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkAppLocked(m.GetAppId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	e := d.executorLocked(m.GetExecutorId())
+	e.state = m.GetState()
+	if m.GetLaunchedAt() != nil {
+		e.timeline.Launched = m.GetLaunchedAt().AsTime()
+	}
+	if m.GetStartedAt() != nil {
+		e.timeline.Started = m.GetStartedAt().AsTime()
+	}
+	d.log.Info("executor updated", "executor", m.GetExecutorId(), "state", m.GetState().String(), "message", m.GetMessage())
+	switch m.GetState() {
+	case masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
+		e.timeline.Ended = time.Now()
+		e.timeline.EndMessage = m.GetMessage()
+		d.removeExecutorLocked(e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()))
+	}
+	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
+}
+
+// ApplicationRemoved ends every job: the master removed the application.
+func (d *Driver) ApplicationRemoved(_ context.Context, req *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	select {
+	case <-d.removed:
+	default:
+		d.removedWhy = req.Msg.GetMessage()
+		close(d.removed)
+		d.log.Warn("master removed the application", "app", d.appID, "message", d.removedWhy)
+		for _, ts := range d.taskSets {
+			ts.fail(fmt.Errorf("master removed application %s: %s", d.appID, d.removedWhy))
+		}
+		d.taskSets = nil
+	}
+	return connect.NewResponse(&driverv1.ApplicationRemovedResponse{}), nil
+}
+
+// checkAppLocked accepts messages about this application only. Messages that
+// race ahead of the registration response (the master schedules at once) are
+// accepted: there is no other application they could be about.
+func (d *Driver) checkAppLocked(appID string) error {
+	if d.appID != "" && appID != d.appID {
+		return fmt.Errorf("application %s: %w: this driver runs %s", appID, rpc.ErrNotFound, d.appID)
+	}
+	return nil
+}

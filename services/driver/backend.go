@@ -1,0 +1,485 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// Timeline is when each step of one executor's launch happened, from the
+// timestamps the master (Scheduled), the worker (Launched, Started) and this
+// driver (Registered, FirstTask) recorded. Zero means not (yet) reached.
+type Timeline struct {
+	ExecutorID int32
+	WorkerID   string
+	Scheduled  time.Time
+	Launched   time.Time
+	Started    time.Time
+	Registered time.Time
+	FirstTask  time.Time
+	Ended      time.Time
+	EndMessage string
+}
+
+// executorData is one executor as the backend knows it (Spark's ExecutorData).
+type executorData struct {
+	id         int32
+	workerID   string
+	hostPort   string
+	url        string
+	cores      int32
+	freeCores  int32
+	registered bool
+	launched   bool
+	removed    bool
+	state      masterv1.ExecutorState
+	client     executorv1connect.ExecutorServiceClient
+	mailbox    *rpc.Mailbox
+	timeline   Timeline
+}
+
+// taskSet is the tasks of one RunTasks call.
+type taskSet struct {
+	task      string
+	inputs    [][]byte
+	results   [][]byte
+	pending   []int
+	failures  []int
+	remaining int
+	launched  bool
+	done      chan struct{}
+	err       error
+}
+
+func (ts *taskSet) finished() bool {
+	select {
+	case <-ts.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (ts *taskSet) fail(err error) {
+	if !ts.finished() {
+		ts.err = err
+		close(ts.done)
+	}
+}
+
+// runningTask is a launched task.
+type runningTask struct {
+	set      *taskSet
+	index    int
+	executor *executorData
+}
+
+// executorLocked returns the executor with id, creating its record.
+func (d *Driver) executorLocked(id int32) *executorData {
+	e, ok := d.executors[id]
+	if !ok {
+		e = &executorData{id: id, timeline: Timeline{ExecutorID: id}}
+		d.executors[id] = e
+	}
+	return e
+}
+
+// RetrieveSparkProps gives a starting executor the application's properties.
+func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
+	if err := d.waitRegistered(ctx); err != nil {
+		return nil, rpc.Error(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	props := maps.Clone(d.cfg.Conf)
+	if props == nil {
+		props = map[string]string{}
+	}
+	props["glint.app.id"] = d.appID
+	props["glint.driver.url"] = d.url
+	props["spark.app.name"] = d.cfg.Name
+	return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{Properties: props}), nil
+}
+
+func (d *Driver) waitRegistered(ctx context.Context) error {
+	select {
+	case <-d.registered:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("driver not registered with a master yet: %w: %w", rpc.ErrUnavailable, ctx.Err())
+	}
+}
+
+// RegisterExecutor admits an executor of this application; a duplicate id or
+// another application's executor is refused, and the executor then exits.
+func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
+	m := req.Msg
+	if err := d.waitRegistered(ctx); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if m.GetCores() <= 0 {
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: cores %d must be positive", m.GetExecutorId(), rpc.ErrInvalidArgument, m.GetCores()))
+	}
+	url, err := rpc.NormalizeURL(m.GetExecutorUrl())
+	if err != nil {
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: %w", m.GetExecutorId(), rpc.ErrInvalidArgument, err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m.GetAppId() != d.appID {
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: unknown application %q (this driver runs %s)",
+			m.GetExecutorId(), rpc.ErrNotFound, m.GetAppId(), d.appID))
+	}
+	e := d.executorLocked(m.GetExecutorId())
+	switch {
+	case e.registered:
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: duplicate executor id", e.id, rpc.ErrAlreadyExists))
+	case e.removed:
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: the executor was already removed", e.id, rpc.ErrFailedPrecondition))
+	}
+	e.registered, e.url, e.cores = true, url, m.GetCores()
+	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions()...)
+	e.mailbox = rpc.NewMailbox(context.Background())
+	e.timeline.Registered = time.Now()
+	d.totalCores += e.cores
+	d.log.Info("registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
+	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+}
+
+// LaunchedExecutor marks a registered executor ready: its cores are offered
+// tasks only now, so no task reaches an executor that is not ready (SPARK-29287).
+func (d *Driver) LaunchedExecutor(_ context.Context, req *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.executors[req.Msg.GetExecutorId()]
+	if !ok || !e.registered || e.removed {
+		return nil, rpc.Error(fmt.Errorf("executor %d launched: %w: not registered", req.Msg.GetExecutorId(), rpc.ErrFailedPrecondition))
+	}
+	if !e.launched {
+		e.launched, e.freeCores = true, e.cores
+		d.signalOffersLocked()
+		d.makeOffersLocked()
+	}
+	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
+}
+
+// StatusUpdate applies a task's end and offers the freed core again.
+func (d *Driver) StatusUpdate(_ context.Context, req *connect.Request[driverv1.StatusUpdateRequest]) (*connect.Response[driverv1.StatusUpdateResponse], error) {
+	m := req.Msg
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rt, ok := d.running[m.GetTaskId()]
+	if !ok {
+		return nil, rpc.Error(fmt.Errorf("status update for task %d: %w", m.GetTaskId(), rpc.ErrNotFound))
+	}
+	if rt.executor.id != m.GetExecutorId() {
+		return nil, rpc.Error(fmt.Errorf("status update for task %d from executor %d: %w: it runs on executor %d",
+			m.GetTaskId(), m.GetExecutorId(), rpc.ErrFailedPrecondition, rt.executor.id))
+	}
+	switch m.GetState() {
+	case driverv1.TaskState_TASK_STATE_FINISHED:
+		d.finishTaskLocked(m.GetTaskId(), rt)
+		ts := rt.set
+		if !ts.finished() {
+			ts.results[rt.index] = m.GetResult()
+			ts.remaining--
+			if ts.remaining == 0 {
+				close(ts.done)
+			}
+		}
+	case driverv1.TaskState_TASK_STATE_FAILED, driverv1.TaskState_TASK_STATE_KILLED, driverv1.TaskState_TASK_STATE_LOST:
+		d.finishTaskLocked(m.GetTaskId(), rt)
+		d.taskFailedLocked(rt, fmt.Sprintf("%s on executor %d: %s", m.GetState(), rt.executor.id, m.GetMessage()))
+	default:
+		return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
+	}
+	d.makeOffersLocked()
+	return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
+}
+
+// finishTaskLocked frees a task's core.
+func (d *Driver) finishTaskLocked(id int64, rt *runningTask) {
+	delete(d.running, id)
+	if !rt.executor.removed {
+		rt.executor.freeCores++
+	}
+}
+
+// taskFailedLocked queues a failed task again, or fails its set once the task
+// failed spark.task.maxFailures times.
+func (d *Driver) taskFailedLocked(rt *runningTask, reason string) {
+	ts := rt.set
+	if ts.finished() {
+		return
+	}
+	ts.failures[rt.index]++
+	d.log.Warn("task failed", "task", ts.task, "index", rt.index, "attempt", ts.failures[rt.index], "reason", reason)
+	if ts.failures[rt.index] >= d.maxFailures {
+		ts.fail(fmt.Errorf("task %d of %s failed %d times, most recently: %s", rt.index, ts.task, ts.failures[rt.index], reason))
+		d.dropTaskSetLocked(ts)
+		return
+	}
+	ts.pending = append([]int{rt.index}, ts.pending...)
+}
+
+// dropTaskSetLocked removes a finished set and kills its running tasks.
+func (d *Driver) dropTaskSetLocked(ts *taskSet) {
+	d.taskSets = slices.DeleteFunc(d.taskSets, func(o *taskSet) bool { return o == ts })
+	for id, rt := range d.running {
+		if rt.set != ts || rt.executor.removed {
+			continue
+		}
+		e := rt.executor
+		e.mailbox.Post(context.Background(), func(ctx context.Context) {
+			if _, err := e.client.KillTask(ctx, connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id, Reason: "task set ended"})); err != nil {
+				d.log.Debug("kill task", "task", id, "err", err)
+			}
+		})
+	}
+}
+
+// removeExecutorLocked forgets a finished executor; its running tasks fail
+// and are queued again.
+func (d *Driver) removeExecutorLocked(e *executorData, reason string) {
+	if e.removed {
+		return
+	}
+	e.removed = true
+	if e.registered {
+		d.totalCores -= e.cores
+	}
+	e.freeCores = 0
+	for id, rt := range d.running {
+		if rt.executor == e {
+			delete(d.running, id)
+			d.taskFailedLocked(rt, reason)
+		}
+	}
+	d.makeOffersLocked()
+}
+
+// makeOffersLocked is CoarseGrainedSchedulerBackend.makeOffers: free cores of
+// ready executors are offered pending tasks, FIFO over task sets, one task per
+// executor per round so tasks spread over executors.
+func (d *Driver) makeOffersLocked() {
+	ready := make([]*executorData, 0, len(d.executors))
+	for _, e := range d.executors {
+		if e.launched && !e.removed {
+			ready = append(ready, e)
+		}
+	}
+	slices.SortFunc(ready, func(a, b *executorData) int { return int(a.id - b.id) })
+	for offered := true; offered; {
+		offered = false
+		for _, e := range ready {
+			if e.freeCores == 0 {
+				continue
+			}
+			ts, index, ok := d.nextTaskLocked()
+			if !ok {
+				return
+			}
+			d.launchTaskLocked(e, ts, index)
+			offered = true
+		}
+	}
+}
+
+func (d *Driver) nextTaskLocked() (*taskSet, int, bool) {
+	for _, ts := range d.taskSets {
+		if len(ts.pending) > 0 {
+			index := ts.pending[0]
+			ts.pending = ts.pending[1:]
+			return ts, index, true
+		}
+	}
+	return nil, 0, false
+}
+
+func (d *Driver) launchTaskLocked(e *executorData, ts *taskSet, index int) {
+	id := d.nextTaskID
+	d.nextTaskID++
+	e.freeCores--
+	ts.launched = true
+	if e.timeline.FirstTask.IsZero() {
+		e.timeline.FirstTask = time.Now()
+	}
+	rt := &runningTask{set: ts, index: index, executor: e}
+	d.running[id] = rt
+	req := &executorv1.LaunchTaskRequest{TaskId: id, Name: ts.task, Input: ts.inputs[index], Attempt: int32(ts.failures[index]), Index: int32(index)}
+	e.mailbox.Post(context.Background(), func(ctx context.Context) {
+		if _, err := e.client.LaunchTask(ctx, connect.NewRequest(req)); err != nil {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if d.running[id] != rt {
+				return
+			}
+			d.finishTaskLocked(id, rt)
+			d.taskFailedLocked(rt, fmt.Sprintf("launch task on executor %d: %v", e.id, err))
+			d.makeOffersLocked()
+		}
+	})
+}
+
+// RunTasks runs the application's task once per input; see app.Context.
+func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) ([][]byte, error) {
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	n := len(inputs)
+	ts := &taskSet{
+		task: app.TaskID(d.cfg.App.Name, task), inputs: inputs, results: make([][]byte, n),
+		pending: make([]int, n), failures: make([]int, n), remaining: n, done: make(chan struct{}),
+	}
+	for i := range ts.pending {
+		ts.pending[i] = i
+	}
+	d.mu.Lock()
+	select {
+	case <-d.removed:
+		d.mu.Unlock()
+		return nil, fmt.Errorf("run %s: master removed application %s: %s", task, d.appID, d.removedWhy)
+	default:
+	}
+	d.taskSets = append(d.taskSets, ts)
+	d.makeOffersLocked()
+	d.mu.Unlock()
+
+	starving := time.NewTicker(d.starvation)
+	defer starving.Stop()
+	for {
+		select {
+		case <-ts.done:
+			if ts.err != nil {
+				return nil, fmt.Errorf("run %s: %w", task, ts.err)
+			}
+			d.mu.Lock()
+			d.dropTaskSetLocked(ts)
+			d.mu.Unlock()
+			return ts.results, nil
+		case <-ctx.Done():
+			d.mu.Lock()
+			ts.fail(ctx.Err())
+			d.dropTaskSetLocked(ts)
+			d.mu.Unlock()
+			return nil, fmt.Errorf("run %s: %w", task, ctx.Err())
+		case <-starving.C:
+			d.warnIfStarving(ctx, ts)
+		}
+	}
+}
+
+// warnIfStarving is Spark's "Initial job has not accepted any resources"
+// warning, with the master's reason.
+func (d *Driver) warnIfStarving(ctx context.Context, ts *taskSet) {
+	d.mu.Lock()
+	launched, master, appID := ts.launched, d.master, d.appID
+	d.mu.Unlock()
+	if launched {
+		return
+	}
+	reason := "check that workers are registered and have sufficient resources"
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if st, err := master.GetClusterState(cctx, connect.NewRequest(&masterv1.GetClusterStateRequest{})); err == nil {
+		for _, a := range st.Msg.GetActiveApps() {
+			if a.GetId() == appID && a.GetStatusMessage() != "" {
+				reason = a.GetStatusMessage()
+			}
+		}
+	}
+	d.log.Warn("Initial job has not accepted any resources", "app", appID, "reason", reason)
+}
+
+// waitReady blocks until spark.scheduler.minRegisteredResourcesRatio of the
+// expected cores registered, or spark.scheduler.maxRegisteredResourcesWaitingTime passed.
+func (d *Driver) waitReady(ctx context.Context) error {
+	ratio := d.minRegisteredRatio
+	if ratio <= 0 || d.cfg.MaxCores == 0 {
+		return nil
+	}
+	want := int32(float64(d.cfg.MaxCores) * ratio)
+	deadline := time.NewTimer(d.maxRegisteredWait)
+	defer deadline.Stop()
+	for {
+		d.mu.Lock()
+		have := d.totalCores
+		d.mu.Unlock()
+		if have >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for executors: %w", ctx.Err())
+		case <-d.removed:
+			return fmt.Errorf("wait for executors: master removed application %s: %s", d.AppID(), d.removedWhy)
+		case <-deadline.C:
+			d.log.Warn("starting with fewer executors than requested", "cores", have, "wanted", want)
+			return nil
+		case <-d.offersReady:
+		}
+	}
+}
+
+func (d *Driver) signalOffersLocked() {
+	select {
+	case d.offersReady <- struct{}{}:
+	default:
+	}
+}
+
+// stopExecutors tells every ready executor to stop (Spark's StopExecutors).
+func (d *Driver) stopExecutors(ctx context.Context) {
+	d.mu.Lock()
+	var execs []*executorData
+	for _, e := range d.executors {
+		if e.registered && !e.removed {
+			execs = append(execs, e)
+		}
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range execs {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if _, err := e.client.StopExecutor(cctx, connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
+				d.log.Debug("stop executor", "executor", e.id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Timelines returns each executor's launch timeline, by executor id.
+func (d *Driver) Timelines() []Timeline {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Timeline, 0, len(d.executors))
+	for _, e := range d.executors {
+		t := e.timeline
+		t.WorkerID = e.workerID
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b Timeline) int { return int(a.ExecutorID - b.ExecutorID) })
+	return out
+}

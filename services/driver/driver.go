@@ -1,0 +1,304 @@
+// Package driver is Glint's driver side: the application client that registers
+// with the master (Spark's StandaloneAppClient) and the scheduler backend that
+// admits executors and offers them tasks (Spark's CoarseGrainedSchedulerBackend).
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// Spark property names the driver reads from --conf.
+const (
+	confMaxFailures   = "spark.task.maxFailures"
+	confMinRegistered = "spark.scheduler.minRegisteredResourcesRatio"
+	confMaxWait       = "spark.scheduler.maxRegisteredResourcesWaitingTime"
+	confStarvation    = "spark.starvation.timeout"
+)
+
+// Config configures a driver.
+type Config struct {
+	// Masters are the master URLs to register with, tried in order.
+	Masters []string
+	// Host is the address executors and the master use to reach the driver;
+	// default: the local address that routes to the first master.
+	Host string
+	// Listen is the address to serve on; default ":0".
+	Listen string
+	// App is the application the driver runs.
+	App *app.App
+	// Name is the application's display name; default App.Name.
+	Name string
+	// ExecutorMemoryMiB is spark.executor.memory; default 1024.
+	ExecutorMemoryMiB int64
+	// ExecutorCores is spark.executor.cores; 0 means unset.
+	ExecutorCores int32
+	// MaxCores is spark.cores.max (--total-executor-cores); 0 means all.
+	MaxCores int32
+	// ExecutorCommand starts an executor of this binary, e.g.
+	// ["/usr/local/bin/glint", "executor"]; the driver appends Spark's flags.
+	ExecutorCommand []string
+	// Conf holds the --conf properties; executors receive them.
+	Conf map[string]string
+	// DriverID is set when the driver runs in cluster mode.
+	DriverID string
+	// RegisterAttempts is how many rounds over the masters registration tries; default 3.
+	RegisterAttempts int
+	// RegisterInterval is the pause between rounds; default 5s.
+	RegisterInterval time.Duration
+	// Stdout receives the application's output; default os.Stdout.
+	Stdout io.Writer
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if len(c.Masters) == 0 {
+		return errors.New("no master URL")
+	}
+	if c.App == nil {
+		return errors.New("no application")
+	}
+	if c.Name == "" {
+		c.Name = c.App.Name
+	}
+	if len(c.ExecutorCommand) == 0 {
+		return errors.New("no executor command")
+	}
+	if c.ExecutorMemoryMiB == 0 {
+		c.ExecutorMemoryMiB = 1024
+	}
+	if c.ExecutorMemoryMiB < 0 || c.ExecutorCores < 0 || c.MaxCores < 0 {
+		return errors.New("executor memory, executor cores and total executor cores must be positive")
+	}
+	if c.Host == "" {
+		host, err := rpc.AdvertiseHost(c.Masters[0])
+		if err != nil {
+			return err
+		}
+		c.Host = host
+	}
+	if c.Listen == "" {
+		c.Listen = ":0"
+	}
+	if c.RegisterAttempts <= 0 {
+		c.RegisterAttempts = 3
+	}
+	if c.RegisterInterval <= 0 {
+		c.RegisterInterval = 5 * time.Second
+	}
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Driver is a running driver: the app client and the scheduler backend. It
+// implements app.Context for the application's driver function.
+type Driver struct {
+	cfg  Config
+	log  *slog.Logger
+	url  string
+	http *http.Client
+	settings
+
+	// serving ends the HTTP server.
+	stopServing context.CancelFunc
+	served      chan error
+
+	mu          sync.Mutex
+	appID       string
+	master      masterv1connect.MasterServiceClient
+	registered  chan struct{} // closed once the master gave an app id
+	removed     chan struct{} // closed when the master removed the application
+	removedWhy  string
+	executors   map[int32]*executorData
+	totalCores  int32
+	taskSets    []*taskSet
+	running     map[int64]*runningTask
+	nextTaskID  int64
+	offersReady chan struct{} // signalled when executors register or cores free up
+}
+
+var _ driverv1connect.DriverServiceHandler = (*Driver)(nil)
+var _ app.Context = (*Driver)(nil)
+
+// Start serves the driver endpoint and registers the application with a
+// master. It returns once the application has its id.
+func Start(ctx context.Context, cfg Config) (*Driver, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, fmt.Errorf("start driver: %w", err)
+	}
+	st, err := parseSettings(cfg.Conf)
+	if err != nil {
+		return nil, fmt.Errorf("start driver: %w", err)
+	}
+	d := &Driver{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		http:        rpc.NewHTTPClient(),
+		settings:    st,
+		running:     map[int64]*runningTask{},
+		registered:  make(chan struct{}),
+		removed:     make(chan struct{}),
+		executors:   map[int32]*executorData{},
+		offersReady: make(chan struct{}, 1),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("start driver: listen on %s: %w", cfg.Listen, err)
+	}
+	d.url = rpc.URL(ln.Addr(), cfg.Host)
+	mux := http.NewServeMux()
+	mux.Handle(driverv1connect.NewDriverServiceHandler(d, rpc.HandlerOptions()...))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	serveCtx, stop := context.WithCancel(context.Background())
+	d.stopServing, d.served = stop, make(chan error, 1)
+	go func() { d.served <- rpc.Serve(serveCtx, ln, mux) }()
+
+	if err := d.register(ctx); err != nil {
+		d.shutdown()
+		return nil, err
+	}
+	return d, nil
+}
+
+// URL is where the driver serves DriverService.
+func (d *Driver) URL() string { return d.url }
+
+// AppID is the id the master gave the application.
+func (d *Driver) AppID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.appID
+}
+
+// Conf returns a --conf property.
+func (d *Driver) Conf(key string) (string, bool) {
+	v, ok := d.cfg.Conf[key]
+	return v, ok
+}
+
+// Stdout is where the application prints.
+func (d *Driver) Stdout() io.Writer { return d.cfg.Stdout }
+
+// Stop ends the application: executors are told to stop, the master that the
+// application finished, and the endpoint shuts down.
+func (d *Driver) Stop(ctx context.Context) {
+	d.stopExecutors(ctx)
+	d.unregister(ctx)
+	d.shutdown()
+}
+
+func (d *Driver) shutdown() {
+	d.stopServing()
+	if err := <-d.served; err != nil {
+		d.log.Warn("stop serving", "err", err)
+	}
+}
+
+// Run runs one application from start to stop.
+func Run(ctx context.Context, cfg Config, args []string) error {
+	d, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer d.Stop(context.WithoutCancel(ctx))
+	return d.RunApp(ctx, args)
+}
+
+// RunApp waits until enough executors registered, then runs the
+// application's driver function.
+func (d *Driver) RunApp(ctx context.Context, args []string) error {
+	d.log.Info("application registered", "app", d.AppID(), "name", d.cfg.Name)
+	if err := d.waitReady(ctx); err != nil {
+		return err
+	}
+	if err := d.cfg.App.Run(ctx, d, args); err != nil {
+		return fmt.Errorf("application %s (%s): %w", d.cfg.Name, d.AppID(), err)
+	}
+	return nil
+}
+
+// settings are the Spark properties the driver itself obeys.
+type settings struct {
+	maxFailures        int
+	minRegisteredRatio float64
+	maxRegisteredWait  time.Duration
+	starvation         time.Duration
+}
+
+// parseSettings reads the driver's own properties from --conf, with Spark's
+// defaults; a value that does not parse is an error, not a silent default.
+func parseSettings(conf map[string]string) (settings, error) {
+	st := settings{maxFailures: 4, maxRegisteredWait: 30 * time.Second, starvation: 15 * time.Second}
+	if v, ok := conf[confMaxFailures]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return st, fmt.Errorf("--conf %s=%q: want a positive integer", confMaxFailures, v)
+		}
+		st.maxFailures = n
+	}
+	if v, ok := conf[confMinRegistered]; ok {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			return st, fmt.Errorf("--conf %s=%q: want a number from 0 to 1", confMinRegistered, v)
+		}
+		st.minRegisteredRatio = r
+	}
+	for key, dst := range map[string]*time.Duration{confMaxWait: &st.maxRegisteredWait, confStarvation: &st.starvation} {
+		v, ok := conf[key]
+		if !ok {
+			continue
+		}
+		d, err := parseSparkDuration(v)
+		if err != nil {
+			return st, fmt.Errorf("--conf %s=%q: %w", key, v, err)
+		}
+		*dst = d
+	}
+	return st, nil
+}
+
+// parseSparkDuration accepts Go durations ("30s") and Spark's plain seconds ("30").
+func parseSparkDuration(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, errors.New("want a positive duration such as 30s")
+	}
+	return d, nil
+}
+
+// executorCommand is the command template the master hands to workers.
+func (d *Driver) executorCommand() *masterv1.Command {
+	args := append([]string{}, d.cfg.ExecutorCommand...)
+	args = append(args,
+		"--driver-url", d.url,
+		"--executor-id", "{{EXECUTOR_ID}}",
+		"--hostname", "{{HOSTNAME}}",
+		"--cores", "{{CORES}}",
+		"--app-id", "{{APP_ID}}",
+		"--worker-url", "{{WORKER_URL}}",
+	)
+	return &masterv1.Command{Args: args}
+}
