@@ -60,13 +60,36 @@ func (d *Driver) register(ctx context.Context) error {
 	return fmt.Errorf("register application: all masters are unresponsive after %d rounds: %w", d.cfg.RegisterAttempts, errors.Join(errs...))
 }
 
+// releaseExecutors sets the application's executor limit to zero, so the
+// master launches no replacement for executors that stop.
+func (d *Driver) releaseExecutors(ctx context.Context) {
+	if d.appRemoved() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	d.mu.Lock()
+	master, appID := d.master, d.appID
+	d.mu.Unlock()
+	if _, err := master.RequestExecutors(ctx, connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: appID})); err != nil {
+		d.log.Warn("release executors", "app", appID, "err", err)
+	}
+}
+
+func (d *Driver) appRemoved() bool {
+	select {
+	case <-d.removed:
+		return true
+	default:
+		return false
+	}
+}
+
 // unregister tells the master the application finished, unless the master
 // already removed it.
 func (d *Driver) unregister(ctx context.Context) {
-	select {
-	case <-d.removed:
+	if d.appRemoved() {
 		return
-	default:
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

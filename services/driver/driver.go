@@ -199,9 +199,11 @@ func (d *Driver) Conf(key string) (string, bool) {
 // Stdout is where the application prints.
 func (d *Driver) Stdout() io.Writer { return d.cfg.Stdout }
 
-// Stop ends the application: executors are told to stop, the master that the
-// application finished, and the endpoint shuts down.
+// Stop ends the application: the master is asked for no more executors, the
+// executors are told to stop (they exit 0 and end EXITED), the master is told
+// the application finished, and the endpoint shuts down.
 func (d *Driver) Stop(ctx context.Context) {
+	d.releaseExecutors(ctx)
 	d.stopExecutors(ctx)
 	d.unregister(ctx)
 	d.shutdown()

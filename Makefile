@@ -1,0 +1,41 @@
+# Glint's build. Every tool comes from tools/go.mod through `go tool`; nothing
+# needs installing globally.
+
+GO        ?= go
+TOOL      := $(GO) tool -modfile=tools/go.mod
+GOFILES    = $(shell git ls-files '*.go')
+
+.PHONY: all build generate check-generate lint test test-short bench
+
+all: build
+
+build:
+	$(GO) build ./...
+
+## generate: regenerate the Connect and protobuf code under pkg/api from proto/.
+generate:
+	$(TOOL) buf generate
+
+## check-generate: fail if the committed generated code differs from what generate makes.
+check-generate:
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(TOOL) buf generate -o $$tmp && \
+	diff -r pkg/api $$tmp/pkg/api && echo "generated code is up to date"
+
+## lint: gofmt, go vet and buf lint.
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(TOOL) buf lint proto
+
+## test: everything — lint, generated code, and every test on real processes and sockets.
+test: lint check-generate
+	$(GO) test -count=1 -race -timeout 12m ./...
+
+## test-short: the fast loop.
+test-short:
+	$(GO) test -short ./...
+
+## bench: benchmarks; they print numbers and assert nothing.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// glintBin is the glint binary built once for every test in this package.
+var glintBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "glint-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	glintBin = filepath.Join(dir, "glint")
+	build := exec.Command("go", "build", "-o", glintBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build glint:", err)
+		return 1
+	}
+	code := m.Run()
+	if left := glintProcesses(); len(left) > 0 && code == 0 {
+		fmt.Fprintf(os.Stderr, "glint processes left after the tests: %v\n", left)
+		return 1
+	}
+	return code
+}
+
+// glintProcesses lists the pids of running processes of the test's glint binary.
+func glintProcesses() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == glintBin {
+			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !isZombie(stat) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+func isZombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// proc is a glint process a test started; Cleanup stops and reaps it.
+type proc struct {
+	cmd  *exec.Cmd
+	url  string
+	log  string
+	done chan error
+}
+
+// start runs glint args... with --url-file and waits until it serves.
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, name+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	urlFile := filepath.Join(dir, name+".url")
+	cmd := exec.Command(glintBin, append(args, "--url-file", urlFile)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(urlFile); err == nil {
+			p.url = strings.TrimSpace(string(b))
+			return p
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited before serving: %v\n%s", name, err, readFile(logPath))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not serve within 20s\n%s", name, readFile(logPath))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM, waits, and kills the process group if it lingers.
+func (p *proc) stop(t *testing.T) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Errorf("%v did not exit within 20s of SIGTERM\n%s", p.cmd.Args, readFile(p.log))
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// testCluster is a master and workers running as separate processes.
+type testCluster struct {
+	master   *proc
+	workers  []*proc
+	workDirs []string
+}
+
+func startCluster(t *testing.T, workers int, masterArgs ...string) *testCluster {
+	t.Helper()
+	c := &testCluster{master: start(t, "master", append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...)}
+	for i := range workers {
+		dir := t.TempDir()
+		c.workDirs = append(c.workDirs, dir)
+		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), "worker", "--master", c.master.url,
+			"--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g", "--work-dir", dir,
+			"--register-interval", "200ms", "--kill-grace", "2s"))
+	}
+	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
+	return c
+}
+
+// masterJSON is the part of the master's /json the tests read.
+type masterJSON struct {
+	Workers []struct {
+		ID        string `json:"id"`
+		State     string `json:"state"`
+		CoresUsed int    `json:"coresused"`
+	} `json:"workers"`
+	ActiveApps    []appJSON `json:"activeapps"`
+	CompletedApps []appJSON `json:"completedapps"`
+}
+
+type appJSON struct {
+	ID            string `json:"id"`
+	State         string `json:"state"`
+	StatusMessage string `json:"statusmessage"`
+	Executors     []struct {
+		ID    int    `json:"id"`
+		State string `json:"state"`
+	} `json:"executors"`
+}
+
+func (s masterJSON) alive() int {
+	n := 0
+	for _, w := range s.Workers {
+		if w.State == "ALIVE" {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *testCluster) state(t *testing.T) masterJSON {
+	t.Helper()
+	resp, err := http.Get(c.master.url + "/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s masterJSON
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls the master's /json until ok holds.
+func (c *testCluster) waitFor(t *testing.T, what string, ok func(masterJSON) bool) masterJSON {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := c.state(t)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; master state: %+v\nmaster log:\n%s", what, s, readFile(c.master.log))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// glint runs a glint client command to its end.
+func glint(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, glintBin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}

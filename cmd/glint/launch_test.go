@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var piResult = regexp.MustCompile(`Pi is roughly 3\.1[0-9]*`)
+
+func TestPiInClientModeRunsOnExecutorProcesses(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2)
+	stdout, stderr, err := glint(t, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--executor-memory", "256m", "--log-level", "warn", "pi", "20")
+	if err != nil {
+		t.Fatalf("submit: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	if !piResult.MatchString(stdout) {
+		t.Errorf("stdout %q has no pi estimate", stdout)
+	}
+	s := c.waitFor(t, "app completed and cores freed", func(s masterJSON) bool {
+		for _, w := range s.Workers {
+			if w.CoresUsed != 0 {
+				return false
+			}
+		}
+		return len(s.ActiveApps) == 0 && len(s.CompletedApps) == 1
+	})
+	app := s.CompletedApps[0]
+	if app.State != "FINISHED" || len(app.Executors) != 4 {
+		t.Errorf("completed app %+v; want FINISHED with 4 executors", app)
+	}
+	// Every executor ran as a process of its own, with its logs in the work dir.
+	logs := 0
+	for _, dir := range c.workDirs {
+		for _, stream := range []string{"stdout", "stderr"} {
+			files, _ := filepath.Glob(filepath.Join(dir, app.ID, "*", stream))
+			for _, f := range files {
+				logs++
+				if head := firstLine(t, f); !strings.HasPrefix(head, "Launch command: ") || !strings.Contains(head, `"executor"`) {
+					t.Errorf("%s starts with %q, want the launch command", f, head)
+				}
+			}
+		}
+	}
+	if logs != 8 {
+		t.Errorf("found %d executor log files, want 8 (stdout and stderr of 4 executors)", logs)
+	}
+}
+
+func firstLine(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan()
+	return sc.Text()
+}
+
+func TestPiInClusterModeRunsTheDriverOnAWorker(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2)
+	stdout, stderr, err := glint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
+		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "2", "pi", "10")
+	if err != nil {
+		t.Fatalf("submit: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	driverID := strings.TrimSpace(stdout)
+	if !strings.HasPrefix(driverID, "driver-") {
+		t.Fatalf("stdout %q, want the driver id", stdout)
+	}
+	var output string
+	for _, dir := range c.workDirs {
+		if b, err := os.ReadFile(filepath.Join(dir, driverID, "stdout")); err == nil {
+			output = string(b)
+		}
+	}
+	if !piResult.MatchString(output) {
+		t.Errorf("driver stdout %q has no pi estimate", output)
+	}
+	c.waitFor(t, "driver finished and app completed", func(s masterJSON) bool {
+		return len(s.ActiveApps) == 0 && len(s.CompletedApps) == 1 && s.CompletedApps[0].State == "FINISHED"
+	})
+}
+
+func TestWordCountPrintsTheMostFrequentWords(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	file := filepath.Join(t.TempDir(), "words.txt")
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog\n", 50) + strings.Repeat("glint\n", 7)
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := glint(t, "submit", "--master", c.master.url, "--executor-memory", "256m", "--log-level", "warn", "wordcount", file)
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if lines[0] != "the: 100" || !strings.Contains(stdout, "glint: 7") {
+		t.Errorf("wordcount output:\n%s", stdout)
+	}
+}
+
+func TestOversizedExecutorsWaitWithAReasonUntilKilled(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	submit := exec.Command(glintBin, "submit", "--master", c.master.url, "--executor-cores", "64", "--log-level", "warn", "sleep", "1s")
+	if err := submit.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = submit.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = submit.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	s := c.waitFor(t, "app waiting with a reason", func(s masterJSON) bool {
+		return len(s.ActiveApps) == 1 && strings.Contains(s.ActiveApps[0].StatusMessage, "requires more resources than any worker has")
+	})
+	if s.ActiveApps[0].State != "WAITING" {
+		t.Errorf("app state %s, want WAITING", s.ActiveApps[0].State)
+	}
+	if out, errOut, err := glint(t, "kill", "--master", c.master.url, s.ActiveApps[0].ID); err != nil {
+		t.Fatalf("kill: %v %s %s", err, out, errOut)
+	}
+	select {
+	case <-exited:
+		if exitCode(waitErr) == 0 {
+			t.Errorf("submit of a killed app exited 0")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit did not end after its app was killed")
+	}
+	c.waitFor(t, "app killed", func(s masterJSON) bool {
+		return len(s.CompletedApps) == 1 && s.CompletedApps[0].State == "KILLED"
+	})
+}
+
+func TestBadInputGetsAClearErrorAndNonZeroExit(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	m := c.master.url
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"zero executor memory", []string{"submit", "--master", m, "--executor-memory", "0", "pi"}, "--executor-memory"},
+		{"unparseable memory", []string{"submit", "--master", m, "--executor-memory", "lots", "pi"}, "invalid size"},
+		{"negative cores", []string{"submit", "--master", m, "--executor-cores", "-2", "pi"}, "--executor-cores -2"},
+		{"negative total cores", []string{"submit", "--master", m, "--total-executor-cores", "-1", "pi"}, "--total-executor-cores -1"},
+		{"unknown app", []string{"submit", "--master", m, "nosuchapp"}, `unknown app "nosuchapp"`},
+		{"no app", []string{"submit", "--master", m}, "no APP given"},
+		{"bad deploy mode", []string{"submit", "--master", m, "--deploy-mode", "moon", "pi"}, "--deploy-mode"},
+		{"bad conf", []string{"submit", "--master", m, "--conf", "novalue", "pi"}, "KEY=VALUE"},
+		{"bad task retries", []string{"submit", "--master", m, "--conf", "spark.task.maxFailures=0", "pi"}, "spark.task.maxFailures"},
+		{"bad master url", []string{"submit", "--master", "ftp://x:1", "pi"}, "--master"},
+		{"zero driver cores", []string{"submit", "--master", m, "--deploy-mode", "cluster", "--driver-cores", "0", "pi"}, "--driver-cores 0"},
+		{"bad pi slices", []string{"submit", "--master", m, "--log-level", "error", "pi", "many"}, "SLICES"},
+		{"kill bad id", []string{"kill", "--master", m, "../etc"}, "neither an application id"},
+		{"kill unknown app", []string{"kill", "--master", m, "app-20260101000000-0042"}, "not_found"},
+		{"status unknown id", []string{"status", "--master", m, "driver-20260101000000-0042"}, "not known"},
+		{"worker zero cores", []string{"worker", "--master", m, "--cores", "0"}, "--cores 0"},
+		{"worker zero memory", []string{"worker", "--master", m, "--memory", "0"}, "--memory"},
+		{"master bad timeout", []string{"master", "--worker-timeout", "-1s"}, "--worker-timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := glint(t, tc.args...)
+			if exitCode(err) == 0 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", exitCode(err), stderr, tc.want)
+			}
+		})
+	}
+	// None of it disturbed the cluster: an app still runs.
+	if stdout, stderr, err := glint(t, "submit", "--master", m, "--executor-memory", "256m", "--log-level", "warn", "pi", "2"); err != nil || !piResult.MatchString(stdout) {
+		t.Errorf("pi after bad input: %v\n%s\n%s", err, stdout, stderr)
+	}
+}
+
+func TestStatusShowsTheClusterAsTableAndJSON(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2)
+	stdout, _, err := glint(t, "status", "--master", c.master.url)
+	if alive := regexp.MustCompile(`(?m)^worker-\S+\s+\S+\s+ALIVE`).FindAllString(stdout, -1); err != nil || len(alive) != 2 {
+		t.Errorf("status table (%v):\n%s", err, stdout)
+	}
+	stdout, _, err = glint(t, "status", "--master", c.master.url, "--json")
+	if err != nil || !strings.Contains(stdout, `"workers"`) || !strings.Contains(stdout, "WORKER_STATE_ALIVE") {
+		t.Errorf("status --json (%v):\n%s", err, stdout)
+	}
+}
+
+func TestDemoRunsAClusterAndLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, err := glint(t, "demo")
+	if err != nil {
+		t.Fatalf("demo: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	if !piResult.MatchString(stdout) || !strings.Contains(stdout, "Executor launches") {
+		t.Errorf("demo output:\n%s", stdout)
+	}
+	if rows := regexp.MustCompile(`(?m)^\s+\d+\s+worker-`).FindAllString(stdout, -1); len(rows) != 4 {
+		t.Errorf("demo shows %d executor timelines, want 4:\n%s", len(rows), stdout)
+	}
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/resources"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/driver"
+)
+
+// appFlags are the application settings glint submit and glint driver share.
+type appFlags struct {
+	masters            string
+	name               string
+	executorCores      int
+	executorMemory     string
+	totalExecutorCores int
+	conf               []string
+}
+
+func (f *appFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.masters, "master", "", "master URL(s), comma-separated (required)")
+	fl.StringVar(&f.name, "name", "", "application name (default: the app's name)")
+	fl.IntVar(&f.executorCores, "executor-cores", 0, "cores per executor (default: one executor per worker with all its cores)")
+	fl.StringVar(&f.executorMemory, "executor-memory", "1g", "memory per executor, e.g. 512m or 2g")
+	fl.IntVar(&f.totalExecutorCores, "total-executor-cores", 0, "cores for the whole application (default: all)")
+	fl.StringArrayVar(&f.conf, "conf", nil, "Spark property KEY=VALUE, repeatable")
+	fl.SetInterspersed(false)
+}
+
+// args returns the flags as command-line arguments, to pass on to a
+// cluster-mode driver.
+func (f *appFlags) args() []string {
+	out := []string{"--master", f.masters, "--executor-memory", f.executorMemory}
+	if f.name != "" {
+		out = append(out, "--name", f.name)
+	}
+	if f.executorCores > 0 {
+		out = append(out, "--executor-cores", fmt.Sprint(f.executorCores))
+	}
+	if f.totalExecutorCores > 0 {
+		out = append(out, "--total-executor-cores", fmt.Sprint(f.totalExecutorCores))
+	}
+	for _, c := range f.conf {
+		out = append(out, "--conf", c)
+	}
+	return out
+}
+
+// driverConfig validates the flags and the APP argument into a driver config.
+func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Config, []string, error) {
+	var cfg driver.Config
+	if len(args) == 0 {
+		return cfg, nil, fmt.Errorf("no APP given; built-in apps: %s", appNames(apps))
+	}
+	a, ok := apps.App(args[0])
+	if !ok {
+		return cfg, nil, fmt.Errorf("unknown app %q; apps: %s", args[0], appNames(apps))
+	}
+	masters, err := rpc.ParseURLs(f.masters)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("--master: %w", err)
+	}
+	if f.executorCores < 0 {
+		return cfg, nil, fmt.Errorf("--executor-cores %d: must be positive", f.executorCores)
+	}
+	if f.totalExecutorCores < 0 {
+		return cfg, nil, fmt.Errorf("--total-executor-cores %d: must be positive", f.totalExecutorCores)
+	}
+	memory, err := resources.ParseSize(f.executorMemory)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("--executor-memory: %w", err)
+	}
+	conf, err := parseConf(f.conf)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg = driver.Config{
+		Masters: masters, App: a, Name: f.name, ExecutorMemoryMiB: memory,
+		ExecutorCores: int32(f.executorCores), MaxCores: int32(f.totalExecutorCores), Conf: conf,
+	}
+	return cfg, args[1:], nil
+}
+
+func appNames(apps *app.Registry) string {
+	var out string
+	for i, a := range apps.Apps() {
+		if i > 0 {
+			out += ", "
+		}
+		out += a.Usage
+	}
+	return out
+}

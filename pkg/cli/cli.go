@@ -1,0 +1,138 @@
+// Package cli is the glint command line: master, worker, executor, driver,
+// submit, status, kill and demo. A user's own application binary calls Main
+// with its applications and so becomes both driver and executor.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// Main runs the glint command line for the applications in apps and returns
+// the process exit status.
+func Main(apps *app.Registry) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	root := newRoot(apps, os.Stdout, os.Stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var exit exitError
+		if errors.As(err, &exit) {
+			return int(exit)
+		}
+		fmt.Fprintf(os.Stderr, "glint: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// exitError ends the process with a status and no further message (the
+// command already said what happened).
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// globals are the flags every subcommand has.
+type globals struct {
+	apps     *app.Registry
+	stdout   io.Writer
+	stderr   io.Writer
+	logLevel string
+}
+
+func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{apps: apps, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "glint",
+		Short:         "Glint: an observable re-creation of Spark's standalone cluster manager",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.AddCommand(
+		newMasterCommand(g),
+		newWorkerCommand(g),
+		newExecutorCommand(g),
+		newDriverCommand(g),
+		newSubmitCommand(g),
+		newStatusCommand(g),
+		newKillCommand(g),
+		newDemoCommand(g),
+	)
+	return root
+}
+
+// logger returns the JSON logger on stderr at the --log-level.
+func (g *globals) logger(service string) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level})).With("service", service), nil
+}
+
+// listen opens a listener on addr and returns it with the URL peers use to
+// reach it: an unspecified host (":7077") is replaced by advertise.
+func listen(addr, advertise string) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, rpc.URL(ln.Addr(), advertise), nil
+}
+
+// writeURLFile writes url to path atomically, for scripts and tests that start
+// a process on an ephemeral port.
+func writeURLFile(path, url string) error {
+	if path == "" {
+		return nil
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write url file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write url file: %w", err)
+	}
+	return nil
+}
+
+// listenHost is the host part of a listen address, or "" when unspecified.
+func listenHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return ""
+	}
+	return host
+}
+
+// parseConf turns repeated --conf k=v into a map.
+func parseConf(pairs []string) (map[string]string, error) {
+	conf := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--conf %q: want KEY=VALUE", p)
+		}
+		conf[strings.TrimSpace(k)] = v
+	}
+	return conf, nil
+}

@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/services/driver"
+)
+
+type demoFlags struct {
+	keep   bool
+	slices int
+}
+
+func newDemoCommand(g *globals) *cobra.Command {
+	f := &demoFlags{}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a master and two workers on this machine, run pi on 4 executors, show each launch, stop",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), g, f)
+		},
+	}
+	cmd.Flags().BoolVar(&f.keep, "keep", false, "keep the demo's directory (logs, work dirs) instead of removing it")
+	cmd.Flags().IntVar(&f.slices, "slices", 20, "pi's SLICES argument")
+	return cmd
+}
+
+// demoWorkers, demoCores and demoMemory size the demo cluster: two workers
+// of two cores, so pi gets four one-core executors.
+const (
+	demoWorkers = 2
+	demoCores   = 2
+	demoMemory  = "2g"
+)
+
+func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
+	pi, ok := g.apps.App("pi")
+	if !ok {
+		return errors.New("demo: this binary has no pi application")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("demo: find this binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "glint-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if f.keep {
+		fmt.Fprintf(g.stdout, "Logs and work dirs in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	var procs []*child
+	// Stop order: workers first, so each kills and reports its executors to a
+	// master that still listens; the master last.
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			if stopErr := procs[i].stop(); stopErr != nil && err == nil {
+				err = stopErr
+			}
+		}
+	}()
+
+	// Master on an ephemeral loopback port.
+	m, err := startChild(ctx, dir, "master", exe, "master", "--listen", "127.0.0.1:0", "--worker-timeout", "10s")
+	if err != nil {
+		return err
+	}
+	procs = append(procs, m)
+	masterURL := m.url
+
+	// Two workers, each with its own work dir.
+	for i := 1; i <= demoWorkers; i++ {
+		name := fmt.Sprintf("worker-%d", i)
+		w, err := startChild(ctx, dir, name, exe, "worker", "--master", masterURL, "--listen", "127.0.0.1:0",
+			"--cores", fmt.Sprint(demoCores), "--memory", demoMemory, "--work-dir", filepath.Join(dir, name),
+			"--register-interval", "1s", "--kill-grace", "2s")
+		if err != nil {
+			return err
+		}
+		procs = append(procs, w)
+	}
+	if err := waitForWorkers(ctx, masterURL, demoWorkers); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "Master %s with %d workers of %d cores and %s\n", masterURL, demoWorkers, demoCores, demoMemory)
+
+	// The application, with its driver in this process (client mode); it waits
+	// until all four executors registered before running tasks.
+	logFile, err := os.Create(filepath.Join(dir, "driver.log"))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer logFile.Close()
+	submitted := time.Now()
+	d, err := driver.Start(ctx, driver.Config{
+		Masters: []string{masterURL}, Host: "127.0.0.1", App: pi, ExecutorCores: 1,
+		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512, ExecutorCommand: []string{exe, "executor"},
+		Conf:   map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
+		Stdout: g.stdout, Logger: slog.New(slog.NewJSONHandler(logFile, nil)),
+	})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	fmt.Fprintf(g.stdout, "Submitted pi %d as %s\n", f.slices, d.AppID())
+	runErr := d.RunApp(ctx, []string{fmt.Sprint(f.slices)})
+	timelines := d.Timelines()
+	d.Stop(context.WithoutCancel(ctx))
+	if runErr != nil {
+		return fmt.Errorf("demo: %w", runErr)
+	}
+	printTimelines(g.stdout, submitted, timelines)
+	return nil
+}
+
+// printTimelines shows when each executor reached each launch step, in
+// milliseconds after submission.
+func printTimelines(out io.Writer, submitted time.Time, timelines []driver.Timeline) {
+	fmt.Fprintln(out, "\nExecutor launches (ms after submit)")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "EXECUTOR\tWORKER\tSCHEDULED\tLAUNCHED\tSTARTED\tREGISTERED\tFIRST TASK\t")
+	ms := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(t.Sub(submitted).Microseconds())/1000)
+	}
+	for _, t := range timelines {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.ExecutorID, t.WorkerID,
+			ms(t.Scheduled), ms(t.Launched), ms(t.Started), ms(t.Registered), ms(t.FirstTask))
+	}
+	tw.Flush()
+}
+
+// child is a glint process the demo started.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+// startChild starts `exe args... --url-file F` with its output in dir/name.log
+// and waits until it serves.
+func startChild(ctx context.Context, dir, name, exe string, args ...string) (*child, error) {
+	log, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	defer log.Close()
+	urlFile := filepath.Join(dir, name+".url")
+	cmd := exec.Command(exe, append(args, "--url-file", urlFile)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("demo: start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan error, 1)}
+	go func() { c.done <- cmd.Wait() }()
+	deadline := time.After(15 * time.Second)
+	for {
+		if b, err := os.ReadFile(urlFile); err == nil {
+			c.url = strings.TrimSpace(string(b))
+			return c, nil
+		}
+		select {
+		case err := <-c.done:
+			c.done <- err
+			return nil, fmt.Errorf("demo: %s exited before serving (%v); see %s", name, err, log.Name())
+		case <-deadline:
+			return c, fmt.Errorf("demo: %s did not serve within 15s; see %s", name, log.Name())
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stop sends SIGTERM and waits; after 15 s the process group is killed.
+func (c *child) stop() error {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("demo: stop %s: %w", c.name, err)
+	}
+	select {
+	case err := <-c.done:
+		if err != nil {
+			return fmt.Errorf("demo: %s: %w", c.name, err)
+		}
+		return nil
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.done
+		return fmt.Errorf("demo: %s did not stop within 15s after SIGTERM; killed", c.name)
+	}
+}
+
+// waitForWorkers polls the master until n workers are ALIVE.
+func waitForWorkers(ctx context.Context, masterURL string, n int) error {
+	client, err := masterClient(masterURL)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.GetClusterState(ctx, connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+		if err == nil {
+			alive := 0
+			for _, w := range resp.Msg.GetWorkers() {
+				if w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
+					alive++
+				}
+			}
+			if alive >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: %d workers did not register with %s within 30s", n, masterURL)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+

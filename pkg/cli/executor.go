@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/glint-cluster/glint/services/executor"
+)
+
+func newExecutorCommand(g *globals) *cobra.Command {
+	var cfg executor.Config
+	var executorID, cores int
+	cmd := &cobra.Command{
+		Use:    "executor",
+		Short:  "Run an executor backend (started by workers)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger("glint-executor")
+			if err != nil {
+				return err
+			}
+			cfg.ExecutorID, cfg.Cores, cfg.Apps, cfg.Logger = int32(executorID), int32(cores), g.apps, log
+			if err := executor.Run(cmd.Context(), cfg); err != nil {
+				return fmt.Errorf("executor %d of %s: %w", executorID, cfg.AppID, err)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.DriverURL, "driver-url", "", "the driver's URL")
+	fl.IntVar(&executorID, "executor-id", -1, "this executor's id within its application")
+	fl.StringVar(&cfg.Hostname, "hostname", "", "host name the driver uses to reach this executor")
+	fl.IntVar(&cores, "cores", 0, "cores (task slots)")
+	fl.StringVar(&cfg.AppID, "app-id", "", "the application id")
+	fl.StringVar(&cfg.WorkerURL, "worker-url", "", "the launching worker's URL")
+	return cmd
+}

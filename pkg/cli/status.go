@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/resources"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master"
+)
+
+// masterClient connects to the first master of a --master list.
+func masterClient(list string) (masterv1connect.MasterServiceClient, error) {
+	masters, err := rpc.ParseURLs(list)
+	if err != nil {
+		return nil, fmt.Errorf("--master: %w", err)
+	}
+	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions()...), nil
+}
+
+func newStatusCommand(g *globals) *cobra.Command {
+	var masters string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [APP_ID|DRIVER_ID]",
+		Short: "Show the cluster, or one application or driver",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := masterClient(masters)
+			if err != nil {
+				return err
+			}
+			resp, err := client.GetClusterState(cmd.Context(), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+			if err != nil {
+				return fmt.Errorf("get cluster state: %w", err)
+			}
+			st := resp.Msg
+			if len(args) == 1 {
+				return printOne(g, st, args[0], asJSON)
+			}
+			if asJSON {
+				return printJSON(g, st)
+			}
+			printCluster(g, st)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&masters, "master", "http://localhost:7077", "master URL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printJSON(g *globals, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(g.stdout, string(b))
+	return nil
+}
+
+func printOne(g *globals, st *masterv1.GetClusterStateResponse, id string, asJSON bool) error {
+	for _, a := range append(st.GetActiveApps(), st.GetCompletedApps()...) {
+		if a.GetId() == id {
+			if asJSON {
+				return printJSON(g, a)
+			}
+			printApps(g, []*masterv1.ApplicationInfo{a}, true)
+			return nil
+		}
+	}
+	for _, d := range append(st.GetActiveDrivers(), st.GetCompletedDrivers()...) {
+		if d.GetId() == id {
+			if asJSON {
+				return printJSON(g, d)
+			}
+			printDrivers(g, []*masterv1.DriverInfo{d})
+			return nil
+		}
+	}
+	if ids.ValidateApp(id) != nil && ids.ValidateDriver(id) != nil {
+		return fmt.Errorf("%q is neither an application id (app-…) nor a driver id (driver-…)", id)
+	}
+	return fmt.Errorf("%s: not known to the master", id)
+}
+
+func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
+	fmt.Fprintf(g.stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), st.GetStatus())
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tLAST HEARTBEAT")
+	for _, w := range st.GetWorkers() {
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d/%d used\t%s/%s used\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
+			master.StateName(w.GetState()), w.GetCoresUsed(), w.GetCores(),
+			resources.FormatMiB(w.GetMemoryUsedMib()), resources.FormatMiB(w.GetMemoryMib()),
+			time.Since(w.GetLastHeartbeat().AsTime()).Round(time.Second))
+	}
+	tw.Flush()
+	fmt.Fprintln(g.stdout, "\nApplications")
+	printApps(g, append(st.GetActiveApps(), st.GetCompletedApps()...), false)
+	fmt.Fprintln(g.stdout, "\nDrivers")
+	printDrivers(g, append(st.GetActiveDrivers(), st.GetCompletedDrivers()...))
+}
+
+func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tSTATUS")
+	for _, a := range apps {
+		running := 0
+		for _, e := range a.GetExecutors() {
+			if e.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
+				running++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d running\t%s\n", a.GetId(), a.GetDescription().GetName(),
+			master.StateName(a.GetState()), a.GetCoresGranted(),
+			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running, a.GetStatusMessage())
+	}
+	tw.Flush()
+	if !executors {
+		return
+	}
+	for _, a := range apps {
+		fmt.Fprintln(g.stdout, "\nExecutors")
+		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tWORKER\tSTATE\tCORES\tMEMORY\tMESSAGE")
+		for _, e := range a.GetExecutors() {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.GetId(), e.GetWorkerId(), master.StateName(e.GetState()),
+				e.GetCores(), resources.FormatMiB(e.GetMemoryMib()), e.GetMessage())
+		}
+		tw.Flush()
+	}
+}
+
+func printDrivers(g *globals, drivers []*masterv1.DriverInfo) {
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tCORES\tMEMORY\tMESSAGE")
+	for _, d := range drivers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), d.GetDescription().GetName(), master.StateName(d.GetState()),
+			d.GetWorkerId(), d.GetDescription().GetCores(), resources.FormatMiB(d.GetDescription().GetMemoryMib()), d.GetMessage())
+	}
+	tw.Flush()
+}
+
+func newKillCommand(g *globals) *cobra.Command {
+	var masters string
+	cmd := &cobra.Command{
+		Use:   "kill APP_ID|DRIVER_ID",
+		Short: "Kill an application or a driver",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := masterClient(masters)
+			if err != nil {
+				return err
+			}
+			return kill(cmd.Context(), g, client, args[0])
+		},
+	}
+	cmd.Flags().StringVar(&masters, "master", "http://localhost:7077", "master URL")
+	return cmd
+}
+
+func kill(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
+	var err error
+	switch {
+	case strings.HasPrefix(id, "app-"):
+		_, err = client.KillApplication(ctx, connect.NewRequest(&masterv1.KillApplicationRequest{AppId: id}))
+	case strings.HasPrefix(id, "driver-"):
+		_, err = client.KillDriver(ctx, connect.NewRequest(&masterv1.KillDriverRequest{DriverId: id}))
+	default:
+		return fmt.Errorf("%q is neither an application id (app-…) nor a driver id (driver-…)", id)
+	}
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", id, err)
+	}
+	fmt.Fprintf(g.stdout, "Kill requested for %s\n", id)
+	return nil
+}

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/resources"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/driver"
+	"github.com/glint-cluster/glint/services/master"
+)
+
+type submitFlags struct {
+	appFlags
+	deployMode   string
+	driverCores  int
+	driverMemory string
+	supervise    bool
+	wait         bool
+}
+
+func newSubmitCommand(g *globals) *cobra.Command {
+	f := &submitFlags{}
+	cmd := &cobra.Command{
+		Use:   "submit [flags] APP [ARGS...]",
+		Short: "Submit an application, like spark-submit",
+		Long: "Submit an application. In client mode (the default) the driver runs in this process and\n" +
+			"the application's output is printed here; in cluster mode a worker runs the driver.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSubmit(cmd.Context(), g, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	f.register(fl)
+	fl.StringVar(&f.deployMode, "deploy-mode", "client", "where the driver runs: client (here) or cluster (on a worker)")
+	fl.IntVar(&f.driverCores, "driver-cores", 1, "cores for the driver (cluster mode)")
+	fl.StringVar(&f.driverMemory, "driver-memory", "1g", "memory for the driver (cluster mode)")
+	fl.BoolVar(&f.supervise, "supervise", false, "restart the driver if it fails (cluster mode)")
+	fl.BoolVar(&f.wait, "wait", false, "follow a cluster-mode driver to its end and exit with its status")
+	return cmd
+}
+
+func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) error {
+	cfg, appArgs, err := f.driverConfig(g.apps, args)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	switch f.deployMode {
+	case "client":
+		log, err := g.logger("glint-driver")
+		if err != nil {
+			return err
+		}
+		cfg.ExecutorCommand, cfg.Stdout, cfg.Logger = []string{exe, "executor"}, g.stdout, log
+		return driver.Run(ctx, cfg, appArgs)
+	case "cluster":
+		return submitCluster(ctx, g, f, exe, cfg.Masters, args)
+	default:
+		return fmt.Errorf("--deploy-mode %q: want client or cluster", f.deployMode)
+	}
+}
+
+// submitCluster is spark-submit's cluster mode: the master queues a driver,
+// which a worker runs as `glint driver`.
+func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, masters, args []string) error {
+	if f.driverCores <= 0 {
+		return fmt.Errorf("--driver-cores %d: must be positive", f.driverCores)
+	}
+	memory, err := resources.ParseSize(f.driverMemory)
+	if err != nil {
+		return fmt.Errorf("--driver-memory: %w", err)
+	}
+	command := append([]string{exe, "driver", "--driver-id", "{{DRIVER_ID}}"}, f.appFlags.args()...)
+	command = append(command, args...)
+	name := f.name
+	if name == "" {
+		name = args[0]
+	}
+	desc := &masterv1.DriverDescription{
+		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
+		Command: &masterv1.Command{Args: command},
+	}
+	client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions()...)
+	resp, err := client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: desc}))
+	if err != nil {
+		return fmt.Errorf("submit driver to %s: %w", masters[0], err)
+	}
+	id := resp.Msg.GetDriverId()
+	fmt.Fprintln(g.stdout, id)
+	if !f.wait {
+		return nil
+	}
+	return followDriver(ctx, g, client, id)
+}
+
+// followDriver polls a driver's status until it ends and returns an exit
+// status error unless it FINISHED.
+func followDriver(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
+	last := masterv1.DriverState_DRIVER_STATE_UNSPECIFIED
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		resp, err := client.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
+		if err != nil {
+			return fmt.Errorf("driver status of %s: %w", id, err)
+		}
+		d := resp.Msg.GetDriver()
+		if d.GetState() != last {
+			last = d.GetState()
+			fmt.Fprintf(g.stderr, "driver %s is %s %s\n", id, master.StateName(last), d.GetWorkerId())
+		}
+		switch last {
+		case masterv1.DriverState_DRIVER_STATE_FINISHED:
+			return nil
+		case masterv1.DriverState_DRIVER_STATE_FAILED, masterv1.DriverState_DRIVER_STATE_KILLED,
+			masterv1.DriverState_DRIVER_STATE_ERROR, masterv1.DriverState_DRIVER_STATE_RELAUNCHING:
+			if d.GetMessage() != "" {
+				fmt.Fprintf(g.stderr, "driver %s: %s\n", id, d.GetMessage())
+			}
+			return exitError(1)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func newDriverCommand(g *globals) *cobra.Command {
+	f := &appFlags{}
+	var driverID string
+	cmd := &cobra.Command{
+		Use:    "driver [flags] APP [ARGS...]",
+		Short:  "Run a cluster-mode driver (started by workers)",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, appArgs, err := f.driverConfig(g.apps, args)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary: %w", err)
+			}
+			log, err := g.logger("glint-driver")
+			if err != nil {
+				return err
+			}
+			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger = driverID, []string{exe, "executor"}, g.stdout, log
+			return driver.Run(cmd.Context(), cfg, appArgs)
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&driverID, "driver-id", "", "this driver's id, given by the master")
+	return cmd
+}

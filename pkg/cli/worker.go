@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/glint-cluster/glint/pkg/resources"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/worker"
+)
+
+type workerFlags struct {
+	masters          string
+	listen           string
+	host             string
+	urlFile          string
+	cores            int
+	memory           string
+	workDir          string
+	registerInterval time.Duration
+	killGrace        time.Duration
+}
+
+func newWorkerCommand(g *globals) *cobra.Command {
+	f := &workerFlags{}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker that launches executors and drivers for the master",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd.Context(), g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.masters, "master", "", "master URL(s), comma-separated (required)")
+	fl.StringVar(&f.listen, "listen", ":7078", "address to serve Connect, /json and /healthz on")
+	fl.StringVar(&f.host, "host", "", "host name the master and executors use to reach this worker (default: the listen host, else the local address routing to the master)")
+	fl.StringVar(&f.urlFile, "url-file", "", "write the worker's URL to this file once it serves")
+	fl.IntVar(&f.cores, "cores", runtime.NumCPU(), "cores executors may use")
+	fl.StringVar(&f.memory, "memory", "", "memory executors may use, e.g. 4g (default: total memory minus 1 GiB)")
+	fl.StringVar(&f.workDir, "work-dir", "./work", "directory for executor and driver work dirs and logs")
+	fl.DurationVar(&f.registerInterval, "register-interval", 10*time.Second, "base interval between registration attempts (Spark: 6 at 0.5–1.5×, then 6× that)")
+	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
+	return cmd
+}
+
+func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
+	masters, err := rpc.ParseURLs(f.masters)
+	if err != nil {
+		return fmt.Errorf("--master: %w", err)
+	}
+	if f.cores <= 0 {
+		return fmt.Errorf("--cores %d: must be positive", f.cores)
+	}
+	memory, err := workerMemory(f.memory)
+	if err != nil {
+		return err
+	}
+	log, err := g.logger("glint-worker")
+	if err != nil {
+		return err
+	}
+	host := f.host
+	if host == "" {
+		host = listenHost(f.listen)
+	}
+	if host == "" {
+		if host, err = rpc.AdvertiseHost(masters[0]); err != nil {
+			return fmt.Errorf("%w (set --host)", err)
+		}
+	}
+
+	// Listener: opened first, because its address is the worker's URL and id.
+	ln, url, err := listen(f.listen, host)
+	if err != nil {
+		return err
+	}
+
+	// Worker: registration, heartbeats and the executor and driver runners.
+	w, err := worker.New(worker.Config{
+		Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
+		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	// Stop order: on SIGTERM the worker first kills and reaps its executors and
+	// drivers and reports them to the master; only then does the HTTP server
+	// stop, so the children's last calls to their worker still get answers.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	var serveErr error
+	wg.Go(func() { serveErr = rpc.Serve(serveCtx, ln, w.Handler()) })
+	log.Info("worker serving", "url", url, "id", w.ID(), "cores", f.cores, "memory_mib", memory)
+	err = writeURLFile(f.urlFile, url)
+	if err == nil {
+		err = w.Run(runCtx)
+	}
+	stopServe()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	return serveErr
+}
+
+func workerMemory(s string) (int64, error) {
+	if s == "" {
+		return resources.DefaultWorkerMemoryMiB()
+	}
+	mib, err := resources.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--memory: %w", err)
+	}
+	return mib, nil
+}

@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"cmp"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+)
+
+// workerJSON is GET /json: the worker in the shape of Spark's worker JSON.
+type workerJSON struct {
+	ID                string         `json:"id"`
+	Host              string         `json:"host"`
+	Port              int            `json:"port"`
+	MasterURL         string         `json:"masterurl"`
+	Cores             int32          `json:"cores"`
+	CoresUsed         int32          `json:"coresused"`
+	CoresFree         int32          `json:"coresfree"`
+	Memory            int64          `json:"memory"`
+	MemoryUsed        int64          `json:"memoryused"`
+	MemoryFree        int64          `json:"memoryfree"`
+	Executors         []executorJSON `json:"executors"`
+	FinishedExecutors []executorJSON `json:"finishedexecutors"`
+	Drivers           []driverJSON   `json:"drivers"`
+	FinishedDrivers   []driverJSON   `json:"finisheddrivers"`
+}
+
+// executorJSON is one executor in /json; finished ones add exitstatus and message.
+type executorJSON struct {
+	ID         int32  `json:"id"`
+	AppID      string `json:"appid"`
+	Cores      int32  `json:"cores"`
+	Memory     int64  `json:"memory"`
+	State      string `json:"state"`
+	PID        int    `json:"pid,omitempty"`
+	ExitStatus *int32 `json:"exitstatus,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// driverJSON is one driver in /json; finished ones add exitstatus and message.
+type driverJSON struct {
+	ID         string `json:"id"`
+	Cores      int32  `json:"cores"`
+	Memory     int64  `json:"memory"`
+	State      string `json:"state"`
+	Supervise  bool   `json:"supervise"`
+	Restarts   int    `json:"restarts"`
+	PID        int    `json:"pid,omitempty"`
+	ExitStatus *int32 `json:"exitstatus,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// status returns the worker as /json shows it.
+func (s *Server) status() workerJSON {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := workerJSON{
+		ID: s.id, Host: s.host, Port: s.port, MasterURL: s.active,
+		Cores: s.cfg.Cores, CoresUsed: s.coresUsed, CoresFree: s.cfg.Cores - s.coresUsed,
+		Memory: s.cfg.MemoryMiB, MemoryUsed: s.memoryUsedMiB, MemoryFree: s.cfg.MemoryMiB - s.memoryUsedMiB,
+		Executors: []executorJSON{}, FinishedExecutors: []executorJSON{},
+		Drivers: []driverJSON{}, FinishedDrivers: []driverJSON{},
+	}
+	for _, r := range s.sortedExecutorsLocked() {
+		out.Executors = append(out.Executors, r.jsonLocked())
+	}
+	for _, r := range s.finishedExecutors {
+		out.FinishedExecutors = append(out.FinishedExecutors, r.jsonLocked())
+	}
+	for _, r := range s.sortedDriversLocked() {
+		out.Drivers = append(out.Drivers, r.jsonLocked())
+	}
+	for _, r := range s.finishedDrivers {
+		out.FinishedDrivers = append(out.FinishedDrivers, r.jsonLocked())
+	}
+	return out
+}
+
+func (r *executorRunner) jsonLocked() executorJSON {
+	return executorJSON{
+		ID: r.execID, AppID: r.appID, Cores: r.cores, Memory: r.memoryMiB, State: stateName(r.state),
+		PID: r.pid, ExitStatus: r.exitStatus, Message: r.message,
+	}
+}
+
+func (r *driverRunner) jsonLocked() driverJSON {
+	return driverJSON{
+		ID: r.id, Cores: r.desc.GetCores(), Memory: r.desc.GetMemoryMib(), State: stateName(r.state),
+		Supervise: r.desc.GetSupervise(), Restarts: r.restarts, PID: r.pid, ExitStatus: r.exitStatus, Message: r.message,
+	}
+}
+
+// sortedExecutorsLocked returns the running executors by application and id.
+func (s *Server) sortedExecutorsLocked() []*executorRunner {
+	return slices.SortedFunc(maps.Values(s.executors), func(a, b *executorRunner) int {
+		return cmp.Or(cmp.Compare(a.appID, b.appID), cmp.Compare(a.execID, b.execID))
+	})
+}
+
+// sortedDriversLocked returns the running drivers by id.
+func (s *Server) sortedDriversLocked() []*driverRunner {
+	return slices.SortedFunc(maps.Values(s.drivers), func(a, b *driverRunner) int { return cmp.Compare(a.id, b.id) })
+}
+
+// serveJSON serves GET /json.
+func (s *Server) serveJSON(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s.status()); err != nil {
+		s.log.Debug("write /json", "err", err)
+	}
+}

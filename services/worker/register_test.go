@@ -1,0 +1,166 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master"
+)
+
+func TestRetryDelayFollowsSparkSchedule(t *testing.T) {
+	const base = 10 * time.Second
+	tests := []struct {
+		name   string
+		retry  int
+		r      float64
+		want   time.Duration
+		wantOK bool
+	}{
+		{"no retry 0: the first attempt is immediate", 0, 0.5, 0, false},
+		{"first retry, lowest jitter", 1, 0, 5 * time.Second, true},
+		{"first retry, middle jitter", 1, 0.5, 10 * time.Second, true},
+		{"first retry, near highest jitter", 1, 0.999, 14990 * time.Millisecond, true},
+		{"sixth retry is the last at the base interval", 6, 0.5, 10 * time.Second, true},
+		{"seventh retry is prolonged", 7, 0.5, 60 * time.Second, true},
+		{"prolonged, lowest jitter", 10, 0, 30 * time.Second, true},
+		{"prolonged, near highest jitter", 12, 0.999, 89940 * time.Millisecond, true},
+		{"sixteenth retry is the last", 16, 0.5, 60 * time.Second, true},
+		{"then the worker gives up", 17, 0.5, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := retryDelay(base, tt.retry, tt.r)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("retryDelay(%v, %d, %v) = %v, %v; want %v, %v", base, tt.retry, tt.r, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestRunGivesUpWhenNoMasterAnswers(t *testing.T) {
+	ln := listen(t)
+	nobody := "http://" + ln.Addr().String()
+	ln.Close()
+	w, err := New(Config{
+		Masters: []string{nobody}, URL: "http://127.0.0.1:7078", Cores: 1, MemoryMiB: 64, WorkDir: t.TempDir(),
+		RegisterInterval: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "all masters are unresponsive after 17 attempts, giving up") ||
+		!strings.Contains(err.Error(), nobody) {
+		t.Fatalf("Run = %v; want it to give up on %s after 17 attempts", err, nobody)
+	}
+}
+
+// offsetClock is a clock that can be moved forward.
+type offsetClock struct{ offset atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c *offsetClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+func TestWorkerRegistersAgainWhenTheMasterForgetsIt(t *testing.T) {
+	clock := &offsetClock{}
+	c := startCluster(t, clusterConfig{
+		master:    master.Config{WorkerTimeout: 2 * time.Second, Now: clock.Now},
+		runMaster: true,
+	})
+	appID := c.registerApp(t, executorCommand(t, "hold", 0), 1)
+	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	running, _ := c.worker.executor(t, appID, 0)
+
+	// An hour without heartbeats as far as the master can tell: it declares
+	// the worker DEAD and its executor LOST, then answers the next heartbeat
+	// with reregister.
+	clock.advance(time.Hour)
+	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_LOST)
+
+	// The worker registers again under the same id and reports executor 0,
+	// which the master no longer knows: the worker kills it (SPARK-13604).
+	e := c.worker.waitFinishedExecutor(t, appID, 0)
+	if e.State != "KILLED" || !strings.HasPrefix(e.Message, errUnknownToMaster.Error()) {
+		t.Errorf("executor 0 on the worker = %+v; want KILLED as unknown to the master", e)
+	}
+	assertGone(t, running.PID)
+	eventually(t, "the worker ALIVE again under the same id", func() bool {
+		w := c.masterWorker(t, c.worker.ID())
+		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE
+	})
+	// And the master schedules onto it again.
+	c.waitMasterExecutor(t, appID, 1, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+}
+
+func TestWaitingApplicationGetsExecutorWhenWorkerRegisters(t *testing.T) {
+	// The master schedules the waiting application while it answers the
+	// worker's RegisterWorker.
+	url := startMaster(t, master.Config{}, false)
+	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
+	appID := c.registerApp(t, executorCommand(t, "hold", 0), 1)
+	c.worker = startWorker(t, Config{}, url)
+	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+}
+
+func TestCommandsWaitOutARegistrationInFlight(t *testing.T) {
+	const masterURL = "http://127.0.0.1:7077"
+	tests := []struct {
+		name string
+		// setup prepares s (its mu held) and returns what ends the
+		// registration it may have begun, run while the command waits.
+		setup func(s *Server) func()
+		// cancelled makes the command give up at once if it waits.
+		cancelled bool
+		want      error
+	}{
+		{"from the active master", func(s *Server) func() { s.active = masterURL; return func() {} }, false, nil},
+		{"from another master, no registration in flight", func(s *Server) func() { s.active = "http://127.0.0.1:1"; return func() {} },
+			false, rpc.ErrFailedPrecondition},
+		{"before any registration", func(*Server) func() { return func() {} }, false, rpc.ErrFailedPrecondition},
+		{"registration in flight: the command waits for it", func(s *Server) func() {
+			s.registering = make(chan struct{})
+			return func() {}
+		}, true, context.Canceled},
+		{"registration in flight succeeds with that master", func(s *Server) func() {
+			s.registering = make(chan struct{})
+			return func() { s.endRegistration(masterURL, 0) }
+		}, false, nil},
+		{"registration in flight fails", func(s *Server) func() {
+			s.registering = make(chan struct{})
+			return func() { s.endRegistration("", 0) }
+		}, false, rpc.ErrFailedPrecondition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(Config{Masters: []string{masterURL}, URL: "http://127.0.0.1:7078", Cores: 1, MemoryMiB: 64, WorkDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancelled {
+				cancel()
+			}
+			s.mu.Lock()
+			end := tt.setup(s)
+			done := make(chan error, 1)
+			go func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				done <- s.awaitActiveLocked(ctx, masterURL)
+			}()
+			s.mu.Unlock()
+			end()
+			if err := <-done; !errors.Is(err, tt.want) && !(err == nil && tt.want == nil) {
+				t.Errorf("awaitActiveLocked = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}

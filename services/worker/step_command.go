@@ -1,0 +1,99 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// commandStep turns the command template into the process's argument vector
+// and environment: template variables ({{EXECUTOR_ID}}, {{HOSTNAME}},
+// {{CORES}}, {{APP_ID}}, {{WORKER_URL}}; {{DRIVER_ID}} for drivers) are
+// substituted argument by argument — never through a shell — and argv[0] is
+// resolved on the worker's PATH.
+type commandStep struct{}
+
+// Name is "command".
+func (commandStep) Name() string { return "command" }
+
+// Run fills in l.path, l.argv and l.environ: the worker's environment, then
+// the command's, then the GLINT_* variables, a later value replacing an
+// earlier one.
+func (commandStep) Run(_ context.Context, l *launch) error {
+	argv := substitute(l.template.GetArgs(), l.vars)
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return fmt.Errorf("resolve %q: %w", argv[0], err)
+	}
+	cmdEnv := make([]string, 0, len(l.template.GetEnv()))
+	for _, k := range slices.Sorted(maps.Keys(l.template.GetEnv())) {
+		cmdEnv = append(cmdEnv, k+"="+l.template.GetEnv()[k])
+	}
+	l.path, l.argv = path, argv
+	l.environ = mergeEnv(os.Environ(), cmdEnv, l.env)
+	return nil
+}
+
+// substitute replaces {{NAME}} by vars[NAME] in each argument separately.
+func substitute(args []string, vars map[string]string) []string {
+	pairs := make([]string, 0, 2*len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		pairs = append(pairs, "{{"+k+"}}", vars[k])
+	}
+	r := strings.NewReplacer(pairs...)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// mergeEnv concatenates "KEY=value" lists; a later value of a key replaces an
+// earlier one in place.
+func mergeEnv(lists ...[]string) []string {
+	var out []string
+	index := map[string]int{}
+	for _, list := range lists {
+		for _, kv := range list {
+			k, _, _ := strings.Cut(kv, "=")
+			if i, ok := index[k]; ok {
+				out[i] = kv
+				continue
+			}
+			index[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// validateCommand checks a command from the network: a non-empty argv[0], no
+// NUL bytes, environment keys that are names. Errors name keys, never values.
+func validateCommand(c *masterv1.Command) error {
+	args := c.GetArgs()
+	if len(args) == 0 || args[0] == "" {
+		return fmt.Errorf("no command: %w", rpc.ErrInvalidArgument)
+	}
+	for i, a := range args {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("command argument %d holds a NUL byte: %w", i, rpc.ErrInvalidArgument)
+		}
+	}
+	for k, v := range c.GetEnv() {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("command environment variable %q is malformed: %w", k, rpc.ErrInvalidArgument)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStartStepRunsProcessInItsOwnGroup(t *testing.T) {
+	dir := t.TempDir()
+	l := &launch{
+		dir: dir, path: testBinary(t), argv: []string{testBinary(t)},
+		environ: append(os.Environ(), childModeEnv+"=hold", "GLINT_WORK_DIR="+dir),
+		now:     time.Now,
+	}
+	if err := (logsStep{}).Run(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if err := (startStep{}).Run(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	pid := l.cmd.Process.Pid
+	pgid, err := syscall.Getpgid(pid)
+	if err != nil || pgid != pid {
+		t.Errorf("process group of %d = %d (%v), want its own", pid, pgid, err)
+	}
+	if l.stdout != nil || l.stderr != nil || l.startedAt.IsZero() {
+		t.Errorf("after start: logs still open or no start time")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e, killed := waitProcess(ctx, testLogger(), l.cmd, time.Minute)
+	if !killed || e.signal != syscall.SIGTERM {
+		t.Errorf("waitProcess = %v, killed %v; want killed by SIGTERM", e, killed)
+	}
+	assertGone(t, pid)
+}
+
+func TestStartStepDoesNotStartAKilledProcess(t *testing.T) {
+	l := &launch{dir: t.TempDir(), path: testBinary(t), argv: []string{testBinary(t)}, now: time.Now}
+	ctx, kill := context.WithCancelCause(context.Background())
+	kill(errShutdown)
+	err := (startStep{}).Run(ctx, l)
+	if !errors.Is(err, errShutdown) || l.cmd != nil {
+		t.Errorf("start after kill: err %v, cmd %v; want errShutdown and no process", err, l.cmd)
+	}
+}

@@ -1,0 +1,295 @@
+// Package worker is Glint's Worker: it registers with a master, heartbeats, and
+// runs the executors and cluster-mode drivers the master places on it as real
+// operating-system processes, reporting their states back as Spark's standalone
+// Worker does.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// Defaults for the zero values of Config.
+const (
+	defaultRegisterInterval    = 10 * time.Second
+	defaultKillGrace           = 10 * time.Second
+	defaultSuperviseBackoffCap = 60 * time.Second
+)
+
+// retainedFinished is how many finished executors and drivers /json keeps.
+const retainedFinished = 100
+
+// reportDrainTimeout bounds how long Run waits, once its children are gone,
+// for their final states to reach the master.
+const reportDrainTimeout = 10 * time.Second
+
+// Config configures a worker; zero values mean the documented defaults.
+type Config struct {
+	// Masters are the master URLs (the comma list of --master); at least one.
+	Masters []string
+	// URL is this worker's own URL, e.g. http://127.0.0.1:7078. Its host and
+	// port also form the worker's id.
+	URL string
+	// Cores is how many cores the worker offers; required, > 0.
+	Cores int32
+	// MemoryMiB is how much memory the worker offers; required, > 0.
+	MemoryMiB int64
+	// WorkDir holds the executors' and drivers' directories; required, created
+	// if missing.
+	WorkDir string
+	// RegisterInterval is the base registration retry interval, default 10s:
+	// the first 6 retries wait base×U(0.5,1.5), the next 10 wait
+	// 6×base×U(0.5,1.5), then the worker gives up and Run returns an error.
+	RegisterInterval time.Duration
+	// KillGrace is how long a killed process has between SIGTERM and SIGKILL,
+	// default 10s.
+	KillGrace time.Duration
+	// SuperviseBackoffCap caps the restart backoff of supervised drivers
+	// (1s doubling, Spark's), default 60s.
+	SuperviseBackoffCap time.Duration
+	// Logger receives the worker's logs; default discards them.
+	Logger *slog.Logger
+	// Now is the clock for the worker id and launch timestamps; default time.Now.
+	Now func() time.Time
+}
+
+// Server is the Worker. Its methods are safe for concurrent use; Run may be
+// called once.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	id      string
+	host    string
+	port    int
+	http    *http.Client
+	started atomic.Bool
+	// ctx bounds the reports to the master; it ends when Run returns.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	reports *rpc.Mailbox
+	// runners counts the executor and driver runners still running.
+	runners sync.WaitGroup
+	// reregister wakes Run when MasterChanged names a new master.
+	reregister chan struct{}
+
+	mu sync.Mutex
+	// active is the master whose commands the worker obeys ("" until registered).
+	active string
+	// preferred is the master announced by MasterChanged, tried first;
+	// masterChanges counts those announcements.
+	preferred     string
+	masterChanges int
+	// registering is closed when the registration attempt in flight ends; nil
+	// when none is.
+	registering       chan struct{}
+	closing           bool
+	clients           map[string]masterv1connect.MasterServiceClient
+	coresUsed         int32
+	memoryUsedMiB     int64
+	executors         map[executorKey]*executorRunner
+	drivers           map[string]*driverRunner
+	finishedExecutors []*executorRunner
+	finishedDrivers   []*driverRunner
+}
+
+var _ workerv1connect.WorkerServiceHandler = (*Server)(nil)
+
+// New returns a worker for cfg after checking it and creating the work
+// directory. The worker's id is worker-<start time>-<host>-<port>.
+func New(cfg Config) (*Server, error) {
+	if err := normalize(&cfg); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	host, port, err := rpc.HostPort(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o750); err != nil {
+		return nil, fmt.Errorf("new worker: create work dir: %w", err)
+	}
+	id := ids.Worker(cfg.Now(), host, port)
+	if err := ids.ValidateWorker(id); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		id:         id,
+		host:       host,
+		port:       port,
+		http:       rpc.NewHTTPClient(),
+		ctx:        ctx,
+		cancel:     cancel,
+		reports:    rpc.NewMailbox(ctx),
+		reregister: make(chan struct{}, 1),
+		clients:    map[string]masterv1connect.MasterServiceClient{},
+		executors:  map[executorKey]*executorRunner{},
+		drivers:    map[string]*driverRunner{},
+	}, nil
+}
+
+// normalize checks cfg and fills in its defaults.
+func normalize(cfg *Config) error {
+	if len(cfg.Masters) == 0 {
+		return errors.New("no master URL")
+	}
+	masters := make([]string, 0, len(cfg.Masters))
+	for _, m := range cfg.Masters {
+		u, err := rpc.NormalizeURL(m)
+		if err != nil {
+			return fmt.Errorf("master %w", err)
+		}
+		masters = append(masters, u)
+	}
+	cfg.Masters = masters
+	u, err := rpc.NormalizeURL(cfg.URL)
+	if err != nil {
+		return fmt.Errorf("worker %w", err)
+	}
+	cfg.URL = u
+	switch {
+	case cfg.Cores <= 0:
+		return fmt.Errorf("cores %d must be positive", cfg.Cores)
+	case cfg.MemoryMiB <= 0:
+		return fmt.Errorf("memory %d MiB must be positive", cfg.MemoryMiB)
+	case cfg.WorkDir == "":
+		return errors.New("no work dir")
+	}
+	dir, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return fmt.Errorf("work dir %q: %w", cfg.WorkDir, err)
+	}
+	cfg.WorkDir = dir
+	if cfg.RegisterInterval <= 0 {
+		cfg.RegisterInterval = defaultRegisterInterval
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = defaultKillGrace
+	}
+	if cfg.SuperviseBackoffCap <= 0 {
+		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// ID returns the worker's id.
+func (s *Server) ID() string { return s.id }
+
+// Handler returns the worker's HTTP handler: its Connect service, GET /json
+// and GET /healthz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(s, rpc.HandlerOptions()...))
+	mux.HandleFunc("GET /json", s.serveJSON)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	return mux
+}
+
+// Run registers with a master (retrying on Spark's schedule), heartbeats, and
+// registers again when the master asks, changes or stops answering. When ctx
+// ends it kills and reaps every executor and driver (SIGTERM to each process
+// group, SIGKILL after KillGrace), reports their final states to the master,
+// waits for those reports and returns nil. It returns an error when
+// registration gives up; its children are gone then too.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("run worker %s: already running", s.id)
+	}
+	err := s.connect(ctx)
+	s.shutdown()
+	return err
+}
+
+// shutdown kills every child, waits until all are reaped and their final
+// states delivered (or reportDrainTimeout passed), and stops reporting.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	for _, r := range s.executors {
+		r.kill(errShutdown)
+	}
+	for _, r := range s.drivers {
+		r.kill(errShutdown)
+	}
+	s.mu.Unlock()
+	s.runners.Wait()
+	delivered := make(chan struct{})
+	go func() {
+		s.reports.Wait()
+		close(delivered)
+	}()
+	timer := time.NewTimer(reportDrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-delivered:
+	case <-timer.C:
+		s.log.Warn("final reports not delivered to the master in time; dropping them", "timeout", reportDrainTimeout)
+	}
+	s.cancel()
+	<-delivered
+	s.http.CloseIdleConnections()
+	s.log.Info("worker stopped", "worker", s.id)
+}
+
+// client returns the Connect client for the master at url.
+func (s *Server) client(url string) masterv1connect.MasterServiceClient {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[url]
+	if !ok {
+		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions()...)
+		s.clients[url] = c
+	}
+	return c
+}
+
+// activeMaster returns the active master's URL, "" before registration.
+func (s *Server) activeMaster() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// report queues a message for the active master. Messages are delivered in the
+// order they were queued, so an executor's RUNNING always precedes its end.
+func (s *Server) report(ctx context.Context, what string, send func(context.Context, masterv1connect.MasterServiceClient) error) {
+	s.reports.Post(ctx, func(ctx context.Context) {
+		url := s.activeMaster()
+		if url == "" {
+			s.log.Warn("no active master; report dropped", "report", what)
+			return
+		}
+		err := send(ctx, s.client(url))
+		switch code := connect.CodeOf(err); {
+		case err == nil:
+		case code == connect.CodeNotFound || code == connect.CodeFailedPrecondition:
+			// The master already forgot it (it killed the executor, or the
+			// application ended): nothing to correct.
+			s.log.Debug("master did not apply report", "report", what, "master", url, "err", err)
+		default:
+			s.log.Warn("report to master failed", "report", what, "master", url, "err", err)
+		}
+	})
+}
