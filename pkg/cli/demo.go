@@ -241,4 +241,3 @@ func waitForWorkers(ctx context.Context, masterURL string, n int) error {
 		}
 	}
 }
-
