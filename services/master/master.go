@@ -59,7 +59,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu               sync.Mutex
-	workers          []*workerInfo        // registered workers, DEAD ones until culled
+	workers          []*workerInfo // registered workers, DEAD ones until culled
 	idToWorker       map[string]*workerInfo
 	addressToWorker  map[string]*workerInfo
 	apps             map[string]*appInfo

@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	driverv1connect "github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1connect "github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
