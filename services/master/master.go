@@ -127,6 +127,7 @@ func (s *Server) Handler() http.Handler {
 // Run checks worker timeouts and driver liveness until ctx ends, then stops
 // delivering messages.
 func (s *Server) Run(ctx context.Context) error {
+	defer s.http.CloseIdleConnections()
 	defer s.cancel()
 	timeouts := time.NewTicker(s.cfg.WorkerTimeout / 4)
 	defer timeouts.Stop()

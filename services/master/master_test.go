@@ -525,3 +525,35 @@ func TestJSONHasSparksShape(t *testing.T) {
 		t.Errorf("apps/drivers %+v", got)
 	}
 }
+
+func TestDecommissionedWorkerGetsNoExecutorsAndItsKilledExecutorsDoNotFailTheApp(t *testing.T) {
+	c := newCluster(t, Config{MaxExecutorRetries: 1})
+	wp, dp := newPeer(t), newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 2, 4096)
+	app := c.registerApp(t, dp, appDesc(512, 1))
+	wp.expect(t, "LaunchExecutor "+app+"/1")
+	if _, err := c.client.WorkerDecommissioning(context.Background(), connect.NewRequest(&masterv1.WorkerDecommissioningRequest{WorkerId: worker})); err != nil {
+		t.Fatal(err)
+	}
+	dp.expect(t, "ExecutorUpdated "+app+"/0 DECOMMISSIONED")
+	for _, id := range []int32{0, 1} {
+		_, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+			AppId: app, ExecutorId: id, State: masterv1.ExecutorState_EXECUTOR_STATE_KILLED, WorkerId: worker, ExitStatus: ptr[int32](143),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := c.app(t, app)
+	if StateName(a.GetState()) != "RUNNING" || len(a.GetExecutors()) != 2 {
+		t.Errorf("app %s with %d executors; want RUNNING with no executor added on the stopping worker", StateName(a.GetState()), len(a.GetExecutors()))
+	}
+	if got := StateName(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DECOMMISSIONED" {
+		t.Errorf("worker %s, want DECOMMISSIONED", got)
+	}
+	c.clock.advance(61 * time.Second)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if got := StateName(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DEAD" {
+		t.Errorf("silent decommissioned worker %s, want DEAD", got)
+	}
+}

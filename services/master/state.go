@@ -26,8 +26,9 @@ func (t transitions[S]) check(kind string, from, to S) error {
 }
 
 var workerTransitions = transitions[masterv1.WorkerState]{
-	masterv1.WorkerState_WORKER_STATE_UNKNOWN: {masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD},
-	masterv1.WorkerState_WORKER_STATE_ALIVE:   {masterv1.WorkerState_WORKER_STATE_DEAD, masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED},
+	masterv1.WorkerState_WORKER_STATE_UNKNOWN:        {masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD},
+	masterv1.WorkerState_WORKER_STATE_ALIVE:          {masterv1.WorkerState_WORKER_STATE_DEAD, masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED},
+	masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED: {masterv1.WorkerState_WORKER_STATE_DEAD},
 }
 
 var appTransitions = transitions[masterv1.ApplicationState]{

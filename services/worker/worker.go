@@ -18,6 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -37,6 +38,9 @@ const retainedFinished = 100
 // reportDrainTimeout bounds how long Run waits, once its children are gone,
 // for their final states to reach the master.
 const reportDrainTimeout = 10 * time.Second
+
+// decommissionTimeout bounds telling the master the worker is stopping.
+const decommissionTimeout = 3 * time.Second
 
 // Config configures a worker; zero values mean the documented defaults.
 type Config struct {
@@ -225,6 +229,7 @@ func (s *Server) Run(ctx context.Context) error {
 // shutdown kills every child, waits until all are reaped and their final
 // states delivered (or reportDrainTimeout passed), and stops reporting.
 func (s *Server) shutdown() {
+	s.decommission()
 	s.mu.Lock()
 	s.closing = true
 	for _, r := range s.executors {
@@ -251,6 +256,22 @@ func (s *Server) shutdown() {
 	<-delivered
 	s.http.CloseIdleConnections()
 	s.log.Info("worker stopped", "worker", s.id)
+}
+
+// decommission tells the active master that this worker is stopping, so it
+// schedules nothing more here and does not count the executors about to be
+// killed as application failures.
+func (s *Server) decommission() {
+	url := s.activeMaster()
+	if url == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), decommissionTimeout)
+	defer cancel()
+	req := connect.NewRequest(&masterv1.WorkerDecommissioningRequest{WorkerId: s.id})
+	if _, err := s.client(url).WorkerDecommissioning(ctx, req); err != nil {
+		s.log.Warn("tell master the worker is stopping", "master", url, "err", err)
+	}
 }
 
 // client returns the Connect client for the master at url.

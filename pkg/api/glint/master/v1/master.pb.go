@@ -821,6 +821,86 @@ func (x *HeartbeatResponse) GetReregister() bool {
 	return false
 }
 
+type WorkerDecommissioningRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerDecommissioningRequest) Reset() {
+	*x = WorkerDecommissioningRequest{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerDecommissioningRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerDecommissioningRequest) ProtoMessage() {}
+
+func (x *WorkerDecommissioningRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerDecommissioningRequest.ProtoReflect.Descriptor instead.
+func (*WorkerDecommissioningRequest) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WorkerDecommissioningRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+type WorkerDecommissioningResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerDecommissioningResponse) Reset() {
+	*x = WorkerDecommissioningResponse{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerDecommissioningResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerDecommissioningResponse) ProtoMessage() {}
+
+func (x *WorkerDecommissioningResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerDecommissioningResponse.ProtoReflect.Descriptor instead.
+func (*WorkerDecommissioningResponse) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{9}
+}
+
 type RegisterApplicationRequest struct {
 	state       protoimpl.MessageState  `protogen:"open.v1"`
 	Description *ApplicationDescription `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
@@ -834,7 +914,7 @@ type RegisterApplicationRequest struct {
 
 func (x *RegisterApplicationRequest) Reset() {
 	*x = RegisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[8]
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +926,7 @@ func (x *RegisterApplicationRequest) String() string {
 func (*RegisterApplicationRequest) ProtoMessage() {}
 
 func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[8]
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +939,7 @@ func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{8}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterApplicationRequest) GetDescription() *ApplicationDescription {
@@ -893,7 +973,7 @@ type RegisterApplicationResponse struct {
 
 func (x *RegisterApplicationResponse) Reset() {
 	*x = RegisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[9]
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +985,7 @@ func (x *RegisterApplicationResponse) String() string {
 func (*RegisterApplicationResponse) ProtoMessage() {}
 
 func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[9]
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +998,7 @@ func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{9}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterApplicationResponse) GetAppId() string {
@@ -944,7 +1024,7 @@ type UnregisterApplicationRequest struct {
 
 func (x *UnregisterApplicationRequest) Reset() {
 	*x = UnregisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1036,7 @@ func (x *UnregisterApplicationRequest) String() string {
 func (*UnregisterApplicationRequest) ProtoMessage() {}
 
 func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1049,7 @@ func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UnregisterApplicationRequest) GetAppId() string {
@@ -987,7 +1067,7 @@ type UnregisterApplicationResponse struct {
 
 func (x *UnregisterApplicationResponse) Reset() {
 	*x = UnregisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1079,7 @@ func (x *UnregisterApplicationResponse) String() string {
 func (*UnregisterApplicationResponse) ProtoMessage() {}
 
 func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1092,7 @@ func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
 }
 
 type ExecutorStateChangedRequest struct {
@@ -1032,7 +1112,7 @@ type ExecutorStateChangedRequest struct {
 
 func (x *ExecutorStateChangedRequest) Reset() {
 	*x = ExecutorStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1124,7 @@ func (x *ExecutorStateChangedRequest) String() string {
 func (*ExecutorStateChangedRequest) ProtoMessage() {}
 
 func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1137,7 @@ func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecutorStateChangedRequest) GetAppId() string {
@@ -1124,7 +1204,7 @@ type ExecutorStateChangedResponse struct {
 
 func (x *ExecutorStateChangedResponse) Reset() {
 	*x = ExecutorStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1216,7 @@ func (x *ExecutorStateChangedResponse) String() string {
 func (*ExecutorStateChangedResponse) ProtoMessage() {}
 
 func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1229,7 @@ func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
 }
 
 type DriverStateChangedRequest struct {
@@ -1164,7 +1244,7 @@ type DriverStateChangedRequest struct {
 
 func (x *DriverStateChangedRequest) Reset() {
 	*x = DriverStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1256,7 @@ func (x *DriverStateChangedRequest) String() string {
 func (*DriverStateChangedRequest) ProtoMessage() {}
 
 func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1269,7 @@ func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DriverStateChangedRequest) GetDriverId() string {
@@ -1228,7 +1308,7 @@ type DriverStateChangedResponse struct {
 
 func (x *DriverStateChangedResponse) Reset() {
 	*x = DriverStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1320,7 @@ func (x *DriverStateChangedResponse) String() string {
 func (*DriverStateChangedResponse) ProtoMessage() {}
 
 func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1333,7 @@ func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
 }
 
 type SubmitDriverRequest struct {
@@ -1265,7 +1345,7 @@ type SubmitDriverRequest struct {
 
 func (x *SubmitDriverRequest) Reset() {
 	*x = SubmitDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1357,7 @@ func (x *SubmitDriverRequest) String() string {
 func (*SubmitDriverRequest) ProtoMessage() {}
 
 func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1370,7 @@ func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverRequest.ProtoReflect.Descriptor instead.
 func (*SubmitDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubmitDriverRequest) GetDescription() *DriverDescription {
@@ -1309,7 +1389,7 @@ type SubmitDriverResponse struct {
 
 func (x *SubmitDriverResponse) Reset() {
 	*x = SubmitDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1401,7 @@ func (x *SubmitDriverResponse) String() string {
 func (*SubmitDriverResponse) ProtoMessage() {}
 
 func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1414,7 @@ func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubmitDriverResponse) GetDriverId() string {
@@ -1353,7 +1433,7 @@ type KillDriverRequest struct {
 
 func (x *KillDriverRequest) Reset() {
 	*x = KillDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1445,7 @@ func (x *KillDriverRequest) String() string {
 func (*KillDriverRequest) ProtoMessage() {}
 
 func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1458,7 @@ func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverRequest.ProtoReflect.Descriptor instead.
 func (*KillDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KillDriverRequest) GetDriverId() string {
@@ -1396,7 +1476,7 @@ type KillDriverResponse struct {
 
 func (x *KillDriverResponse) Reset() {
 	*x = KillDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1488,7 @@ func (x *KillDriverResponse) String() string {
 func (*KillDriverResponse) ProtoMessage() {}
 
 func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1501,7 @@ func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverResponse.ProtoReflect.Descriptor instead.
 func (*KillDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 type DriverStatusRequest struct {
@@ -1433,7 +1513,7 @@ type DriverStatusRequest struct {
 
 func (x *DriverStatusRequest) Reset() {
 	*x = DriverStatusRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1525,7 @@ func (x *DriverStatusRequest) String() string {
 func (*DriverStatusRequest) ProtoMessage() {}
 
 func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1538,7 @@ func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusRequest.ProtoReflect.Descriptor instead.
 func (*DriverStatusRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DriverStatusRequest) GetDriverId() string {
@@ -1477,7 +1557,7 @@ type DriverStatusResponse struct {
 
 func (x *DriverStatusResponse) Reset() {
 	*x = DriverStatusResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1569,7 @@ func (x *DriverStatusResponse) String() string {
 func (*DriverStatusResponse) ProtoMessage() {}
 
 func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1582,7 @@ func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusResponse.ProtoReflect.Descriptor instead.
 func (*DriverStatusResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DriverStatusResponse) GetDriver() *DriverInfo {
@@ -1521,7 +1601,7 @@ type KillApplicationRequest struct {
 
 func (x *KillApplicationRequest) Reset() {
 	*x = KillApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1613,7 @@ func (x *KillApplicationRequest) String() string {
 func (*KillApplicationRequest) ProtoMessage() {}
 
 func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1626,7 @@ func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationRequest.ProtoReflect.Descriptor instead.
 func (*KillApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KillApplicationRequest) GetAppId() string {
@@ -1564,7 +1644,7 @@ type KillApplicationResponse struct {
 
 func (x *KillApplicationResponse) Reset() {
 	*x = KillApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1656,7 @@ func (x *KillApplicationResponse) String() string {
 func (*KillApplicationResponse) ProtoMessage() {}
 
 func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1669,7 @@ func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationResponse.ProtoReflect.Descriptor instead.
 func (*KillApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 type RequestExecutorsRequest struct {
@@ -1602,7 +1682,7 @@ type RequestExecutorsRequest struct {
 
 func (x *RequestExecutorsRequest) Reset() {
 	*x = RequestExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1694,7 @@ func (x *RequestExecutorsRequest) String() string {
 func (*RequestExecutorsRequest) ProtoMessage() {}
 
 func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1707,7 @@ func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RequestExecutorsRequest) GetAppId() string {
@@ -1652,7 +1732,7 @@ type RequestExecutorsResponse struct {
 
 func (x *RequestExecutorsResponse) Reset() {
 	*x = RequestExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1744,7 @@ func (x *RequestExecutorsResponse) String() string {
 func (*RequestExecutorsResponse) ProtoMessage() {}
 
 func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1757,7 @@ func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 type KillExecutorsRequest struct {
@@ -1690,7 +1770,7 @@ type KillExecutorsRequest struct {
 
 func (x *KillExecutorsRequest) Reset() {
 	*x = KillExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1782,7 @@ func (x *KillExecutorsRequest) String() string {
 func (*KillExecutorsRequest) ProtoMessage() {}
 
 func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1795,7 @@ func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*KillExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KillExecutorsRequest) GetAppId() string {
@@ -1742,7 +1822,7 @@ type KillExecutorsResponse struct {
 
 func (x *KillExecutorsResponse) Reset() {
 	*x = KillExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1834,7 @@ func (x *KillExecutorsResponse) String() string {
 func (*KillExecutorsResponse) ProtoMessage() {}
 
 func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1847,7 @@ func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*KillExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KillExecutorsResponse) GetKilledExecutorIds() []int32 {
@@ -1785,7 +1865,7 @@ type GetClusterStateRequest struct {
 
 func (x *GetClusterStateRequest) Reset() {
 	*x = GetClusterStateRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1877,7 @@ func (x *GetClusterStateRequest) String() string {
 func (*GetClusterStateRequest) ProtoMessage() {}
 
 func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1890,7 @@ func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStateRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 type GetClusterStateResponse struct {
@@ -1828,7 +1908,7 @@ type GetClusterStateResponse struct {
 
 func (x *GetClusterStateResponse) Reset() {
 	*x = GetClusterStateResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1920,7 @@ func (x *GetClusterStateResponse) String() string {
 func (*GetClusterStateResponse) ProtoMessage() {}
 
 func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1933,7 @@ func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetClusterStateResponse) GetMasterUrl() string {
@@ -1924,7 +2004,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2016,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2029,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2041,7 +2121,7 @@ type ExecutorInfo struct {
 
 func (x *ExecutorInfo) Reset() {
 	*x = ExecutorInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2133,7 @@ func (x *ExecutorInfo) String() string {
 func (*ExecutorInfo) ProtoMessage() {}
 
 func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2146,7 @@ func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorInfo.ProtoReflect.Descriptor instead.
 func (*ExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecutorInfo) GetId() int32 {
@@ -2159,7 +2239,7 @@ type ApplicationInfo struct {
 
 func (x *ApplicationInfo) Reset() {
 	*x = ApplicationInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2251,7 @@ func (x *ApplicationInfo) String() string {
 func (*ApplicationInfo) ProtoMessage() {}
 
 func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2264,7 @@ func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationInfo.ProtoReflect.Descriptor instead.
 func (*ApplicationInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApplicationInfo) GetId() string {
@@ -2273,7 +2353,7 @@ type DriverInfo struct {
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2365,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2378,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DriverInfo) GetId() string {
@@ -2407,7 +2487,10 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
-	"reregister\"\xa3\x01\n" +
+	"reregister\";\n" +
+	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
+	"\x1dWorkerDecommissioningResponse\"\xa3\x01\n" +
 	"\x1aRegisterApplicationRequest\x12I\n" +
 	"\vdescription\x18\x01 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
 	"\n" +
@@ -2562,11 +2645,11 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x14DRIVER_STATE_UNKNOWN\x10\x05\x12\x17\n" +
 	"\x13DRIVER_STATE_KILLED\x10\x06\x12\x17\n" +
 	"\x13DRIVER_STATE_FAILED\x10\a\x12\x16\n" +
-	"\x12DRIVER_STATE_ERROR\x10\b2\xba\n" +
-	"\n" +
+	"\x12DRIVER_STATE_ERROR\x10\b2\xb2\v\n" +
 	"\rMasterService\x12a\n" +
 	"\x0eRegisterWorker\x12&.glint.master.v1.RegisterWorkerRequest\x1a'.glint.master.v1.RegisterWorkerResponse\x12R\n" +
-	"\tHeartbeat\x12!.glint.master.v1.HeartbeatRequest\x1a\".glint.master.v1.HeartbeatResponse\x12p\n" +
+	"\tHeartbeat\x12!.glint.master.v1.HeartbeatRequest\x1a\".glint.master.v1.HeartbeatResponse\x12v\n" +
+	"\x15WorkerDecommissioning\x12-.glint.master.v1.WorkerDecommissioningRequest\x1a..glint.master.v1.WorkerDecommissioningResponse\x12p\n" +
 	"\x13RegisterApplication\x12+.glint.master.v1.RegisterApplicationRequest\x1a,.glint.master.v1.RegisterApplicationResponse\x12v\n" +
 	"\x15UnregisterApplication\x12-.glint.master.v1.UnregisterApplicationRequest\x1a..glint.master.v1.UnregisterApplicationResponse\x12s\n" +
 	"\x14ExecutorStateChanged\x12,.glint.master.v1.ExecutorStateChangedRequest\x1a-.glint.master.v1.ExecutorStateChangedResponse\x12m\n" +
@@ -2594,7 +2677,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -2608,93 +2691,97 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*RegisterWorkerResponse)(nil),        // 9: glint.master.v1.RegisterWorkerResponse
 	(*HeartbeatRequest)(nil),              // 10: glint.master.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),             // 11: glint.master.v1.HeartbeatResponse
-	(*RegisterApplicationRequest)(nil),    // 12: glint.master.v1.RegisterApplicationRequest
-	(*RegisterApplicationResponse)(nil),   // 13: glint.master.v1.RegisterApplicationResponse
-	(*UnregisterApplicationRequest)(nil),  // 14: glint.master.v1.UnregisterApplicationRequest
-	(*UnregisterApplicationResponse)(nil), // 15: glint.master.v1.UnregisterApplicationResponse
-	(*ExecutorStateChangedRequest)(nil),   // 16: glint.master.v1.ExecutorStateChangedRequest
-	(*ExecutorStateChangedResponse)(nil),  // 17: glint.master.v1.ExecutorStateChangedResponse
-	(*DriverStateChangedRequest)(nil),     // 18: glint.master.v1.DriverStateChangedRequest
-	(*DriverStateChangedResponse)(nil),    // 19: glint.master.v1.DriverStateChangedResponse
-	(*SubmitDriverRequest)(nil),           // 20: glint.master.v1.SubmitDriverRequest
-	(*SubmitDriverResponse)(nil),          // 21: glint.master.v1.SubmitDriverResponse
-	(*KillDriverRequest)(nil),             // 22: glint.master.v1.KillDriverRequest
-	(*KillDriverResponse)(nil),            // 23: glint.master.v1.KillDriverResponse
-	(*DriverStatusRequest)(nil),           // 24: glint.master.v1.DriverStatusRequest
-	(*DriverStatusResponse)(nil),          // 25: glint.master.v1.DriverStatusResponse
-	(*KillApplicationRequest)(nil),        // 26: glint.master.v1.KillApplicationRequest
-	(*KillApplicationResponse)(nil),       // 27: glint.master.v1.KillApplicationResponse
-	(*RequestExecutorsRequest)(nil),       // 28: glint.master.v1.RequestExecutorsRequest
-	(*RequestExecutorsResponse)(nil),      // 29: glint.master.v1.RequestExecutorsResponse
-	(*KillExecutorsRequest)(nil),          // 30: glint.master.v1.KillExecutorsRequest
-	(*KillExecutorsResponse)(nil),         // 31: glint.master.v1.KillExecutorsResponse
-	(*GetClusterStateRequest)(nil),        // 32: glint.master.v1.GetClusterStateRequest
-	(*GetClusterStateResponse)(nil),       // 33: glint.master.v1.GetClusterStateResponse
-	(*WorkerInfo)(nil),                    // 34: glint.master.v1.WorkerInfo
-	(*ExecutorInfo)(nil),                  // 35: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 36: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 37: glint.master.v1.DriverInfo
-	nil,                                   // 38: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 39: google.protobuf.Timestamp
+	(*WorkerDecommissioningRequest)(nil),  // 12: glint.master.v1.WorkerDecommissioningRequest
+	(*WorkerDecommissioningResponse)(nil), // 13: glint.master.v1.WorkerDecommissioningResponse
+	(*RegisterApplicationRequest)(nil),    // 14: glint.master.v1.RegisterApplicationRequest
+	(*RegisterApplicationResponse)(nil),   // 15: glint.master.v1.RegisterApplicationResponse
+	(*UnregisterApplicationRequest)(nil),  // 16: glint.master.v1.UnregisterApplicationRequest
+	(*UnregisterApplicationResponse)(nil), // 17: glint.master.v1.UnregisterApplicationResponse
+	(*ExecutorStateChangedRequest)(nil),   // 18: glint.master.v1.ExecutorStateChangedRequest
+	(*ExecutorStateChangedResponse)(nil),  // 19: glint.master.v1.ExecutorStateChangedResponse
+	(*DriverStateChangedRequest)(nil),     // 20: glint.master.v1.DriverStateChangedRequest
+	(*DriverStateChangedResponse)(nil),    // 21: glint.master.v1.DriverStateChangedResponse
+	(*SubmitDriverRequest)(nil),           // 22: glint.master.v1.SubmitDriverRequest
+	(*SubmitDriverResponse)(nil),          // 23: glint.master.v1.SubmitDriverResponse
+	(*KillDriverRequest)(nil),             // 24: glint.master.v1.KillDriverRequest
+	(*KillDriverResponse)(nil),            // 25: glint.master.v1.KillDriverResponse
+	(*DriverStatusRequest)(nil),           // 26: glint.master.v1.DriverStatusRequest
+	(*DriverStatusResponse)(nil),          // 27: glint.master.v1.DriverStatusResponse
+	(*KillApplicationRequest)(nil),        // 28: glint.master.v1.KillApplicationRequest
+	(*KillApplicationResponse)(nil),       // 29: glint.master.v1.KillApplicationResponse
+	(*RequestExecutorsRequest)(nil),       // 30: glint.master.v1.RequestExecutorsRequest
+	(*RequestExecutorsResponse)(nil),      // 31: glint.master.v1.RequestExecutorsResponse
+	(*KillExecutorsRequest)(nil),          // 32: glint.master.v1.KillExecutorsRequest
+	(*KillExecutorsResponse)(nil),         // 33: glint.master.v1.KillExecutorsResponse
+	(*GetClusterStateRequest)(nil),        // 34: glint.master.v1.GetClusterStateRequest
+	(*GetClusterStateResponse)(nil),       // 35: glint.master.v1.GetClusterStateResponse
+	(*WorkerInfo)(nil),                    // 36: glint.master.v1.WorkerInfo
+	(*ExecutorInfo)(nil),                  // 37: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 38: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 39: glint.master.v1.DriverInfo
+	nil,                                   // 40: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	38, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	40, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
 	7,  // 4: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 5: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	2,  // 6: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	39, // 7: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	39, // 8: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	41, // 7: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	41, // 8: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 9: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
 	6,  // 10: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	37, // 11: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	34, // 12: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	36, // 13: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	36, // 14: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	37, // 15: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	37, // 16: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	39, // 11: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	36, // 12: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	38, // 13: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	38, // 14: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	39, // 15: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	39, // 16: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
 	0,  // 17: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	39, // 18: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	41, // 18: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 19: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	39, // 20: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	41, // 20: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
 	5,  // 21: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
 	1,  // 22: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	39, // 23: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	39, // 24: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	35, // 25: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	41, // 23: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	41, // 24: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	37, // 25: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
 	6,  // 26: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
 	3,  // 27: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	39, // 28: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	41, // 28: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
 	8,  // 29: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
 	10, // 30: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 31: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	14, // 32: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	16, // 33: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	18, // 34: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	20, // 35: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	22, // 36: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	24, // 37: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	26, // 38: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	28, // 39: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	30, // 40: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	32, // 41: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	9,  // 42: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 43: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 44: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	15, // 45: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	17, // 46: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	19, // 47: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	21, // 48: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	23, // 49: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	25, // 50: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	27, // 51: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	29, // 52: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	31, // 53: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	33, // 54: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	42, // [42:55] is the sub-list for method output_type
-	29, // [29:42] is the sub-list for method input_type
+	12, // 31: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	14, // 32: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	16, // 33: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	18, // 34: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	20, // 35: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	22, // 36: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	24, // 37: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	26, // 38: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	28, // 39: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	30, // 40: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	32, // 41: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	34, // 42: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	9,  // 43: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 44: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 45: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 46: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	17, // 47: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	19, // 48: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	21, // 49: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	23, // 50: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	25, // 51: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	27, // 52: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	29, // 53: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	31, // 54: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	33, // 55: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	35, // 56: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	43, // [43:57] is the sub-list for method output_type
+	29, // [29:43] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2706,15 +2793,15 @@ func file_glint_master_v1_master_proto_init() {
 		return
 	}
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[12].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[31].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[14].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,9 @@ const (
 	MasterServiceRegisterWorkerProcedure = "/glint.master.v1.MasterService/RegisterWorker"
 	// MasterServiceHeartbeatProcedure is the fully-qualified name of the MasterService's Heartbeat RPC.
 	MasterServiceHeartbeatProcedure = "/glint.master.v1.MasterService/Heartbeat"
+	// MasterServiceWorkerDecommissioningProcedure is the fully-qualified name of the MasterService's
+	// WorkerDecommissioning RPC.
+	MasterServiceWorkerDecommissioningProcedure = "/glint.master.v1.MasterService/WorkerDecommissioning"
 	// MasterServiceRegisterApplicationProcedure is the fully-qualified name of the MasterService's
 	// RegisterApplication RPC.
 	MasterServiceRegisterApplicationProcedure = "/glint.master.v1.MasterService/RegisterApplication"
@@ -81,6 +84,9 @@ type MasterServiceClient interface {
 	RegisterWorker(context.Context, *connect.Request[v1.RegisterWorkerRequest]) (*connect.Response[v1.RegisterWorkerResponse], error)
 	// Heartbeat keeps a registered worker ALIVE.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// WorkerDecommissioning says a worker is stopping: nothing more is scheduled on
+	// it, and its executors ending then do not count as application failures.
+	WorkerDecommissioning(context.Context, *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error)
 	// RegisterApplication admits an application; its executors are then scheduled.
 	RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error)
 	// UnregisterApplication ends an application normally (state FINISHED).
@@ -126,6 +132,12 @@ func NewMasterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+MasterServiceHeartbeatProcedure,
 			connect.WithSchema(masterServiceMethods.ByName("Heartbeat")),
+			connect.WithClientOptions(opts...),
+		),
+		workerDecommissioning: connect.NewClient[v1.WorkerDecommissioningRequest, v1.WorkerDecommissioningResponse](
+			httpClient,
+			baseURL+MasterServiceWorkerDecommissioningProcedure,
+			connect.WithSchema(masterServiceMethods.ByName("WorkerDecommissioning")),
 			connect.WithClientOptions(opts...),
 		),
 		registerApplication: connect.NewClient[v1.RegisterApplicationRequest, v1.RegisterApplicationResponse](
@@ -201,6 +213,7 @@ func NewMasterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 type masterServiceClient struct {
 	registerWorker        *connect.Client[v1.RegisterWorkerRequest, v1.RegisterWorkerResponse]
 	heartbeat             *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	workerDecommissioning *connect.Client[v1.WorkerDecommissioningRequest, v1.WorkerDecommissioningResponse]
 	registerApplication   *connect.Client[v1.RegisterApplicationRequest, v1.RegisterApplicationResponse]
 	unregisterApplication *connect.Client[v1.UnregisterApplicationRequest, v1.UnregisterApplicationResponse]
 	executorStateChanged  *connect.Client[v1.ExecutorStateChangedRequest, v1.ExecutorStateChangedResponse]
@@ -222,6 +235,11 @@ func (c *masterServiceClient) RegisterWorker(ctx context.Context, req *connect.R
 // Heartbeat calls glint.master.v1.MasterService.Heartbeat.
 func (c *masterServiceClient) Heartbeat(ctx context.Context, req *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 	return c.heartbeat.CallUnary(ctx, req)
+}
+
+// WorkerDecommissioning calls glint.master.v1.MasterService.WorkerDecommissioning.
+func (c *masterServiceClient) WorkerDecommissioning(ctx context.Context, req *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error) {
+	return c.workerDecommissioning.CallUnary(ctx, req)
 }
 
 // RegisterApplication calls glint.master.v1.MasterService.RegisterApplication.
@@ -285,6 +303,9 @@ type MasterServiceHandler interface {
 	RegisterWorker(context.Context, *connect.Request[v1.RegisterWorkerRequest]) (*connect.Response[v1.RegisterWorkerResponse], error)
 	// Heartbeat keeps a registered worker ALIVE.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// WorkerDecommissioning says a worker is stopping: nothing more is scheduled on
+	// it, and its executors ending then do not count as application failures.
+	WorkerDecommissioning(context.Context, *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error)
 	// RegisterApplication admits an application; its executors are then scheduled.
 	RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error)
 	// UnregisterApplication ends an application normally (state FINISHED).
@@ -326,6 +347,12 @@ func NewMasterServiceHandler(svc MasterServiceHandler, opts ...connect.HandlerOp
 		MasterServiceHeartbeatProcedure,
 		svc.Heartbeat,
 		connect.WithSchema(masterServiceMethods.ByName("Heartbeat")),
+		connect.WithHandlerOptions(opts...),
+	)
+	masterServiceWorkerDecommissioningHandler := connect.NewUnaryHandler(
+		MasterServiceWorkerDecommissioningProcedure,
+		svc.WorkerDecommissioning,
+		connect.WithSchema(masterServiceMethods.ByName("WorkerDecommissioning")),
 		connect.WithHandlerOptions(opts...),
 	)
 	masterServiceRegisterApplicationHandler := connect.NewUnaryHandler(
@@ -400,6 +427,8 @@ func NewMasterServiceHandler(svc MasterServiceHandler, opts ...connect.HandlerOp
 			masterServiceRegisterWorkerHandler.ServeHTTP(w, r)
 		case MasterServiceHeartbeatProcedure:
 			masterServiceHeartbeatHandler.ServeHTTP(w, r)
+		case MasterServiceWorkerDecommissioningProcedure:
+			masterServiceWorkerDecommissioningHandler.ServeHTTP(w, r)
 		case MasterServiceRegisterApplicationProcedure:
 			masterServiceRegisterApplicationHandler.ServeHTTP(w, r)
 		case MasterServiceUnregisterApplicationProcedure:
@@ -437,6 +466,10 @@ func (UnimplementedMasterServiceHandler) RegisterWorker(context.Context, *connec
 
 func (UnimplementedMasterServiceHandler) Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.master.v1.MasterService.Heartbeat is not implemented"))
+}
+
+func (UnimplementedMasterServiceHandler) WorkerDecommissioning(context.Context, *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.master.v1.MasterService.WorkerDecommissioning is not implemented"))
 }
 
 func (UnimplementedMasterServiceHandler) RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error) {
