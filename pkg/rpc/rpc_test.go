@@ -1,0 +1,110 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/glint-cluster/glint/pkg/ids"
+)
+
+func TestNormalizeURLAcceptsSparkAndGlintForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"localhost:7077":          "http://localhost:7077",
+		"spark://10.0.0.1:7077":   "http://10.0.0.1:7077",
+		"glint://master:7077":     "http://master:7077",
+		"http://127.0.0.1:7077/":  "http://127.0.0.1:7077",
+		" http://[::1]:7077 ":     "http://[::1]:7077",
+		"http://master.svc:65535": "http://master.svc:65535",
+	} {
+		if got, err := NormalizeURL(in); err != nil || got != want {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+func TestNormalizeURLRejectsWhatIsNotHostAndPort(t *testing.T) {
+	for _, in := range []string{"", "master", "https://m:7077", "ftp://m:1", "http://m:0", "http://m:70000", "http://m:7077/x", "http://u@m:1", "http://m:1?q=1"} {
+		if _, err := NormalizeURL(in); err == nil {
+			t.Errorf("NormalizeURL(%q) accepted", in)
+		}
+	}
+}
+
+func TestParseURLsSplitsCommaLists(t *testing.T) {
+	got, err := ParseURLs("a:1, spark://b:2,")
+	if err != nil || fmt.Sprint(got) != "[http://a:1 http://b:2]" {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if _, err := ParseURLs(" , "); err == nil {
+		t.Error("empty list accepted")
+	}
+}
+
+func TestURLReplacesAnUnspecifiedListenHost(t *testing.T) {
+	for addr, want := range map[string]string{"0.0.0.0:7077": "http://node1:7077", "[::]:7077": "http://node1:7077", "127.0.0.1:7077": "http://127.0.0.1:7077"} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := URL(tcp, "node1"); got != want {
+			t.Errorf("URL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+func TestMailboxDeliversInPostOrder(t *testing.T) {
+	m := NewMailbox(context.Background())
+	var mu sync.Mutex
+	var got []int
+	for i := range 1000 {
+		m.Post(context.Background(), func(context.Context) {
+			mu.Lock()
+			got = append(got, i)
+			mu.Unlock()
+		})
+	}
+	m.Wait()
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("message %d delivered as %d", i, v)
+		}
+	}
+	if len(got) != 1000 {
+		t.Fatalf("%d messages delivered, want 1000", len(got))
+	}
+}
+
+func TestMailboxDropsMessagesAfterItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := NewMailbox(ctx)
+	cancel()
+	delivered := false
+	m.Post(context.Background(), func(context.Context) { delivered = true })
+	m.Wait()
+	if delivered {
+		t.Error("message delivered after the mailbox's context ended")
+	}
+}
+
+func TestErrorMapsSentinelsToCodes(t *testing.T) {
+	for err, want := range map[error]connect.Code{
+		fmt.Errorf("x: %w", ErrNotFound):           connect.CodeNotFound,
+		fmt.Errorf("x: %w", ErrAlreadyExists):      connect.CodeAlreadyExists,
+		fmt.Errorf("x: %w", ErrInvalidArgument):    connect.CodeInvalidArgument,
+		ids.ValidateApp("../x"):                    connect.CodeInvalidArgument,
+		fmt.Errorf("x: %w", ErrFailedPrecondition): connect.CodeFailedPrecondition,
+		fmt.Errorf("x: %w", ErrResourceExhausted):  connect.CodeResourceExhausted,
+		fmt.Errorf("x: %w", ErrUnavailable):        connect.CodeUnavailable,
+		errors.New("surprise"):                     connect.CodeInternal,
+	} {
+		if got := connect.CodeOf(Error(err)); got != want {
+			t.Errorf("Error(%v) code %v, want %v", err, got, want)
+		}
+	}
+}

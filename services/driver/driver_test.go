@@ -1,0 +1,300 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/driver"
+	"github.com/glint-cluster/glint/services/executor"
+	"github.com/glint-cluster/glint/services/master"
+)
+
+// startMaster serves a real master on a loopback port.
+func startMaster(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	m, err := master.New(master.Config{URL: url, SpreadOut: true, MaxExecutorRetries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = rpc.Serve(ctx, ln, m.Handler()) })
+	wg.Go(func() { _ = m.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return url
+}
+
+// startDriver starts a driver for a; the cluster has no workers, so the test
+// starts executors itself.
+func startDriver(t *testing.T, a *app.App, conf map[string]string) *driver.Driver {
+	t.Helper()
+	d, err := driver.Start(context.Background(), driver.Config{
+		Masters: []string{startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: a,
+		ExecutorCommand: []string{"/bin/false"}, Conf: conf, ExecutorMemoryMiB: 256,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	return d
+}
+
+// startExecutor runs an executor backend for d in this process, on loopback,
+// and returns a function that waits for it to end.
+func startExecutor(t *testing.T, d *driver.Driver, a *app.App, id, cores int32) (wait func() error) {
+	t.Helper()
+	apps, err := app.NewRegistry(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = executor.Run(ctx, executor.Config{
+			DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
+			WorkerURL: "http://127.0.0.1:1", Apps: apps, Listen: "127.0.0.1:0", RetryInterval: 10 * time.Millisecond,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("executor %d did not stop", id)
+		}
+	})
+	return func() error { <-done; return runErr }
+}
+
+func echoApp(task app.TaskFunc) *app.App {
+	return &app.App{
+		Name:  "t",
+		Run:   func(context.Context, app.Context, []string) error { return nil },
+		Tasks: map[string]app.TaskFunc{"task": task},
+	}
+}
+
+func inputs(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(fmt.Sprint(i))
+	}
+	return out
+}
+
+func TestRegisterExecutorRejectsUnknownAppsDuplicatesAndBadInput(t *testing.T) {
+	d := startDriver(t, echoApp(nil), nil)
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	register := func(appID string, id, cores int32, url string) error {
+		_, err := client.RegisterExecutor(context.Background(), connect.NewRequest(&driverv1.RegisterExecutorRequest{
+			AppId: appID, ExecutorId: id, Hostname: "127.0.0.1", Cores: cores, ExecutorUrl: url,
+		}))
+		return err
+	}
+	for name, tc := range map[string]struct {
+		err  error
+		code connect.Code
+	}{
+		"unknown app":       {register("app-20260101000000-0999", 0, 1, "http://127.0.0.1:1"), connect.CodeNotFound},
+		"zero cores":        {register(d.AppID(), 0, 0, "http://127.0.0.1:1"), connect.CodeInvalidArgument},
+		"negative id":       {register(d.AppID(), -1, 1, "http://127.0.0.1:1"), connect.CodeInvalidArgument},
+		"bad executor url":  {register(d.AppID(), 0, 1, "http://127.0.0.1:1/x?y"), connect.CodeInvalidArgument},
+		"first is admitted": {register(d.AppID(), 0, 1, "http://127.0.0.1:1"), 0},
+		"duplicate id":      {register(d.AppID(), 0, 1, "http://127.0.0.1:1"), connect.CodeAlreadyExists},
+	} {
+		if connect.CodeOf(tc.err) != tc.code && !(tc.code == 0 && tc.err == nil) {
+			t.Errorf("%s: got %v, want code %v", name, tc.err, tc.code)
+		}
+	}
+}
+
+func TestRejectedExecutorStopsWithAClearError(t *testing.T) {
+	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
+	d := startDriver(t, a, nil)
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	if _, err := client.RegisterExecutor(context.Background(), connect.NewRequest(&driverv1.RegisterExecutorRequest{
+		AppId: d.AppID(), ExecutorId: 3, Hostname: "127.0.0.1", Cores: 1, ExecutorUrl: "http://127.0.0.1:1",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	err := startExecutor(t, d, a, 3, 1)()
+	if err == nil || !strings.Contains(err.Error(), "register with driver "+d.URL()+": rejected") || !strings.Contains(err.Error(), "duplicate executor id") {
+		t.Errorf("executor error %v; want a rejection naming the step, the URL and the reason", err)
+	}
+}
+
+func TestExecutorGivesUpOnAnUnreachableDriver(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	apps, _ := app.NewRegistry(echoApp(nil))
+	err = executor.Run(context.Background(), executor.Config{
+		DriverURL: url, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0001",
+		Apps: apps, Listen: "127.0.0.1:0", Attempts: 2, RetryInterval: 10 * time.Millisecond,
+	})
+	want := "retrieve properties with driver " + url + ": unreachable after 2 attempts"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}
+
+func TestTasksSpreadOverExecutorsAndResultsKeepInputOrder(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) {
+		mu.Lock()
+		seen[string(in)] = true
+		mu.Unlock()
+		return append([]byte("r"), in...), nil
+	})
+	d := startDriver(t, a, nil)
+	startExecutor(t, d, a, 0, 2)
+	startExecutor(t, d, a, 1, 2)
+	out, err := d.RunTasks(context.Background(), "task", inputs(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if string(o) != fmt.Sprintf("r%d", i) {
+			t.Fatalf("output %d = %q", i, o)
+		}
+	}
+	if len(seen) != 50 {
+		t.Errorf("%d distinct tasks ran, want 50", len(seen))
+	}
+}
+
+func TestTaskFailingMaxFailuresTimesFailsTheJob(t *testing.T) {
+	var calls atomic.Int32
+	a := echoApp(func(context.Context, []byte) ([]byte, error) {
+		calls.Add(1)
+		return nil, errors.New("disk on fire")
+	})
+	d := startDriver(t, a, map[string]string{"spark.task.maxFailures": "3"})
+	startExecutor(t, d, a, 0, 1)
+	_, err := d.RunTasks(context.Background(), "task", inputs(1))
+	if err == nil || !strings.Contains(err.Error(), "failed 3 times") || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("got %v; want the job failed after 3 attempts with the task's error", err)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("task ran %d times, want 3", n)
+	}
+}
+
+func TestFlakyTaskIsRetried(t *testing.T) {
+	var calls atomic.Int32
+	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) {
+		if calls.Add(1) <= 2 {
+			return nil, errors.New("flake")
+		}
+		return in, nil
+	})
+	d := startDriver(t, a, nil)
+	startExecutor(t, d, a, 0, 1)
+	if out, err := d.RunTasks(context.Background(), "task", inputs(1)); err != nil || string(out[0]) != "0" {
+		t.Errorf("got %q, %v; want the third attempt's result", out, err)
+	}
+}
+
+func TestTasksOfALostExecutorRunElsewhere(t *testing.T) {
+	started := make(chan struct{}, 1)
+	var calls atomic.Int32
+	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) {
+		if calls.Add(1) == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // the first attempt hangs until its executor stops
+			return nil, ctx.Err()
+		}
+		return in, nil
+	})
+	d := startDriver(t, a, nil)
+	startExecutor(t, d, a, 0, 1)
+	type result struct {
+		out [][]byte
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, err := d.RunTasks(context.Background(), "task", inputs(1))
+		res <- result{out, err}
+	}()
+	<-started
+	startExecutor(t, d, a, 1, 1)
+	// The master reports executor 0 lost with its worker.
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(&driverv1.ExecutorUpdatedRequest{
+		AppId: d.AppID(), ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_LOST, WorkerLost: true, Message: "worker lost",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-res:
+		if r.err != nil || string(r.out[0]) != "0" {
+			t.Errorf("got %q, %v; want the task rerun on executor 1", r.out, r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("task was not rerun after its executor was lost")
+	}
+}
+
+func TestApplicationRemovedFailsRunningJobs(t *testing.T) {
+	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) { return in, nil })
+	d := startDriver(t, a, nil)
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.RunTasks(context.Background(), "task", inputs(2))
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := client.ApplicationRemoved(context.Background(), connect.NewRequest(&driverv1.ApplicationRemovedRequest{
+		AppId: d.AppID(), Message: "KILLED: killed on request",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "killed on request") {
+		t.Errorf("got %v, want the job failed with the master's reason", err)
+	}
+	if _, err := d.RunTasks(context.Background(), "task", inputs(1)); err == nil {
+		t.Error("a job started after removal ran")
+	}
+}
+
+func TestBadSparkPropertiesAreRejected(t *testing.T) {
+	for _, conf := range []map[string]string{
+		{"spark.task.maxFailures": "zero"},
+		{"spark.scheduler.minRegisteredResourcesRatio": "1.5"},
+		{"spark.scheduler.maxRegisteredResourcesWaitingTime": "-3s"},
+	} {
+		_, err := driver.Start(context.Background(), driver.Config{
+			Masters: []string{"http://127.0.0.1:1"}, Host: "127.0.0.1", App: echoApp(nil), ExecutorCommand: []string{"x"}, Conf: conf,
+		})
+		if err == nil || !strings.Contains(err.Error(), "--conf") {
+			t.Errorf("conf %v: got %v, want a --conf error", conf, err)
+		}
+	}
+}
