@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,7 +211,76 @@ func TestDemoRunsAClusterAndLeavesNothingBehind(t *testing.T) {
 	if !piResult.MatchString(stdout) || !strings.Contains(stdout, "Executor launches") {
 		t.Errorf("demo output:\n%s", stdout)
 	}
-	if rows := regexp.MustCompile(`(?m)^\s+\d+\s+worker-`).FindAllString(stdout, -1); len(rows) != 4 {
+	if rows := regexp.MustCompile(`(?m)^\d+\s+worker-`).FindAllString(stdout, -1); len(rows) != 4 {
 		t.Errorf("demo shows %d executor timelines, want 4:\n%s", len(rows), stdout)
 	}
+}
+
+func TestExecutorsExitWhenTheirWorkerDies(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	submit := exec.Command(glintBin, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--executor-memory", "256m", "--log-level", "warn", "sleep", "60s", "2")
+	if err := submit.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = submit.Process.Signal(syscall.SIGTERM)
+		_ = submit.Wait()
+	})
+	c.waitFor(t, "two executors running", func(s masterJSON) bool {
+		running := 0
+		for _, a := range s.ActiveApps {
+			for _, e := range a.Executors {
+				if e.State == "RUNNING" {
+					running++
+				}
+			}
+		}
+		return running == 2
+	})
+	worker := c.workers[0].cmd.Process.Pid
+	executors := childrenOf(worker)
+	if len(executors) != 2 {
+		t.Fatalf("worker %d has children %v, want 2 executors", worker, executors)
+	}
+	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, pid := range executors {
+		for syscall.Kill(pid, 0) == nil && !isZombieProcess(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("executor %d still runs 20s after its worker died", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// childrenOf lists the pids whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		fields := strings.Fields(string(stat)[i+1:])
+		var child, parent int
+		if _, err := fmt.Sscan(e.Name(), &child); err != nil || len(fields) < 2 {
+			continue
+		}
+		if _, err := fmt.Sscan(fields[1], &parent); err == nil && parent == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+func isZombieProcess(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || isZombie(stat)
 }

@@ -134,8 +134,8 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 // milliseconds after submission.
 func printTimelines(out io.Writer, submitted time.Time, timelines []driver.Timeline) {
 	fmt.Fprintln(out, "\nExecutor launches (ms after submit)")
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "EXECUTOR\tWORKER\tSCHEDULED\tLAUNCHED\tSTARTED\tREGISTERED\tFIRST TASK\t")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXECUTOR\tWORKER\tSCHEDULED\tLAUNCHED\tSTARTED\tREGISTERED\tFIRST TASK")
 	ms := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -143,7 +143,7 @@ func printTimelines(out io.Writer, submitted time.Time, timelines []driver.Timel
 		return fmt.Sprintf("%.1f", float64(t.Sub(submitted).Microseconds())/1000)
 	}
 	for _, t := range timelines {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.ExecutorID, t.WorkerID,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ExecutorID, t.WorkerID,
 			ms(t.Scheduled), ms(t.Launched), ms(t.Started), ms(t.Registered), ms(t.FirstTask))
 	}
 	tw.Flush()

@@ -298,3 +298,30 @@ func TestBadSparkPropertiesAreRejected(t *testing.T) {
 		}
 	}
 }
+
+func TestDriverRegistersWithTheFirstMasterThatAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	d, err := driver.Start(context.Background(), driver.Config{
+		Masters: []string{down, startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: echoApp(nil),
+		ExecutorCommand: []string{"/bin/false"}, RegisterAttempts: 1,
+	})
+	if err != nil {
+		t.Fatalf("start with one master down: %v", err)
+	}
+	defer d.Stop(context.Background())
+	if !strings.HasPrefix(d.AppID(), "app-") {
+		t.Errorf("app id %q", d.AppID())
+	}
+	_, err = driver.Start(context.Background(), driver.Config{
+		Masters: []string{down}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: echoApp(nil),
+		ExecutorCommand: []string{"/bin/false"}, RegisterAttempts: 2, RegisterInterval: 10 * time.Millisecond,
+	})
+	if err == nil || !strings.Contains(err.Error(), "all masters are unresponsive after 2 rounds") {
+		t.Errorf("got %v, want all masters unresponsive", err)
+	}
+}

@@ -557,3 +557,32 @@ func TestDecommissionedWorkerGetsNoExecutorsAndItsKilledExecutorsDoNotFailTheApp
 		t.Errorf("silent decommissioned worker %s, want DEAD", got)
 	}
 }
+
+func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: 60 * time.Second})
+	wp := newPeer(t)
+	c.registerWorker(t, wp, 7078, 2, 4096)
+	driverSrv := httptest.NewServer(http.NotFoundHandler())
+	driverURL := driverSrv.URL
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		Description: appDesc(512, 1), DriverUrl: driverURL,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := resp.Msg.GetAppId()
+	driverSrv.Close()
+
+	c.clock.advance(30 * time.Second)
+	c.srv.checkDrivers(context.Background())
+	if got := StateName(c.app(t, app).GetState()); got != "RUNNING" {
+		t.Fatalf("app %s after 30s without its driver, want RUNNING (timeout is 60s)", got)
+	}
+	c.clock.advance(31 * time.Second)
+	c.srv.checkDrivers(context.Background())
+	a := c.app(t, app)
+	if StateName(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "driver at "+driverURL+" unreachable") {
+		t.Errorf("app %s %q; want FAILED naming the unreachable driver", StateName(a.GetState()), a.GetStatusMessage())
+	}
+	wp.expect(t, "KillExecutor "+app)
+}
