@@ -15,9 +15,9 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
-	"github.com/glint-cluster/glint/services/master"
 )
 
 // masterClient connects to the first master of a --master list.
@@ -101,7 +101,7 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tLAST HEARTBEAT")
 	for _, w := range st.GetWorkers() {
 		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d/%d used\t%s/%s used\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
-			master.StateName(w.GetState()), w.GetCoresUsed(), w.GetCores(),
+			lifecycle.Name(w.GetState()), w.GetCoresUsed(), w.GetCores(),
 			resources.FormatMiB(w.GetMemoryUsedMib()), resources.FormatMiB(w.GetMemoryMib()),
 			time.Since(w.GetLastHeartbeat().AsTime()).Round(time.Second))
 	}
@@ -123,7 +123,7 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d running\t%s\n", a.GetId(), a.GetDescription().GetName(),
-			master.StateName(a.GetState()), a.GetCoresGranted(),
+			lifecycle.Name(a.GetState()), a.GetCoresGranted(),
 			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running, a.GetStatusMessage())
 	}
 	tw.Flush()
@@ -135,7 +135,7 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tWORKER\tSTATE\tCORES\tMEMORY\tMESSAGE")
 		for _, e := range a.GetExecutors() {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.GetId(), e.GetWorkerId(), master.StateName(e.GetState()),
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.GetId(), e.GetWorkerId(), lifecycle.Name(e.GetState()),
 				e.GetCores(), resources.FormatMiB(e.GetMemoryMib()), e.GetMessage())
 		}
 		tw.Flush()
@@ -146,7 +146,7 @@ func printDrivers(g *globals, drivers []*masterv1.DriverInfo) {
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tCORES\tMEMORY\tMESSAGE")
 	for _, d := range drivers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), d.GetDescription().GetName(), master.StateName(d.GetState()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), d.GetDescription().GetName(), lifecycle.Name(d.GetState()),
 			d.GetWorkerId(), d.GetDescription().GetCores(), resources.FormatMiB(d.GetDescription().GetMemoryMib()), d.GetMessage())
 	}
 	tw.Flush()

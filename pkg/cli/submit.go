@@ -11,10 +11,10 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
-	"github.com/glint-cluster/glint/services/master"
 )
 
 type submitFlags struct {
@@ -118,7 +118,7 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 		d := resp.Msg.GetDriver()
 		if d.GetState() != last {
 			last = d.GetState()
-			fmt.Fprintf(g.stderr, "driver %s is %s %s\n", id, master.StateName(last), d.GetWorkerId())
+			fmt.Fprintf(g.stderr, "driver %s is %s %s\n", id, lifecycle.Name(last), d.GetWorkerId())
 		}
 		switch last {
 		case masterv1.DriverState_DRIVER_STATE_FINISHED:

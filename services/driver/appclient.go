@@ -63,6 +63,23 @@ func (d *Driver) register(ctx context.Context) error {
 // releaseExecutors sets the application's executor limit to zero, so the
 // master launches no replacement for executors that stop.
 func (d *Driver) releaseExecutors(ctx context.Context) {
+	d.tellMaster(ctx, "release executors", func(ctx context.Context, m masterv1connect.MasterServiceClient, appID string) error {
+		_, err := m.RequestExecutors(ctx, connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: appID}))
+		return err
+	})
+}
+
+// unregister tells the master the application finished.
+func (d *Driver) unregister(ctx context.Context) {
+	d.tellMaster(ctx, "unregister application", func(ctx context.Context, m masterv1connect.MasterServiceClient, appID string) error {
+		_, err := m.UnregisterApplication(ctx, connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: appID}))
+		return err
+	})
+}
+
+// tellMaster makes one call about the application to its master, unless the
+// master already removed the application; a failure is only logged.
+func (d *Driver) tellMaster(ctx context.Context, what string, call func(context.Context, masterv1connect.MasterServiceClient, string) error) {
 	if d.appRemoved() {
 		return
 	}
@@ -71,8 +88,8 @@ func (d *Driver) releaseExecutors(ctx context.Context) {
 	d.mu.Lock()
 	master, appID := d.master, d.appID
 	d.mu.Unlock()
-	if _, err := master.RequestExecutors(ctx, connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: appID})); err != nil {
-		d.log.Warn("release executors", "app", appID, "err", err)
+	if err := call(ctx, master, appID); err != nil {
+		d.log.Warn(what, "app", appID, "err", err)
 	}
 }
 
@@ -82,22 +99,6 @@ func (d *Driver) appRemoved() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// unregister tells the master the application finished, unless the master
-// already removed it.
-func (d *Driver) unregister(ctx context.Context) {
-	if d.appRemoved() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	d.mu.Lock()
-	master, appID := d.master, d.appID
-	d.mu.Unlock()
-	if _, err := master.UnregisterApplication(ctx, connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: appID})); err != nil {
-		d.log.Warn("unregister application", "app", appID, "err", err)
 	}
 }
 

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // clusterState is the master's whole view, as GetClusterState and /json show it.
@@ -82,17 +82,6 @@ func driverProto(d *driverInfo) *masterv1.DriverInfo {
 	return p
 }
 
-// StateName strips an enum value's type prefix: WORKER_STATE_ALIVE → ALIVE.
-func StateName(v interface{ String() string }) string {
-	name := v.String()
-	for _, prefix := range []string{"WORKER_STATE_", "APPLICATION_STATE_", "EXECUTOR_STATE_", "DRIVER_STATE_"} {
-		if rest, ok := strings.CutPrefix(name, prefix); ok {
-			return rest
-		}
-	}
-	return name
-}
-
 // serveJSON serves GET /json in the shape of Spark's master JSON.
 func (s *Server) serveJSON(w http.ResponseWriter, _ *http.Request) {
 	st := s.clusterState()
@@ -116,7 +105,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, _ *http.Request) {
 			"id": wk.GetId(), "host": wk.GetHost(), "port": wk.GetPort(), "webuiaddress": wk.GetWorkerUrl(),
 			"cores": wk.GetCores(), "coresused": wk.GetCoresUsed(), "coresfree": wk.GetCores() - wk.GetCoresUsed(),
 			"memory": wk.GetMemoryMib(), "memoryused": wk.GetMemoryUsedMib(), "memoryfree": wk.GetMemoryMib() - wk.GetMemoryUsedMib(),
-			"state": StateName(wk.GetState()), "lastheartbeat": wk.GetLastHeartbeat().AsTime().UnixMilli(),
+			"state": lifecycle.Name(wk.GetState()), "lastheartbeat": wk.GetLastHeartbeat().AsTime().UnixMilli(),
 		})
 	}
 	out["workers"] = workers
@@ -143,7 +132,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo) []any {
 		for _, e := range a.GetExecutors() {
 			ex := map[string]any{
 				"id": e.GetId(), "worker": e.GetWorkerId(), "hostport": e.GetHostPort(), "cores": e.GetCores(),
-				"memory": e.GetMemoryMib(), "state": StateName(e.GetState()), "message": e.GetMessage(),
+				"memory": e.GetMemoryMib(), "state": lifecycle.Name(e.GetState()), "message": e.GetMessage(),
 			}
 			if e.ExitStatus != nil {
 				ex["exitstatus"] = e.GetExitStatus()
@@ -157,7 +146,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo) []any {
 		out = append(out, map[string]any{
 			"id": a.GetId(), "name": a.GetDescription().GetName(), "starttime": start.UnixMilli(),
 			"submitdate": start.UTC().Format(time.RFC1123), "cores": a.GetCoresGranted(), "maxcores": maxCores,
-			"memoryperexecutor": a.GetDescription().GetMemoryPerExecutorMib(), "state": StateName(a.GetState()),
+			"memoryperexecutor": a.GetDescription().GetMemoryPerExecutorMib(), "state": lifecycle.Name(a.GetState()),
 			"duration": end.Sub(start).Milliseconds(), "driverurl": a.GetDriverUrl(), "driverid": a.GetDriverId(),
 			"statusmessage": a.GetStatusMessage(), "executors": execs,
 		})
@@ -171,7 +160,7 @@ func driversJSON(drivers []*masterv1.DriverInfo) []any {
 		start := d.GetSubmitTime().AsTime()
 		out = append(out, map[string]any{
 			"id": d.GetId(), "name": d.GetDescription().GetName(), "starttime": start.UnixMilli(),
-			"submitdate": start.UTC().Format(time.RFC1123), "state": StateName(d.GetState()),
+			"submitdate": start.UTC().Format(time.RFC1123), "state": lifecycle.Name(d.GetState()),
 			"cores": d.GetDescription().GetCores(), "memory": d.GetDescription().GetMemoryMib(),
 			"supervise": d.GetDescription().GetSupervise(), "worker": d.GetWorkerId(), "message": d.GetMessage(),
 		})

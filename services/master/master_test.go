@@ -20,6 +20,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -135,7 +136,7 @@ func (d *driverPeer) ExecutorAdded(_ context.Context, r *connect.Request[driverv
 }
 
 func (d *driverPeer) ExecutorUpdated(_ context.Context, r *connect.Request[driverv1.ExecutorUpdatedRequest]) (*connect.Response[driverv1.ExecutorUpdatedResponse], error) {
-	d.record("ExecutorUpdated %s/%d %s lost=%v", r.Msg.GetAppId(), r.Msg.GetExecutorId(), StateName(r.Msg.GetState()), r.Msg.GetWorkerLost())
+	d.record("ExecutorUpdated %s/%d %s lost=%v", r.Msg.GetAppId(), r.Msg.GetExecutorId(), lifecycle.Name(r.Msg.GetState()), r.Msg.GetWorkerLost())
 	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
 }
 
@@ -281,7 +282,7 @@ func TestTimedOutWorkerIsDeadItsExecutorsLostAndItIsToldToReregister(t *testing.
 
 	dp.expect(t, "ExecutorUpdated "+app+"/0 LOST lost=true")
 	st := c.srv.clusterState()
-	if got := StateName(st.GetWorkers()[0].GetState()); got != "DEAD" {
+	if got := lifecycle.Name(st.GetWorkers()[0].GetState()); got != "DEAD" {
 		t.Errorf("worker state %s, want DEAD", got)
 	}
 	if a := c.app(t, app); a.GetCoresGranted() != 0 {
@@ -341,8 +342,8 @@ func TestAppLargerThanAnyWorkerWaitsAndSaysWhy(t *testing.T) {
 	c.registerWorker(t, wp, 7078, 4, 4096)
 	app := c.registerApp(t, dp, appDesc(512, 8))
 	a := c.app(t, app)
-	if StateName(a.GetState()) != "WAITING" || !strings.Contains(a.GetStatusMessage(), "requires more resources than any worker has") {
-		t.Errorf("state %s message %q; want WAITING with the reason", StateName(a.GetState()), a.GetStatusMessage())
+	if lifecycle.Name(a.GetState()) != "WAITING" || !strings.Contains(a.GetStatusMessage(), "requires more resources than any worker has") {
+		t.Errorf("state %s message %q; want WAITING with the reason", lifecycle.Name(a.GetState()), a.GetStatusMessage())
 	}
 }
 
@@ -379,7 +380,7 @@ func TestExecutorFailuresFailTheAppOnlyWhenNoneRuns(t *testing.T) {
 				}
 				next = c.app(t, app).GetExecutors()[len(c.app(t, app).GetExecutors())-1].GetId()
 			}
-			if got := StateName(c.app(t, app).GetState()); got != tc.wantState {
+			if got := lifecycle.Name(c.app(t, app).GetState()); got != tc.wantState {
 				t.Errorf("app state %s, want %s", got, tc.wantState)
 			}
 		})
@@ -468,7 +469,7 @@ func TestDriversAreLaunchedKilledAndRelaunchedUnderANewID(t *testing.T) {
 		}
 		return resp.Msg.GetDriver()
 	}
-	if got := StateName(status(waiting).GetState()); got != "KILLED" {
+	if got := lifecycle.Name(status(waiting).GetState()); got != "KILLED" {
 		t.Errorf("killed waiting driver is %s", got)
 	}
 
@@ -478,8 +479,8 @@ func TestDriversAreLaunchedKilledAndRelaunchedUnderANewID(t *testing.T) {
 	c.clock.advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	old := status(supervised)
-	if StateName(old.GetState()) != "RELAUNCHING" || !strings.Contains(old.GetMessage(), "relaunched as driver-") {
-		t.Errorf("supervised driver on a lost worker: %s %q", StateName(old.GetState()), old.GetMessage())
+	if lifecycle.Name(old.GetState()) != "RELAUNCHING" || !strings.Contains(old.GetMessage(), "relaunched as driver-") {
+		t.Errorf("supervised driver on a lost worker: %s %q", lifecycle.Name(old.GetState()), old.GetMessage())
 	}
 	_, err := c.client.DriverStatus(context.Background(), connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: "driver-x/../1"}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
@@ -545,15 +546,15 @@ func TestDecommissionedWorkerGetsNoExecutorsAndItsKilledExecutorsDoNotFailTheApp
 		}
 	}
 	a := c.app(t, app)
-	if StateName(a.GetState()) != "RUNNING" || len(a.GetExecutors()) != 2 {
-		t.Errorf("app %s with %d executors; want RUNNING with no executor added on the stopping worker", StateName(a.GetState()), len(a.GetExecutors()))
+	if lifecycle.Name(a.GetState()) != "RUNNING" || len(a.GetExecutors()) != 2 {
+		t.Errorf("app %s with %d executors; want RUNNING with no executor added on the stopping worker", lifecycle.Name(a.GetState()), len(a.GetExecutors()))
 	}
-	if got := StateName(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DECOMMISSIONED" {
+	if got := lifecycle.Name(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DECOMMISSIONED" {
 		t.Errorf("worker %s, want DECOMMISSIONED", got)
 	}
 	c.clock.advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
-	if got := StateName(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DEAD" {
+	if got := lifecycle.Name(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DEAD" {
 		t.Errorf("silent decommissioned worker %s, want DEAD", got)
 	}
 }
@@ -575,14 +576,14 @@ func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
 
 	c.clock.advance(30 * time.Second)
 	c.srv.checkDrivers(context.Background())
-	if got := StateName(c.app(t, app).GetState()); got != "RUNNING" {
+	if got := lifecycle.Name(c.app(t, app).GetState()); got != "RUNNING" {
 		t.Fatalf("app %s after 30s without its driver, want RUNNING (timeout is 60s)", got)
 	}
 	c.clock.advance(31 * time.Second)
 	c.srv.checkDrivers(context.Background())
 	a := c.app(t, app)
-	if StateName(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "driver at "+driverURL+" unreachable") {
-		t.Errorf("app %s %q; want FAILED naming the unreachable driver", StateName(a.GetState()), a.GetStatusMessage())
+	if lifecycle.Name(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "driver at "+driverURL+" unreachable") {
+		t.Errorf("app %s %q; want FAILED naming the unreachable driver", lifecycle.Name(a.GetState()), a.GetStatusMessage())
 	}
 	wp.expect(t, "KillExecutor "+app)
 }

@@ -8,30 +8,19 @@ import (
 	driverv1connect "github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1connect "github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
-// transitions lists, for each state, the states it may move to. Every state
-// change of a worker, application, executor or driver goes through one of the
-// tables below, so the allowed life cycles are all in this one place.
-type transitions[S comparable] map[S][]S
-
-func (t transitions[S]) check(kind string, from, to S) error {
-	for _, s := range t[from] {
-		if s == to {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s state %v → %v: %w", kind, from, to, rpc.ErrFailedPrecondition)
-}
-
-var workerTransitions = transitions[masterv1.WorkerState]{
+// The tables below list every state change a worker, application, executor
+// or driver may make on the master, so the life cycles are all in one place.
+var workerTransitions = lifecycle.Transitions[masterv1.WorkerState]{
 	masterv1.WorkerState_WORKER_STATE_UNKNOWN:        {masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD},
 	masterv1.WorkerState_WORKER_STATE_ALIVE:          {masterv1.WorkerState_WORKER_STATE_DEAD, masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED},
 	masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED: {masterv1.WorkerState_WORKER_STATE_DEAD},
 }
 
-var appTransitions = transitions[masterv1.ApplicationState]{
+var appTransitions = lifecycle.Transitions[masterv1.ApplicationState]{
 	masterv1.ApplicationState_APPLICATION_STATE_WAITING: {
 		masterv1.ApplicationState_APPLICATION_STATE_RUNNING, masterv1.ApplicationState_APPLICATION_STATE_FINISHED,
 		masterv1.ApplicationState_APPLICATION_STATE_FAILED, masterv1.ApplicationState_APPLICATION_STATE_KILLED,
@@ -42,7 +31,7 @@ var appTransitions = transitions[masterv1.ApplicationState]{
 	},
 }
 
-var executorTransitions = transitions[masterv1.ExecutorState]{
+var executorTransitions = lifecycle.Transitions[masterv1.ExecutorState]{
 	masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING: {
 		masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
 		masterv1.ExecutorState_EXECUTOR_STATE_FAILED, masterv1.ExecutorState_EXECUTOR_STATE_LOST,
@@ -59,7 +48,7 @@ var executorTransitions = transitions[masterv1.ExecutorState]{
 	},
 }
 
-var driverTransitions = transitions[masterv1.DriverState]{
+var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 	masterv1.DriverState_DRIVER_STATE_SUBMITTED: {
 		masterv1.DriverState_DRIVER_STATE_RUNNING, masterv1.DriverState_DRIVER_STATE_KILLED,
 		masterv1.DriverState_DRIVER_STATE_ERROR,
@@ -110,7 +99,7 @@ type workerInfo struct {
 }
 
 func (w *workerInfo) setState(to masterv1.WorkerState) error {
-	if err := workerTransitions.check("worker "+w.id, w.state, to); err != nil {
+	if err := workerTransitions.Check("worker "+w.id, w.state, to); err != nil {
 		return err
 	}
 	w.state = to
@@ -172,7 +161,7 @@ type executorInfo struct {
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
 
 func (e *executorInfo) setState(to masterv1.ExecutorState) error {
-	if err := executorTransitions.check(fmt.Sprintf("executor %s/%d", e.app.id, e.id), e.state, to); err != nil {
+	if err := executorTransitions.Check(fmt.Sprintf("executor %s/%d", e.app.id, e.id), e.state, to); err != nil {
 		return err
 	}
 	e.state = to
@@ -201,7 +190,7 @@ type appInfo struct {
 }
 
 func (a *appInfo) setState(to masterv1.ApplicationState) error {
-	if err := appTransitions.check("application "+a.id, a.state, to); err != nil {
+	if err := appTransitions.Check("application "+a.id, a.state, to); err != nil {
 		return err
 	}
 	a.state = to
@@ -267,7 +256,7 @@ type driverInfo struct {
 }
 
 func (d *driverInfo) setState(to masterv1.DriverState) error {
-	if err := driverTransitions.check("driver "+d.id, d.state, to); err != nil {
+	if err := driverTransitions.Check("driver "+d.id, d.state, to); err != nil {
 		return err
 	}
 	d.state = to

@@ -12,6 +12,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // Spark's --supervise restart policy (DriverRunner): wait 1s before the first
@@ -162,16 +163,16 @@ func (r *driverRunner) finish(state masterv1.DriverState, message string, status
 	s.memoryUsedMiB -= r.desc.GetMemoryMib()
 	s.finishedDrivers = retain(s.finishedDrivers, r)
 	s.mu.Unlock()
-	r.log.Info("driver finished", "state", stateName(state), "message", message)
+	r.log.Info("driver finished", "state", lifecycle.Name(state), "message", message)
 	req := &masterv1.DriverStateChangedRequest{DriverId: r.id, State: state, Message: message, WorkerId: s.id}
-	s.report(r.ctx, fmt.Sprintf("driver %s %s", r.id, stateName(state)), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
+	s.report(r.ctx, fmt.Sprintf("driver %s %s", r.id, lifecycle.Name(state)), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
 		_, err := c.DriverStateChanged(ctx, connect.NewRequest(req))
 		return err
 	})
 }
 
 func (r *driverRunner) setStateLocked(to masterv1.DriverState) {
-	if err := driverTransitions.check("driver "+r.id, r.state, to); err != nil {
+	if err := driverTransitions.Check("driver "+r.id, r.state, to); err != nil {
 		r.log.Error("driver state", "err", err)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 func TestDriverEndStatesReachTheMaster(t *testing.T) {
@@ -89,8 +90,8 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			}
 			st := c.worker.fetchJSON(t)
 			if len(st.FinishedDrivers) != 1 || st.FinishedDrivers[0].ID != id || st.FinishedDrivers[0].Restarts != tt.wantRestarts ||
-				st.FinishedDrivers[0].State != stateName(tt.wantState) {
-				t.Errorf("worker's finished drivers = %+v; want %s %s after %d restarts", st.FinishedDrivers, id, stateName(tt.wantState), tt.wantRestarts)
+				st.FinishedDrivers[0].State != lifecycle.Name(tt.wantState) {
+				t.Errorf("worker's finished drivers = %+v; want %s %s after %d restarts", st.FinishedDrivers, id, lifecycle.Name(tt.wantState), tt.wantRestarts)
 			}
 			if st.CoresUsed != 0 || st.MemoryUsed != 0 {
 				t.Errorf("the ended driver still holds %d cores and %d MiB", st.CoresUsed, st.MemoryUsed)

@@ -14,6 +14,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // executorKey names an executor on this worker.
@@ -140,12 +141,12 @@ func (r *executorRunner) finish(state masterv1.ExecutorState, message string, st
 	s.memoryUsedMiB -= r.memoryMiB
 	s.finishedExecutors = retain(s.finishedExecutors, r)
 	s.mu.Unlock()
-	r.log.Info("executor finished", "state", stateName(state), "message", message)
+	r.log.Info("executor finished", "state", lifecycle.Name(state), "message", message)
 	r.reportState(r.ctx, state, message, status)
 }
 
 func (r *executorRunner) setStateLocked(to masterv1.ExecutorState) {
-	if err := executorTransitions.check(fmt.Sprintf("executor %s/%d", r.appID, r.execID), r.state, to); err != nil {
+	if err := executorTransitions.Check(fmt.Sprintf("executor %s/%d", r.appID, r.execID), r.state, to); err != nil {
 		r.log.Error("executor state", "err", err)
 		return
 	}
@@ -161,7 +162,7 @@ func (r *executorRunner) reportState(ctx context.Context, state masterv1.Executo
 	if !r.launch.startedAt.IsZero() {
 		req.StartedAt = timestamppb.New(r.launch.startedAt)
 	}
-	what := fmt.Sprintf("executor %s/%d %s", r.appID, r.execID, stateName(state))
+	what := fmt.Sprintf("executor %s/%d %s", r.appID, r.execID, lifecycle.Name(state))
 	r.s.report(ctx, what, func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
 		_, err := c.ExecutorStateChanged(ctx, connect.NewRequest(req))
 		return err

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
@@ -80,8 +81,8 @@ func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
 					e.GetState(), e.ExitStatus, e.GetMessage(), tt.wantState, tt.wantStatus, tt.wantMessage)
 			}
 			fin := c.worker.waitFinishedExecutor(t, appID, 0)
-			if fin.State != stateName(tt.wantState) || fin.ExitStatus == nil || *fin.ExitStatus != tt.wantStatus {
-				t.Errorf("worker shows executor 0 %+v, want %s with status %d", fin, stateName(tt.wantState), tt.wantStatus)
+			if fin.State != lifecycle.Name(tt.wantState) || fin.ExitStatus == nil || *fin.ExitStatus != tt.wantStatus {
+				t.Errorf("worker shows executor 0 %+v, want %s with status %d", fin, lifecycle.Name(tt.wantState), tt.wantStatus)
 			}
 			assertGone(t, running.PID)
 		})

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // workerJSON is GET /json: the worker in the shape of Spark's worker JSON.
@@ -79,14 +81,14 @@ func (s *Server) status() workerJSON {
 
 func (r *executorRunner) jsonLocked() executorJSON {
 	return executorJSON{
-		ID: r.execID, AppID: r.appID, Cores: r.cores, Memory: r.memoryMiB, State: stateName(r.state),
+		ID: r.execID, AppID: r.appID, Cores: r.cores, Memory: r.memoryMiB, State: lifecycle.Name(r.state),
 		PID: r.pid, ExitStatus: r.exitStatus, Message: r.message,
 	}
 }
 
 func (r *driverRunner) jsonLocked() driverJSON {
 	return driverJSON{
-		ID: r.id, Cores: r.desc.GetCores(), Memory: r.desc.GetMemoryMib(), State: stateName(r.state),
+		ID: r.id, Cores: r.desc.GetCores(), Memory: r.desc.GetMemoryMib(), State: lifecycle.Name(r.state),
 		Supervise: r.desc.GetSupervise(), Restarts: r.restarts, PID: r.pid, ExitStatus: r.exitStatus, Message: r.message,
 	}
 }

@@ -1,0 +1,35 @@
+package lifecycle
+
+import (
+	"errors"
+	"testing"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+func TestCheckAllowsOnlyListedMoves(t *testing.T) {
+	table := Transitions[masterv1.WorkerState]{
+		masterv1.WorkerState_WORKER_STATE_ALIVE: {masterv1.WorkerState_WORKER_STATE_DEAD},
+	}
+	if err := table.Check("worker w", masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD); err != nil {
+		t.Errorf("listed move refused: %v", err)
+	}
+	err := table.Check("worker w", masterv1.WorkerState_WORKER_STATE_DEAD, masterv1.WorkerState_WORKER_STATE_ALIVE)
+	if !errors.Is(err, rpc.ErrFailedPrecondition) || err.Error() != "worker w state DEAD → ALIVE: failed precondition" {
+		t.Errorf("move out of a final state: %v", err)
+	}
+}
+
+func TestNameStripsTheEnumPrefix(t *testing.T) {
+	for v, want := range map[any]string{
+		masterv1.WorkerState_WORKER_STATE_ALIVE:              "ALIVE",
+		masterv1.ApplicationState_APPLICATION_STATE_WAITING:  "WAITING",
+		masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED: "DECOMMISSIONED",
+		masterv1.DriverState_DRIVER_STATE_RELAUNCHING:        "RELAUNCHING",
+	} {
+		if got := Name(v); got != want {
+			t.Errorf("Name(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
