@@ -15,11 +15,14 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Main runs the glint command line for the applications in apps and returns
@@ -77,14 +80,35 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-// logger returns the JSON logger on stderr at the --log-level.
-func (g *globals) logger(service string) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+// observe sets up a process's telemetry for service: the global tracer
+// provider (exporting only when OTEL_EXPORTER_OTLP_* says where) and the JSON
+// logger on stderr at --log-level. stop flushes pending spans; call it last.
+func (g *globals) observe(ctx context.Context, service string) (log *slog.Logger, tp trace.TracerProvider, stop func(), err error) {
+	log, err = telemetry.NewLogger(g.stderr, g.logLevel, service)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level})).With("service", service), nil
+	tp, shutdown, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return log, tp, flusher(log, shutdown), nil
 }
+
+// flusher returns a function that flushes and stops a tracer provider,
+// waiting at most flushTimeout.
+func flusher(log *slog.Logger, shutdown func(context.Context) error) func() {
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			log.Warn("flush spans", "err", err)
+		}
+	}
+}
+
+// flushTimeout bounds the final export of spans when a process exits.
+const flushTimeout = 5 * time.Second
 
 // listen opens a listener on addr and returns it with the URL peers use to
 // reach it: an unspecified host (":7077") is replaced by advertise.

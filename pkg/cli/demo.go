@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
 
@@ -109,13 +111,29 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer logFile.Close()
-	submitted := time.Now()
-	d, err := driver.Start(ctx, driver.Config{
+	log, err := telemetry.NewLogger(logFile, g.logLevel, telemetry.ServiceDriver)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	tp, shutdown, err := telemetry.Setup(ctx, telemetry.ServiceSubmit)
+	if err != nil {
+		return err
+	}
+	defer flusher(log, shutdown)()
+	ctx, span := telemetry.Tracer(tp).Start(ctx, "submit", trace.WithAttributes(attribute.String("glint.app.name", pi.Name)))
+	defer span.End()
+	cfg := driver.Config{
 		Masters: []string{masterURL}, Host: "127.0.0.1", App: pi, ExecutorCores: 1,
-		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512, ExecutorCommand: []string{exe, "executor"},
-		Conf:   map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
-		Stdout: g.stdout, Logger: slog.New(slog.NewJSONHandler(logFile, nil)),
-	})
+		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512,
+		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
+	}
+	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.stdout, log)
+	if err != nil {
+		return err
+	}
+	defer stopDriverTelemetry()
+	submitted := time.Now()
+	d, err := driver.Start(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

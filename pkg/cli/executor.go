@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/executor"
 )
 
@@ -17,12 +18,16 @@ func newExecutorCommand(g *globals) *cobra.Command {
 		Args:   cobra.NoArgs,
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger("glint-executor")
+			ctx := cmd.Context()
+			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceExecutor)
 			if err != nil {
 				return err
 			}
-			cfg.ExecutorID, cfg.Cores, cfg.Apps, cfg.Logger = int32(executorID), int32(cores), g.apps, log
-			if err := executor.Run(cmd.Context(), cfg); err != nil {
+			// The executor's spans continue the worker's process.start span,
+			// and are flushed before the process exits.
+			defer stopTelemetry()
+			cfg.ExecutorID, cfg.Cores, cfg.Apps, cfg.Logger, cfg.TracerProvider = int32(executorID), int32(cores), g.apps, log, tp
+			if err := executor.Run(telemetry.ContextFromEnv(ctx), cfg); err != nil {
 				return fmt.Errorf("executor %d of %s: %w", executorID, cfg.AppID, err)
 			}
 			return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/master"
 )
 
@@ -46,10 +47,11 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
 	}
-	log, err := g.logger("glint-master")
+	log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceMaster)
 	if err != nil {
 		return err
 	}
+	defer stopTelemetry()
 	host := f.host
 	if host == "" {
 		host = listenHost(f.listen)
@@ -69,7 +71,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	// Master: worker, application and driver state, and the scheduler.
 	m, err := master.New(master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
-		MaxExecutorRetries: f.maxExecutorRetries, Logger: log,
+		MaxExecutorRetries: f.maxExecutorRetries, Logger: log, TracerProvider: tp,
 	})
 	if err != nil {
 		ln.Close()

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -26,7 +27,7 @@ func masterClient(list string) (masterv1connect.MasterServiceClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--master: %w", err)
 	}
-	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions()...), nil
+	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider())...), nil
 }
 
 func newStatusCommand(g *globals) *cobra.Command {

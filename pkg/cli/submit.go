@@ -3,17 +3,23 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
 
@@ -47,28 +53,56 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) error {
+func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (err error) {
 	cfg, appArgs, err := f.driverConfig(g.apps, args)
 	if err != nil {
 		return err
+	}
+	if f.deployMode != "client" && f.deployMode != "cluster" {
+		return fmt.Errorf("--deploy-mode %q: want client or cluster", f.deployMode)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	switch f.deployMode {
-	case "client":
-		log, err := g.logger("glint-driver")
-		if err != nil {
-			return err
-		}
-		cfg.ExecutorCommand, cfg.Stdout, cfg.Logger = []string{exe, "executor"}, g.stdout, log
-		return driver.Run(ctx, cfg, appArgs)
-	case "cluster":
-		return submitCluster(ctx, g, f, exe, cfg.Masters, args)
-	default:
-		return fmt.Errorf("--deploy-mode %q: want client or cluster", f.deployMode)
+	log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceSubmit)
+	if err != nil {
+		return err
 	}
+	defer stopTelemetry()
+
+	// The submit span is the root of the application's trace: every span of
+	// every process that works for the application descends from it.
+	ctx, span := telemetry.Tracer(tp).Start(ctx, "submit", trace.WithAttributes(
+		attribute.String("glint.app.name", cfg.App.Name), attribute.String("glint.deploy_mode", f.deployMode)))
+	defer func() {
+		if err != nil {
+			telemetry.Fail(span, err)
+		}
+		span.End()
+	}()
+	if f.deployMode == "cluster" {
+		return submitCluster(ctx, g, f, exe, cfg.Masters, args)
+	}
+	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.stdout, log)
+	if err != nil {
+		return err
+	}
+	defer stopDriverTelemetry()
+	return driver.Run(ctx, cfg, appArgs)
+}
+
+// clientMode completes cfg for a driver that runs in this process: executors
+// run this binary, output goes to stdout, and the driver traces as
+// glint-driver though it shares the process with glint-submit. stop flushes
+// the driver's spans.
+func clientMode(ctx context.Context, cfg *driver.Config, exe string, stdout io.Writer, log *slog.Logger) (stop func(), err error) {
+	tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.ServiceDriver)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = []string{exe, "executor"}, stdout, log, tp
+	return flusher(log, shutdown), nil
 }
 
 // submitCluster is spark-submit's cluster mode: the master queues a driver,
@@ -91,12 +125,13 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
 		Command: &masterv1.Command{Args: command},
 	}
-	client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions()...)
+	client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider())...)
 	resp, err := client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: desc}))
 	if err != nil {
 		return fmt.Errorf("submit driver to %s: %w", masters[0], err)
 	}
 	id := resp.Msg.GetDriverId()
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(id))
 	fmt.Fprintln(g.stdout, id)
 	if !f.wait {
 		return nil
@@ -154,12 +189,15 @@ func newDriverCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			log, err := g.logger("glint-driver")
+			ctx := cmd.Context()
+			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceDriver)
 			if err != nil {
 				return err
 			}
-			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger = driverID, []string{exe, "executor"}, g.stdout, log
-			return driver.Run(cmd.Context(), cfg, appArgs)
+			defer stopTelemetry()
+			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
+			// A cluster-mode driver continues the trace of its submission.
+			return driver.Run(telemetry.ContextFromEnv(ctx), cfg, appArgs)
 		},
 	}
 	f.register(cmd.Flags())

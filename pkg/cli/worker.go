@@ -11,6 +11,7 @@ import (
 
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/worker"
 )
 
@@ -61,10 +62,11 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
-	log, err := g.logger("glint-worker")
+	log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceWorker)
 	if err != nil {
 		return err
 	}
+	defer stopTelemetry()
 	host := f.host
 	if host == "" {
 		host = listenHost(f.listen)
@@ -84,7 +86,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
 		Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
-		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, Logger: log,
+		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, Logger: log, TracerProvider: tp,
 	})
 	if err != nil {
 		ln.Close()

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Server timeouts. Every Glint RPC is unary and small, so requests must arrive quickly.
@@ -77,14 +80,16 @@ func NewHTTPClient() *http.Client {
 	}
 }
 
-// ClientOptions are the options every Connect client in Glint is built with.
-func ClientOptions() []connect.ClientOption {
-	return nil
+// ClientOptions are the options every Connect client in Glint is built with:
+// its calls are traced through tp.
+func ClientOptions(tp trace.TracerProvider) []connect.ClientOption {
+	return []connect.ClientOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
 }
 
-// HandlerOptions are the options every Connect handler in Glint is built with.
-func HandlerOptions() []connect.HandlerOption {
-	return nil
+// HandlerOptions are the options every Connect handler in Glint is built with:
+// its calls are traced through tp, as children of the caller's span.
+func HandlerOptions(tp trace.TracerProvider) []connect.HandlerOption {
+	return []connect.HandlerOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
 }
 
 // NormalizeURL turns "host:port", "glint://host:port" and "spark://host:port"

@@ -32,7 +32,7 @@ func (d *Driver) register(ctx context.Context) error {
 	var errs []error
 	for round := 1; round <= d.cfg.RegisterAttempts; round++ {
 		for _, url := range d.cfg.Masters {
-			client := masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions()...)
+			client := masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider)...)
 			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			resp, err := client.RegisterApplication(rctx, connect.NewRequest(req))
 			cancel()
@@ -103,7 +103,7 @@ func (d *Driver) appRemoved() bool {
 }
 
 // ExecutorAdded records an executor the master scheduled for this application.
-func (d *Driver) ExecutorAdded(_ context.Context, req *connect.Request[driverv1.ExecutorAddedRequest]) (*connect.Response[driverv1.ExecutorAddedResponse], error) {
+func (d *Driver) ExecutorAdded(ctx context.Context, req *connect.Request[driverv1.ExecutorAddedRequest]) (*connect.Response[driverv1.ExecutorAddedResponse], error) {
 	m := req.Msg
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -119,7 +119,7 @@ func (d *Driver) ExecutorAdded(_ context.Context, req *connect.Request[driverv1.
 
 // ExecutorUpdated applies an executor's new state; a finished executor is
 // removed and its running tasks are queued again.
-func (d *Driver) ExecutorUpdated(_ context.Context, req *connect.Request[driverv1.ExecutorUpdatedRequest]) (*connect.Response[driverv1.ExecutorUpdatedResponse], error) {
+func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[driverv1.ExecutorUpdatedRequest]) (*connect.Response[driverv1.ExecutorUpdatedResponse], error) {
 	m := req.Msg
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -140,13 +140,13 @@ func (d *Driver) ExecutorUpdated(_ context.Context, req *connect.Request[driverv
 		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
 		e.timeline.Ended = time.Now()
 		e.timeline.EndMessage = m.GetMessage()
-		d.removeExecutorLocked(e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()))
+		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()))
 	}
 	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
 }
 
 // ApplicationRemoved ends every job: the master removed the application.
-func (d *Driver) ApplicationRemoved(_ context.Context, req *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
+func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {

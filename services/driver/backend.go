@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
@@ -17,6 +19,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Timeline is when each step of one executor's launch happened, from the
@@ -107,6 +110,7 @@ func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[dr
 	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
 		return nil, rpc.Error(err)
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(req.Msg.GetExecutorId())))
 	props := maps.Clone(d.cfg.Conf)
 	if props == nil {
 		props = map[string]string{}
@@ -156,34 +160,36 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	case e.removed:
 		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: the executor was already removed", e.id, rpc.ErrFailedPrecondition))
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), telemetry.Cores.Int(int(m.GetCores())))
 	e.registered, e.url, e.cores = true, url, m.GetCores()
-	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions()...)
+	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider)...)
 	e.mailbox = rpc.NewMailbox(context.Background())
 	e.timeline.Registered = time.Now()
 	d.totalCores += e.cores
-	d.log.Info("registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
+	d.log.InfoContext(ctx, "registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
 	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
 }
 
 // LaunchedExecutor marks a registered executor ready: its cores are offered
 // tasks only now, so no task reaches an executor that is not ready (SPARK-29287).
-func (d *Driver) LaunchedExecutor(_ context.Context, req *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.executors[req.Msg.GetExecutorId()]
 	if !ok || !e.registered || e.removed {
 		return nil, rpc.Error(fmt.Errorf("executor %d launched: %w: not registered", req.Msg.GetExecutorId(), rpc.ErrFailedPrecondition))
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)))
 	if !e.launched {
 		e.launched, e.freeCores = true, e.cores
 		d.signalOffersLocked()
-		d.makeOffersLocked()
+		d.makeOffersLocked(ctx)
 	}
 	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
 }
 
 // StatusUpdate applies a task's end and offers the freed core again.
-func (d *Driver) StatusUpdate(_ context.Context, req *connect.Request[driverv1.StatusUpdateRequest]) (*connect.Response[driverv1.StatusUpdateResponse], error) {
+func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1.StatusUpdateRequest]) (*connect.Response[driverv1.StatusUpdateResponse], error) {
 	m := req.Msg
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -208,11 +214,11 @@ func (d *Driver) StatusUpdate(_ context.Context, req *connect.Request[driverv1.S
 		}
 	case driverv1.TaskState_TASK_STATE_FAILED, driverv1.TaskState_TASK_STATE_KILLED, driverv1.TaskState_TASK_STATE_LOST:
 		d.finishTaskLocked(m.GetTaskId(), rt)
-		d.taskFailedLocked(rt, fmt.Sprintf("%s on executor %d: %s", m.GetState(), rt.executor.id, m.GetMessage()))
+		d.taskFailedLocked(ctx, rt, fmt.Sprintf("%s on executor %d: %s", m.GetState(), rt.executor.id, m.GetMessage()))
 	default:
 		return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
 	}
-	d.makeOffersLocked()
+	d.makeOffersLocked(ctx)
 	return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
 }
 
@@ -226,7 +232,7 @@ func (d *Driver) finishTaskLocked(id int64, rt *runningTask) {
 
 // taskFailedLocked queues a failed task again, or fails its set once the task
 // failed spark.task.maxFailures times.
-func (d *Driver) taskFailedLocked(rt *runningTask, reason string) {
+func (d *Driver) taskFailedLocked(ctx context.Context, rt *runningTask, reason string) {
 	ts := rt.set
 	if ts.finished() {
 		return
@@ -235,21 +241,21 @@ func (d *Driver) taskFailedLocked(rt *runningTask, reason string) {
 	d.log.Warn("task failed", "task", ts.task, "index", rt.index, "attempt", ts.failures[rt.index], "reason", reason)
 	if ts.failures[rt.index] >= d.maxFailures {
 		ts.fail(fmt.Errorf("task %d of %s failed %d times, most recently: %s", rt.index, ts.task, ts.failures[rt.index], reason))
-		d.dropTaskSetLocked(ts)
+		d.dropTaskSetLocked(ctx, ts)
 		return
 	}
 	ts.pending = append([]int{rt.index}, ts.pending...)
 }
 
 // dropTaskSetLocked removes a finished set and kills its running tasks.
-func (d *Driver) dropTaskSetLocked(ts *taskSet) {
+func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 	d.taskSets = slices.DeleteFunc(d.taskSets, func(o *taskSet) bool { return o == ts })
 	for id, rt := range d.running {
 		if rt.set != ts || rt.executor.removed {
 			continue
 		}
 		e := rt.executor
-		e.mailbox.Post(context.Background(), func(ctx context.Context) {
+		e.mailbox.Post(ctx, func(ctx context.Context) {
 			if _, err := e.client.KillTask(ctx, connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id, Reason: "task set ended"})); err != nil {
 				d.log.Debug("kill task", "task", id, "err", err)
 			}
@@ -259,7 +265,7 @@ func (d *Driver) dropTaskSetLocked(ts *taskSet) {
 
 // removeExecutorLocked forgets a finished executor; its running tasks fail
 // and are queued again.
-func (d *Driver) removeExecutorLocked(e *executorData, reason string) {
+func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reason string) {
 	if e.removed {
 		return
 	}
@@ -271,16 +277,16 @@ func (d *Driver) removeExecutorLocked(e *executorData, reason string) {
 	for id, rt := range d.running {
 		if rt.executor == e {
 			delete(d.running, id)
-			d.taskFailedLocked(rt, reason)
+			d.taskFailedLocked(ctx, rt, reason)
 		}
 	}
-	d.makeOffersLocked()
+	d.makeOffersLocked(ctx)
 }
 
 // makeOffersLocked is CoarseGrainedSchedulerBackend.makeOffers: free cores of
 // ready executors are offered pending tasks, FIFO over task sets, one task per
 // executor per round so tasks spread over executors.
-func (d *Driver) makeOffersLocked() {
+func (d *Driver) makeOffersLocked(ctx context.Context) {
 	ready := make([]*executorData, 0, len(d.executors))
 	for _, e := range d.executors {
 		if e.launched && !e.removed {
@@ -288,6 +294,16 @@ func (d *Driver) makeOffersLocked() {
 		}
 	}
 	slices.SortFunc(ready, func(a, b *executorData) int { return int(a.id - b.id) })
+	// The span starts with the first task offered, so that calls which free
+	// no core or find no task leave no empty makeOffers spans behind.
+	var span trace.Span
+	launched := 0
+	defer func() {
+		if span != nil {
+			span.SetAttributes(attribute.Int("glint.tasks", launched))
+			span.End()
+		}
+	}()
 	for offered := true; offered; {
 		offered = false
 		for _, e := range ready {
@@ -298,7 +314,11 @@ func (d *Driver) makeOffersLocked() {
 			if !ok {
 				return
 			}
-			d.launchTaskLocked(e, ts, index)
+			if span == nil {
+				ctx, span = d.tracer.Start(ctx, "makeOffers", trace.WithAttributes(telemetry.AppID.String(d.appID)))
+			}
+			d.launchTaskLocked(ctx, e, ts, index)
+			launched++
 			offered = true
 		}
 	}
@@ -315,7 +335,7 @@ func (d *Driver) nextTaskLocked() (*taskSet, int, bool) {
 	return nil, 0, false
 }
 
-func (d *Driver) launchTaskLocked(e *executorData, ts *taskSet, index int) {
+func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *taskSet, index int) {
 	id := d.nextTaskID
 	d.nextTaskID++
 	e.freeCores--
@@ -326,7 +346,9 @@ func (d *Driver) launchTaskLocked(e *executorData, ts *taskSet, index int) {
 	rt := &runningTask{set: ts, index: index, executor: e}
 	d.running[id] = rt
 	req := &executorv1.LaunchTaskRequest{TaskId: id, Name: ts.task, Input: ts.inputs[index], Attempt: int32(ts.failures[index]), Index: int32(index)}
-	e.mailbox.Post(context.Background(), func(ctx context.Context) {
+	trace.SpanFromContext(ctx).AddEvent("task offered", trace.WithAttributes(
+		telemetry.ExecutorID.Int(int(e.id)), attribute.Int64("glint.task.id", id), attribute.Int("glint.task.index", index)))
+	e.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := e.client.LaunchTask(ctx, connect.NewRequest(req)); err != nil {
 			d.mu.Lock()
 			defer d.mu.Unlock()
@@ -334,8 +356,8 @@ func (d *Driver) launchTaskLocked(e *executorData, ts *taskSet, index int) {
 				return
 			}
 			d.finishTaskLocked(id, rt)
-			d.taskFailedLocked(rt, fmt.Sprintf("launch task on executor %d: %v", e.id, err))
-			d.makeOffersLocked()
+			d.taskFailedLocked(ctx, rt, fmt.Sprintf("launch task on executor %d: %v", e.id, err))
+			d.makeOffersLocked(ctx)
 		}
 	})
 }
@@ -361,7 +383,7 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) ([]
 	default:
 	}
 	d.taskSets = append(d.taskSets, ts)
-	d.makeOffersLocked()
+	d.makeOffersLocked(ctx)
 	d.mu.Unlock()
 
 	starving := time.NewTicker(d.starvation)
@@ -373,13 +395,13 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) ([]
 				return nil, fmt.Errorf("run %s: %w", task, ts.err)
 			}
 			d.mu.Lock()
-			d.dropTaskSetLocked(ts)
+			d.dropTaskSetLocked(ctx, ts)
 			d.mu.Unlock()
 			return ts.results, nil
 		case <-ctx.Done():
 			d.mu.Lock()
 			ts.fail(ctx.Err())
-			d.dropTaskSetLocked(ts)
+			d.dropTaskSetLocked(ctx, ts)
 			d.mu.Unlock()
 			return nil, fmt.Errorf("run %s: %w", task, ctx.Err())
 		case <-starving.C:

@@ -21,6 +21,9 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Spark property names the driver reads from --conf.
@@ -64,6 +67,8 @@ type Config struct {
 	// Stdout receives the application's output; default os.Stdout.
 	Stdout io.Writer
 	Logger *slog.Logger
+	// TracerProvider traces the service's calls and steps; default the global one.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) setDefaults() error {
@@ -107,16 +112,20 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
 	return nil
 }
 
 // Driver is a running driver: the app client and the scheduler backend. It
 // implements app.Context for the application's driver function.
 type Driver struct {
-	cfg  Config
-	log  *slog.Logger
-	url  string
-	http *http.Client
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
+	url    string
+	http   *http.Client
 	settings
 
 	// serving ends the HTTP server.
@@ -153,6 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg:         cfg,
 		log:         cfg.Logger,
+		tracer:      telemetry.Tracer(cfg.TracerProvider),
 		http:        rpc.NewHTTPClient(),
 		settings:    st,
 		running:     map[int64]*runningTask{},
@@ -167,7 +177,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	d.url = rpc.URL(ln.Addr(), cfg.Host)
 	mux := http.NewServeMux()
-	mux.Handle(driverv1connect.NewDriverServiceHandler(d, rpc.HandlerOptions()...))
+	mux.Handle(driverv1connect.NewDriverServiceHandler(d, rpc.HandlerOptions(d.cfg.TracerProvider)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	serveCtx, stop := context.WithCancel(context.Background())
 	d.stopServing, d.served = stop, make(chan error, 1)

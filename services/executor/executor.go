@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
@@ -25,6 +28,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Config configures an executor; the fields mirror the command-line flags a
@@ -49,6 +53,8 @@ type Config struct {
 	// parent process) is alive; default 1s.
 	ParentWatchInterval time.Duration
 	Logger              *slog.Logger
+	// TracerProvider traces the service's calls and steps; default the global one.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) validate() error {
@@ -86,6 +92,9 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
 	return nil
 }
 
@@ -118,7 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 	b := &backend{
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions()...),
+		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider)...),
 		updates: rpc.NewMailbox(ctx),
 		stop:    cancel,
 		tasks:   map[int64]context.CancelFunc{},
@@ -129,7 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(executorv1connect.NewExecutorServiceHandler(b, rpc.HandlerOptions()...))
+	mux.Handle(executorv1connect.NewExecutorServiceHandler(b, rpc.HandlerOptions(cfg.TracerProvider)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
@@ -236,6 +245,8 @@ func (b *backend) watchParent(ctx context.Context) {
 // LaunchTask starts a task on a free core.
 func (b *backend) LaunchTask(ctx context.Context, req *connect.Request[executorv1.LaunchTaskRequest]) (*connect.Response[executorv1.LaunchTaskResponse], error) {
 	m := req.Msg
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(b.cfg.AppID), telemetry.ExecutorID.Int(int(b.cfg.ExecutorID)),
+		attribute.Int64("glint.task.id", m.GetTaskId()), attribute.String("glint.task.name", m.GetName()))
 	fn, ok := b.cfg.Apps.Task(m.GetName())
 	if !ok {
 		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: no task function %q in this binary", m.GetTaskId(), rpc.ErrNotFound, m.GetName()))

@@ -15,7 +15,7 @@ import (
 
 // RegisterWorker admits a worker; a known id is answered as a duplicate and an
 // ALIVE worker at the same address is refused.
-func (s *Server) RegisterWorker(_ context.Context, req *connect.Request[masterv1.RegisterWorkerRequest]) (*connect.Response[masterv1.RegisterWorkerResponse], error) {
+func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[masterv1.RegisterWorkerRequest]) (*connect.Response[masterv1.RegisterWorkerResponse], error) {
 	m := req.Msg
 	url, err := validateWorker(m)
 	if err != nil {
@@ -36,7 +36,7 @@ func (s *Server) RegisterWorker(_ context.Context, req *connect.Request[masterv1
 		state: masterv1.WorkerState_WORKER_STATE_ALIVE, lastHeartbeat: now,
 		executors: map[executorKey]*executorInfo{}, drivers: map[string]*driverInfo{},
 	}
-	if err := s.registerWorkerLocked(w); err != nil {
+	if err := s.registerWorkerLocked(ctx, w); err != nil {
 		return nil, rpc.Error(err)
 	}
 	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
@@ -52,7 +52,7 @@ func (s *Server) RegisterWorker(_ context.Context, req *connect.Request[masterv1
 			resp.UnknownDriverIds = append(resp.UnknownDriverIds, id)
 		}
 	}
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 	return connect.NewResponse(resp), nil
 }
 
@@ -76,7 +76,7 @@ func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 
 // Heartbeat records that a worker is alive. A worker the master removed is told
 // to register again; an id the master never saw is an error.
-func (s *Server) Heartbeat(_ context.Context, req *connect.Request[masterv1.HeartbeatRequest]) (*connect.Response[masterv1.HeartbeatResponse], error) {
+func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.HeartbeatRequest]) (*connect.Response[masterv1.HeartbeatResponse], error) {
 	id := req.Msg.GetWorkerId()
 	if err := ids.ValidateWorker(id); err != nil {
 		return nil, rpc.Error(err)
@@ -97,7 +97,7 @@ func (s *Server) Heartbeat(_ context.Context, req *connect.Request[masterv1.Hear
 // WorkerDecommissioning is Spark's WorkerDecommissioning: the worker is
 // stopping. It gets no more executors or drivers, and its executors are marked
 // DECOMMISSIONED so that their ends do not count against their applications.
-func (s *Server) WorkerDecommissioning(_ context.Context, req *connect.Request[masterv1.WorkerDecommissioningRequest]) (*connect.Response[masterv1.WorkerDecommissioningResponse], error) {
+func (s *Server) WorkerDecommissioning(ctx context.Context, req *connect.Request[masterv1.WorkerDecommissioningRequest]) (*connect.Response[masterv1.WorkerDecommissioningResponse], error) {
 	id := req.Msg.GetWorkerId()
 	if err := ids.ValidateWorker(id); err != nil {
 		return nil, rpc.Error(err)
@@ -118,14 +118,14 @@ func (s *Server) WorkerDecommissioning(_ context.Context, req *connect.Request[m
 	for _, e := range w.executors {
 		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED); err == nil {
 			e.message = "worker " + id + " is stopping"
-			s.notifyExecutorUpdated(e, false, nil)
+			s.notifyExecutorUpdated(ctx, e, false, nil)
 		}
 	}
 	return connect.NewResponse(&masterv1.WorkerDecommissioningResponse{}), nil
 }
 
 // RegisterApplication admits an application and schedules its executors.
-func (s *Server) RegisterApplication(_ context.Context, req *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
+func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
 	m := req.Msg
 	driverURL, err := validateApplication(m)
 	if err != nil {
@@ -133,7 +133,7 @@ func (s *Server) RegisterApplication(_ context.Context, req *connect.Request[mas
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.registerApplicationLocked(m.GetDescription(), driverURL, m.GetDriverId())
+	a := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId())
 	return connect.NewResponse(&masterv1.RegisterApplicationResponse{AppId: a.id, MasterUrl: s.cfg.URL}), nil
 }
 
@@ -171,26 +171,26 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 }
 
 // UnregisterApplication ends an application normally.
-func (s *Server) UnregisterApplication(_ context.Context, req *connect.Request[masterv1.UnregisterApplicationRequest]) (*connect.Response[masterv1.UnregisterApplicationResponse], error) {
+func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request[masterv1.UnregisterApplicationRequest]) (*connect.Response[masterv1.UnregisterApplicationResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.removeApplicationLocked(a, masterv1.ApplicationState_APPLICATION_STATE_FINISHED, "unregistered by its driver")
+	s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FINISHED, "unregistered by its driver")
 	return connect.NewResponse(&masterv1.UnregisterApplicationResponse{}), nil
 }
 
 // KillApplication ends an application and kills its executors.
-func (s *Server) KillApplication(_ context.Context, req *connect.Request[masterv1.KillApplicationRequest]) (*connect.Response[masterv1.KillApplicationResponse], error) {
+func (s *Server) KillApplication(ctx context.Context, req *connect.Request[masterv1.KillApplicationRequest]) (*connect.Response[masterv1.KillApplicationResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.removeApplicationLocked(a, masterv1.ApplicationState_APPLICATION_STATE_KILLED, "killed on request")
+	s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_KILLED, "killed on request")
 	return connect.NewResponse(&masterv1.KillApplicationResponse{}), nil
 }
 
@@ -210,7 +210,7 @@ func (s *Server) activeAppLocked(id string) (*appInfo, error) {
 }
 
 // ExecutorStateChanged applies a worker's report on one of its executors.
-func (s *Server) ExecutorStateChanged(_ context.Context, req *connect.Request[masterv1.ExecutorStateChangedRequest]) (*connect.Response[masterv1.ExecutorStateChangedResponse], error) {
+func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[masterv1.ExecutorStateChangedRequest]) (*connect.Response[masterv1.ExecutorStateChangedResponse], error) {
 	m := req.Msg
 	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
 		return nil, rpc.Error(err)
@@ -233,14 +233,14 @@ func (s *Server) ExecutorStateChanged(_ context.Context, req *connect.Request[ma
 			a.id, e.id, e.worker.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
 	}
 	times := &executorTimes{launched: m.GetLaunchedAt(), started: m.GetStartedAt()}
-	if err := s.executorStateChangedLocked(e, m.GetState(), m.GetMessage(), m.ExitStatus, times); err != nil {
+	if err := s.executorStateChangedLocked(ctx, e, m.GetState(), m.GetMessage(), m.ExitStatus, times); err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
 }
 
 // DriverStateChanged applies a worker's report that a driver ended.
-func (s *Server) DriverStateChanged(_ context.Context, req *connect.Request[masterv1.DriverStateChangedRequest]) (*connect.Response[masterv1.DriverStateChangedResponse], error) {
+func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[masterv1.DriverStateChangedRequest]) (*connect.Response[masterv1.DriverStateChangedResponse], error) {
 	m := req.Msg
 	if !driverFinished(m.GetState()) {
 		return nil, rpc.Error(fmt.Errorf("driver %s state %s: %w: workers report only final driver states",
@@ -255,7 +255,7 @@ func (s *Server) DriverStateChanged(_ context.Context, req *connect.Request[mast
 	if d.worker == nil || d.worker.id != m.GetWorkerId() {
 		return nil, rpc.Error(fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
 	}
-	s.removeDriverLocked(d, m.GetState(), m.GetMessage())
+	s.removeDriverLocked(ctx, d, m.GetState(), m.GetMessage())
 	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
 }
 
@@ -282,7 +282,7 @@ func (s *Server) completedDriverLocked(id string) *driverInfo {
 }
 
 // SubmitDriver queues a cluster-mode driver.
-func (s *Server) SubmitDriver(_ context.Context, req *connect.Request[masterv1.SubmitDriverRequest]) (*connect.Response[masterv1.SubmitDriverResponse], error) {
+func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1.SubmitDriverRequest]) (*connect.Response[masterv1.SubmitDriverResponse], error) {
 	d := req.Msg.GetDescription()
 	switch {
 	case d == nil || d.GetName() == "":
@@ -295,12 +295,12 @@ func (s *Server) SubmitDriver(_ context.Context, req *connect.Request[masterv1.S
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	driver := s.submitDriverLocked(d)
+	driver := s.submitDriverLocked(ctx, d)
 	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
 }
 
 // KillDriver kills a waiting driver at once, or tells its worker to kill it.
-func (s *Server) KillDriver(_ context.Context, req *connect.Request[masterv1.KillDriverRequest]) (*connect.Response[masterv1.KillDriverResponse], error) {
+func (s *Server) KillDriver(ctx context.Context, req *connect.Request[masterv1.KillDriverRequest]) (*connect.Response[masterv1.KillDriverResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, err := s.activeDriverLocked(req.Msg.GetDriverId())
@@ -308,12 +308,12 @@ func (s *Server) KillDriver(_ context.Context, req *connect.Request[masterv1.Kil
 		return nil, rpc.Error(err)
 	}
 	if d.worker == nil {
-		s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_KILLED, "killed before it was launched")
+		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_KILLED, "killed before it was launched")
 		return connect.NewResponse(&masterv1.KillDriverResponse{}), nil
 	}
 	w := d.worker
 	kill := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id}
-	w.mailbox.Post(s.ctx, func(ctx context.Context) {
+	w.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := w.client.KillDriver(ctx, connect.NewRequest(kill)); err != nil {
 			s.log.Warn("kill driver", "driver", d.id, "worker", w.id, "err", err)
 		}
@@ -322,7 +322,7 @@ func (s *Server) KillDriver(_ context.Context, req *connect.Request[masterv1.Kil
 }
 
 // DriverStatus reports a driver's state, including drivers that ended.
-func (s *Server) DriverStatus(_ context.Context, req *connect.Request[masterv1.DriverStatusRequest]) (*connect.Response[masterv1.DriverStatusResponse], error) {
+func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1.DriverStatusRequest]) (*connect.Response[masterv1.DriverStatusResponse], error) {
 	id := req.Msg.GetDriverId()
 	if err := ids.ValidateDriver(id); err != nil {
 		return nil, rpc.Error(err)
@@ -340,7 +340,7 @@ func (s *Server) DriverStatus(_ context.Context, req *connect.Request[masterv1.D
 }
 
 // RequestExecutors sets the number of executors an application may have.
-func (s *Server) RequestExecutors(_ context.Context, req *connect.Request[masterv1.RequestExecutorsRequest]) (*connect.Response[masterv1.RequestExecutorsResponse], error) {
+func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[masterv1.RequestExecutorsRequest]) (*connect.Response[masterv1.RequestExecutorsResponse], error) {
 	if n := req.Msg.GetRequestedTotal(); n < 0 {
 		return nil, rpc.Error(fmt.Errorf("request executors: %w: total %d must not be negative", rpc.ErrInvalidArgument, n))
 	}
@@ -351,12 +351,12 @@ func (s *Server) RequestExecutors(_ context.Context, req *connect.Request[master
 		return nil, rpc.Error(err)
 	}
 	a.executorLimit = int(req.Msg.GetRequestedTotal())
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil
 }
 
 // KillExecutors kills the named executors of an application.
-func (s *Server) KillExecutors(_ context.Context, req *connect.Request[masterv1.KillExecutorsRequest]) (*connect.Response[masterv1.KillExecutorsResponse], error) {
+func (s *Server) KillExecutors(ctx context.Context, req *connect.Request[masterv1.KillExecutorsRequest]) (*connect.Response[masterv1.KillExecutorsResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
@@ -366,11 +366,11 @@ func (s *Server) KillExecutors(_ context.Context, req *connect.Request[masterv1.
 	resp := &masterv1.KillExecutorsResponse{}
 	for _, id := range req.Msg.GetExecutorIds() {
 		if e, ok := a.executors[id]; ok {
-			s.killExecutorLocked(e)
+			s.killExecutorLocked(ctx, e)
 			resp.KilledExecutorIds = append(resp.KilledExecutorIds, id)
 		}
 	}
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 	return connect.NewResponse(resp), nil
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"go.opentelemetry.io/otel/trace"
+
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
@@ -52,6 +54,7 @@ func appProto(a *appInfo) *masterv1.ApplicationInfo {
 	p := &masterv1.ApplicationInfo{
 		Id: a.id, Description: a.desc, State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
 		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
+		TraceId: traceID(a.trace),
 	}
 	if !a.endTime.IsZero() {
 		p.EndTime = timestamppb.New(a.endTime)
@@ -75,11 +78,19 @@ func appProto(a *appInfo) *masterv1.ApplicationInfo {
 func driverProto(d *driverInfo) *masterv1.DriverInfo {
 	p := &masterv1.DriverInfo{
 		Id: d.id, Description: d.desc, State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
+		TraceId: traceID(d.trace),
 	}
 	if d.worker != nil {
 		p.WorkerId, p.WorkerHostPort = d.worker.id, d.worker.address()
 	}
 	return p
+}
+
+func traceID(sc trace.SpanContext) string {
+	if !sc.HasTraceID() {
+		return ""
+	}
+	return sc.TraceID().String()
 }
 
 // serveJSON serves GET /json in the shape of Spark's master JSON.
@@ -148,7 +159,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo) []any {
 			"submitdate": start.UTC().Format(time.RFC1123), "cores": a.GetCoresGranted(), "maxcores": maxCores,
 			"memoryperexecutor": a.GetDescription().GetMemoryPerExecutorMib(), "state": lifecycle.Name(a.GetState()),
 			"duration": end.Sub(start).Milliseconds(), "driverurl": a.GetDriverUrl(), "driverid": a.GetDriverId(),
-			"statusmessage": a.GetStatusMessage(), "executors": execs,
+			"statusmessage": a.GetStatusMessage(), "executors": execs, "traceid": a.GetTraceId(),
 		})
 	}
 	return out
@@ -163,6 +174,7 @@ func driversJSON(drivers []*masterv1.DriverInfo) []any {
 			"submitdate": start.UTC().Format(time.RFC1123), "state": lifecycle.Name(d.GetState()),
 			"cores": d.GetDescription().GetCores(), "memory": d.GetDescription().GetMemoryMib(),
 			"supervise": d.GetDescription().GetSupervise(), "worker": d.GetWorkerId(), "message": d.GetMessage(),
+			"traceid": d.GetTraceId(),
 		})
 	}
 	return out

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
@@ -22,6 +25,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Config configures a master. The zero value of each field means its default.
@@ -43,6 +47,8 @@ type Config struct {
 	// listed for (persistence+1) × WorkerTimeout. Default 15.
 	DeadWorkerPersistence int
 	Logger                *slog.Logger
+	// TracerProvider traces the service's calls and steps; default the global one.
+	TracerProvider trace.TracerProvider
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.
@@ -51,9 +57,10 @@ type Config struct {
 
 // Server is the Master. Its methods are safe for concurrent use.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	http *http.Client
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
+	http   *http.Client
 	// ctx bounds every message the master sends; it ends when Run returns.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,6 +101,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -104,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cfg:             cfg,
 		log:             cfg.Logger,
+		tracer:          telemetry.Tracer(cfg.TracerProvider),
 		http:            rpc.NewHTTPClient(),
 		ctx:             ctx,
 		cancel:          cancel,
@@ -117,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the master's HTTP handler: its Connect service, /json and /healthz.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(masterv1connect.NewMasterServiceHandler(s, rpc.HandlerOptions()...))
+	mux.Handle(masterv1connect.NewMasterServiceHandler(s, rpc.HandlerOptions(s.cfg.TracerProvider)...))
 	mux.HandleFunc("GET /json", s.serveJSON)
 	mux.HandleFunc("GET /json/", s.serveJSON)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -147,7 +158,7 @@ func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // registerWorkerLocked admits w unless an ALIVE worker holds its address
 // (Spark's registerWorker).
-func (s *Server) registerWorkerLocked(w *workerInfo) error {
+func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error {
 	s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool {
 		return o.address() == w.address() && o.state == masterv1.WorkerState_WORKER_STATE_DEAD
 	})
@@ -156,9 +167,9 @@ func (s *Server) registerWorkerLocked(w *workerInfo) error {
 			return fmt.Errorf("register worker %s: worker %s is already registered at %s: %w",
 				w.id, old.id, w.address(), rpc.ErrAlreadyExists)
 		}
-		s.removeWorkerLocked(old, "replaced by a new worker at the same address")
+		s.removeWorkerLocked(ctx, old, "replaced by a new worker at the same address")
 	}
-	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions()...)
+	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider)...)
 	w.mailbox = rpc.NewMailbox(s.ctx)
 	s.workers = append(s.workers, w)
 	s.idToWorker[w.id] = w
@@ -168,7 +179,7 @@ func (s *Server) registerWorkerLocked(w *workerInfo) error {
 
 // removeWorkerLocked marks w DEAD: its executors are LOST, its drivers
 // relaunched (supervised) or ended, and everything is scheduled again.
-func (s *Server) removeWorkerLocked(w *workerInfo, reason string) {
+func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason string) {
 	s.log.Info("removing worker", "worker", w.id, "address", w.address(), "reason", reason)
 	if err := w.setState(masterv1.WorkerState_WORKER_STATE_DEAD); err != nil {
 		s.log.Warn("remove worker", "err", err)
@@ -181,24 +192,24 @@ func (s *Server) removeWorkerLocked(w *workerInfo, reason string) {
 			s.log.Warn("remove worker", "err", err)
 		}
 		e.message = msg
-		s.notifyExecutorUpdated(e, true, nil)
+		s.notifyExecutorUpdated(ctx, e, true, nil)
 		e.app.removeExecutor(e)
 	}
 	w.executors = map[executorKey]*executorInfo{}
 	for _, d := range w.drivers {
 		if d.desc.GetSupervise() {
-			s.relaunchDriverLocked(d)
+			s.relaunchDriverLocked(ctx, d)
 		} else {
-			s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("worker %s lost: %s", w.id, reason))
+			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("worker %s lost: %s", w.id, reason))
 		}
 	}
 	w.drivers = map[string]*driverInfo{}
 	w.coresUsed, w.memoryUsedMiB = 0, 0
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 }
 
 // checkWorkerTimeouts is Spark's timeOutDeadWorkers.
-func (s *Server) checkWorkerTimeouts(context.Context) {
+func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -206,7 +217,7 @@ func (s *Server) checkWorkerTimeouts(context.Context) {
 		since := now.Sub(w.lastHeartbeat)
 		switch {
 		case w.state != masterv1.WorkerState_WORKER_STATE_DEAD && since > s.cfg.WorkerTimeout:
-			s.removeWorkerLocked(w, fmt.Sprintf("no heartbeat in %s", since.Round(time.Millisecond)))
+			s.removeWorkerLocked(ctx, w, fmt.Sprintf("no heartbeat in %s", since.Round(time.Millisecond)))
 		case w.state == masterv1.WorkerState_WORKER_STATE_DEAD &&
 			since > time.Duration(s.cfg.DeadWorkerPersistence+1)*s.cfg.WorkerTimeout:
 			s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool { return o == w })
@@ -243,7 +254,7 @@ func (s *Server) checkDrivers(ctx context.Context) {
 	}
 	for a := range probes {
 		if !a.finished() && now.Sub(a.driverSeen) > s.cfg.WorkerTimeout {
-			s.removeApplicationLocked(a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
 				fmt.Sprintf("driver at %s unreachable for %s", a.driverURL, now.Sub(a.driverSeen).Round(time.Second)))
 		}
 	}
@@ -266,7 +277,7 @@ func (s *Server) probe(ctx context.Context, url string) bool {
 
 // scheduleLocked is Spark's Master.schedule(): it snapshots free resources and
 // waiting demand, lets schedule decide, and launches what it placed.
-func (s *Server) scheduleLocked() {
+func (s *Server) scheduleLocked(ctx context.Context) {
 	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
 	for _, w := range s.workers {
 		if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
@@ -285,12 +296,23 @@ func (s *Server) scheduleLocked() {
 			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - len(a.executors),
 		})
 	}
+	started := time.Now()
 	plan := schedule(snap, s.cfg.Rand)
+	ended := time.Now()
 	for _, p := range plan.Drivers {
-		s.launchDriverLocked(s.idToWorker[p.WorkerID], s.drivers[p.DriverID])
+		d := s.drivers[p.DriverID]
+		sctx, span := s.scheduleSpan(ctx, d.trace, started, telemetry.DriverID.String(d.id))
+		s.launchDriverLocked(sctx, s.idToWorker[p.WorkerID], d)
+		span.End(trace.WithTimestamp(ended))
 	}
-	for _, p := range plan.Executors {
-		s.launchExecutorLocked(s.idToWorker[p.WorkerID], s.apps[p.AppID], p.Cores, p.MemoryMiB)
+	for i := 0; i < len(plan.Executors); {
+		a := s.apps[plan.Executors[i].AppID]
+		sctx, span := s.scheduleSpan(ctx, a.trace, started, telemetry.AppID.String(a.id))
+		for ; i < len(plan.Executors) && plan.Executors[i].AppID == a.id; i++ {
+			p := plan.Executors[i]
+			s.launchExecutorLocked(sctx, s.idToWorker[p.WorkerID], a, p.Cores, p.MemoryMiB)
+		}
+		span.End(trace.WithTimestamp(ended))
 	}
 	for _, a := range s.appQueue {
 		// Only an application without executors is stuck; say why.
@@ -302,22 +324,38 @@ func (s *Server) scheduleLocked() {
 	}
 }
 
+// scheduleSpan starts the "schedule" span of one application's (or driver's)
+// placements in one schedule() pass, timed as the pass. It belongs to the
+// application's trace (parent); when another event triggered the pass — a
+// worker registered, an executor of another app ended — it links to it.
+func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, started time.Time, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithTimestamp(started), trace.WithAttributes(attrs...)}
+	if parent.IsValid() {
+		if trigger := trace.SpanContextFromContext(ctx); trigger.IsValid() && trigger.TraceID() != parent.TraceID() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: trigger}))
+		}
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	return s.tracer.Start(ctx, "schedule", opts...)
+}
+
 // launchDriverLocked is Spark's launchDriver.
-func (s *Server) launchDriverLocked(w *workerInfo, d *driverInfo) {
-	s.log.Info("launching driver", "driver", d.id, "worker", w.id)
+func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *driverInfo) {
+	s.log.InfoContext(ctx, "launching driver", "driver", d.id, "worker", w.id)
+	trace.SpanFromContext(ctx).AddEvent("driver placed", trace.WithAttributes(telemetry.WorkerID.String(w.id)))
 	w.addDriver(d)
 	if err := d.setState(masterv1.DriverState_DRIVER_STATE_RUNNING); err != nil {
 		s.log.Warn("launch driver", "err", err)
 	}
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id, Description: d.desc}
-	w.mailbox.Post(s.ctx, func(ctx context.Context) {
+	w.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := w.client.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if d.worker == w && !driverFinished(d.state) {
-				s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_ERROR,
+				s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
 					fmt.Sprintf("launch driver on worker %s: %v", w.id, err))
 			}
 		}
@@ -326,7 +364,7 @@ func (s *Server) launchDriverLocked(w *workerInfo, d *driverInfo) {
 
 // launchExecutorLocked is Spark's launchExecutor: the worker gets
 // LaunchExecutor, the driver ExecutorAdded.
-func (s *Server) launchExecutorLocked(w *workerInfo, a *appInfo, cores int32, memoryMiB int64) {
+func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *appInfo, cores int32, memoryMiB int64) {
 	e := a.addExecutor(w, cores, memoryMiB, s.now())
 	w.addExecutor(e)
 	if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {
@@ -334,16 +372,18 @@ func (s *Server) launchExecutorLocked(w *workerInfo, a *appInfo, cores int32, me
 			s.log.Warn("launch executor", "err", err)
 		}
 	}
-	s.log.Info("launching executor", "app", a.id, "executor", e.id, "worker", w.id, "cores", cores, "memory_mib", memoryMiB)
+	s.log.InfoContext(ctx, "launching executor", "app", a.id, "executor", e.id, "worker", w.id, "cores", cores, "memory_mib", memoryMiB)
+	trace.SpanFromContext(ctx).AddEvent("executor placed", trace.WithAttributes(
+		telemetry.ExecutorID.Int(int(e.id)), telemetry.WorkerID.String(w.id), telemetry.Cores.Int(int(cores)), telemetry.MemoryMiB.Int64(memoryMiB)))
 	req := &workerv1.LaunchExecutorRequest{
 		MasterUrl: s.cfg.URL, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: cores, MemoryMib: memoryMiB,
 	}
-	w.mailbox.Post(s.ctx, func(ctx context.Context) {
+	w.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := w.client.LaunchExecutor(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch executor failed", "app", a.id, "executor", e.id, "worker", w.id, "err", err)
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if err := s.executorStateChangedLocked(e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+			if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
 				fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
 				s.log.Debug("launch executor failure after executor ended", "err", err)
 			}
@@ -353,7 +393,7 @@ func (s *Server) launchExecutorLocked(w *workerInfo, a *appInfo, cores int32, me
 		AppId: a.id, ExecutorId: e.id, WorkerId: w.id, HostPort: w.address(),
 		Cores: cores, MemoryMib: memoryMiB, ScheduledAt: timestamppb.New(e.scheduledAt),
 	}
-	a.mailbox.Post(s.ctx, func(ctx context.Context) {
+	a.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := a.client.ExecutorAdded(ctx, connect.NewRequest(added)); err != nil {
 			s.log.Warn("tell driver executor added", "app", a.id, "executor", e.id, "err", err)
 		}
@@ -367,7 +407,7 @@ type executorTimes struct {
 
 // executorStateChangedLocked is Spark's ExecutorStateChanged handling,
 // including the spark.deploy.maxExecutorRetries rule.
-func (s *Server) executorStateChangedLocked(e *executorInfo, state masterv1.ExecutorState, message string, exitStatus *int32, times *executorTimes) error {
+func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo, state masterv1.ExecutorState, message string, exitStatus *int32, times *executorTimes) error {
 	a := e.app
 	if _, ok := a.executors[e.id]; !ok || a.finished() {
 		return fmt.Errorf("executor %s/%d: %w (already removed)", a.id, e.id, rpc.ErrNotFound)
@@ -380,7 +420,7 @@ func (s *Server) executorStateChangedLocked(e *executorInfo, state masterv1.Exec
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
 	}
-	s.notifyExecutorUpdated(e, false, times)
+	s.notifyExecutorUpdated(ctx, e, false, times)
 	if !executorFinished(state) {
 		return nil
 	}
@@ -391,16 +431,16 @@ func (s *Server) executorStateChangedLocked(e *executorInfo, state masterv1.Exec
 	if !normalExit && old != masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED {
 		a.retryCount++
 		if s.cfg.MaxExecutorRetries >= 0 && a.retryCount >= s.cfg.MaxExecutorRetries && !a.hasRunningExecutor() {
-			s.removeApplicationLocked(a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
 				fmt.Sprintf("%d executors failed in a row and none is running; last: %s", a.retryCount, message))
 			return nil
 		}
 	}
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 	return nil
 }
 
-func (s *Server) notifyExecutorUpdated(e *executorInfo, workerLost bool, times *executorTimes) {
+func (s *Server) notifyExecutorUpdated(ctx context.Context, e *executorInfo, workerLost bool, times *executorTimes) {
 	a := e.app
 	req := &driverv1.ExecutorUpdatedRequest{
 		AppId: a.id, ExecutorId: e.id, State: e.state, Message: e.message, ExitStatus: e.exitStatus, WorkerLost: workerLost,
@@ -408,7 +448,7 @@ func (s *Server) notifyExecutorUpdated(e *executorInfo, workerLost bool, times *
 	if times != nil {
 		req.LaunchedAt, req.StartedAt = times.launched, times.started
 	}
-	a.mailbox.Post(s.ctx, func(ctx context.Context) {
+	a.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := a.client.ExecutorUpdated(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell driver executor updated", "app", a.id, "executor", e.id, "err", err)
 		}
@@ -416,13 +456,14 @@ func (s *Server) notifyExecutorUpdated(e *executorInfo, workerLost bool, times *
 }
 
 // registerApplicationLocked admits a validated application (Spark's registerApplication).
-func (s *Server) registerApplicationLocked(desc *masterv1.ApplicationDescription, driverURL, driverID string) *appInfo {
+func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID string) *appInfo {
 	now := s.now()
 	a := &appInfo{
 		id: ids.App(now, s.nextAppNumber), desc: desc, driverURL: driverURL, driverID: driverID,
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: now, driverSeen: now,
+		trace:     trace.SpanContextFromContext(ctx),
 		executors: map[int32]*executorInfo{}, executorLimit: math.MaxInt,
-		client:  driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions()...),
+		client:  driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider)...),
 		mailbox: rpc.NewMailbox(s.ctx),
 	}
 	if desc.InitialExecutorLimit != nil {
@@ -431,14 +472,15 @@ func (s *Server) registerApplicationLocked(desc *masterv1.ApplicationDescription
 	s.nextAppNumber++
 	s.apps[a.id] = a
 	s.appQueue = append(s.appQueue, a)
-	s.log.Info("registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
-	s.scheduleLocked()
+	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
+	s.scheduleLocked(ctx)
 	return a
 }
 
 // removeApplicationLocked is Spark's removeApplication: the executors are
 // killed, the driver and every worker told, the app kept among the completed.
-func (s *Server) removeApplicationLocked(a *appInfo, state masterv1.ApplicationState, message string) {
+func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state masterv1.ApplicationState, message string) {
 	if err := a.setState(state); err != nil {
 		s.log.Warn("remove application", "err", err)
 		return
@@ -453,10 +495,10 @@ func (s *Server) removeApplicationLocked(a *appInfo, state masterv1.ApplicationS
 	}
 	s.completedApps = append(s.completedApps, a)
 	for _, e := range a.executors {
-		s.killExecutorLocked(e)
+		s.killExecutorLocked(ctx, e)
 	}
 	removed := &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: fmt.Sprintf("%s: %s", state, message)}
-	a.mailbox.Post(s.ctx, func(ctx context.Context) {
+	a.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := a.client.ApplicationRemoved(ctx, connect.NewRequest(removed)); err != nil {
 			s.log.Debug("tell driver application removed", "app", a.id, "err", err)
 		}
@@ -466,18 +508,18 @@ func (s *Server) removeApplicationLocked(a *appInfo, state masterv1.ApplicationS
 			continue
 		}
 		req := &workerv1.ApplicationFinishedRequest{MasterUrl: s.cfg.URL, AppId: a.id}
-		w.mailbox.Post(s.ctx, func(ctx context.Context) {
+		w.mailbox.Post(ctx, func(ctx context.Context) {
 			if _, err := w.client.ApplicationFinished(ctx, connect.NewRequest(req)); err != nil {
 				s.log.Warn("tell worker application finished", "worker", w.id, "err", err)
 			}
 		})
 	}
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 }
 
 // killExecutorLocked is Spark's killExecutor: the worker is told to kill it and
 // the master forgets it at once.
-func (s *Server) killExecutorLocked(e *executorInfo) {
+func (s *Server) killExecutorLocked(ctx context.Context, e *executorInfo) {
 	e.app.removeExecutor(e)
 	e.worker.removeExecutor(e)
 	if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_KILLED); err != nil {
@@ -485,7 +527,7 @@ func (s *Server) killExecutorLocked(e *executorInfo) {
 	}
 	req := &workerv1.KillExecutorRequest{MasterUrl: s.cfg.URL, AppId: e.app.id, ExecutorId: e.id}
 	w := e.worker
-	w.mailbox.Post(s.ctx, func(ctx context.Context) {
+	w.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := w.client.KillExecutor(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Debug("kill executor", "app", e.app.id, "executor", e.id, "worker", w.id, "err", err)
 		}
@@ -493,28 +535,29 @@ func (s *Server) killExecutorLocked(e *executorInfo) {
 }
 
 // submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver).
-func (s *Server) submitDriverLocked(desc *masterv1.DriverDescription) *driverInfo {
+func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription) *driverInfo {
 	now := s.now()
 	d := &driverInfo{
 		id: ids.Driver(now, s.nextDriverNumber), desc: desc,
-		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now,
+		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
 	}
 	s.nextDriverNumber++
 	s.drivers[d.id] = d
 	s.waitingDrivers = append(s.waitingDrivers, d)
-	s.log.Info("submitted driver", "driver", d.id, "name", desc.GetName())
-	s.scheduleLocked()
+	s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
+	s.scheduleLocked(ctx)
 	return d
 }
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
-func (s *Server) relaunchDriverLocked(d *driverInfo) {
-	n := s.submitDriverLocked(d.desc)
-	s.removeDriverLocked(d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
+func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
+	n := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc)
+	s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
 }
 
 // removeDriverLocked is Spark's removeDriver; apps the driver registered end with it.
-func (s *Server) removeDriverLocked(d *driverInfo, state masterv1.DriverState, message string) {
+func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state masterv1.DriverState, message string) {
 	if err := d.setState(state); err != nil {
 		s.log.Warn("remove driver", "err", err)
 		return
@@ -536,8 +579,8 @@ func (s *Server) removeDriverLocked(d *driverInfo, state masterv1.DriverState, m
 	}
 	for _, a := range s.apps {
 		if a.driverID == d.id {
-			s.removeApplicationLocked(a, appState, fmt.Sprintf("driver %s ended %s", d.id, state))
+			s.removeApplicationLocked(ctx, a, appState, fmt.Sprintf("driver %s ended %s", d.id, state))
 		}
 	}
-	s.scheduleLocked()
+	s.scheduleLocked(ctx)
 }

@@ -10,6 +10,7 @@ import (
 	workerv1connect "github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The tables below list every state change a worker, application, executor
@@ -185,8 +186,11 @@ type appInfo struct {
 	executorLimit int
 	statusMessage string
 	driverSeen    time.Time
-	client        driverv1connect.DriverServiceClient
-	mailbox       *rpc.Mailbox
+	// trace is the span context of the application's registration; every
+	// later launch for the application is traced under it.
+	trace   trace.SpanContext
+	client  driverv1connect.DriverServiceClient
+	mailbox *rpc.Mailbox
 }
 
 func (a *appInfo) setState(to masterv1.ApplicationState) error {
@@ -253,6 +257,8 @@ type driverInfo struct {
 	worker     *workerInfo
 	submitTime time.Time
 	message    string
+	// trace is the span context of the driver's submission.
+	trace trace.SpanContext
 }
 
 func (d *driverInfo) setState(to masterv1.DriverState) error {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Spark's --supervise restart policy (DriverRunner): wait 1s before the first
@@ -55,8 +57,8 @@ type driverRunner struct {
 }
 
 // newDriverRunner prepares a runner for a validated LaunchDriver request.
-func (s *Server) newDriverRunner(m *workerv1.LaunchDriverRequest) *driverRunner {
-	ctx, kill := context.WithCancelCause(context.Background())
+func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRequest) *driverRunner {
+	ctx, kill := context.WithCancelCause(context.WithoutCancel(ctx))
 	return &driverRunner{
 		s: s, id: m.GetDriverId(), desc: m.GetDescription(),
 		dir:   filepath.Join(s.cfg.WorkDir, m.GetDriverId()),
@@ -79,6 +81,10 @@ func (r *driverRunner) newLaunch() *launch {
 			"GLINT_WORKER_URL=" + r.s.cfg.URL,
 		},
 		now: r.s.cfg.Now,
+		attrs: []attribute.KeyValue{
+			telemetry.DriverID.String(r.id), telemetry.WorkerID.String(r.s.id),
+			telemetry.Cores.Int(int(r.desc.GetCores())), telemetry.MemoryMiB.Int64(r.desc.GetMemoryMib()),
+		},
 	}
 }
 
@@ -91,7 +97,7 @@ func (r *driverRunner) run() {
 	for {
 		l := r.newLaunch()
 		steps := []step{workdirStep{}, commandStep{}, logsStep{}, startStep{}, reportStep{running: r.running}}
-		timings, err := runSteps(r.ctx, r.log, steps, l)
+		timings, err := runSteps(r.ctx, r.s.tracer, r.log, steps, l)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				r.finish(masterv1.DriverState_DRIVER_STATE_KILLED, fmt.Sprintf("%v before its process started", context.Cause(r.ctx)), nil)

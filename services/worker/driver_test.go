@@ -40,7 +40,8 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			name:    "driver that cannot start ends ERROR, even supervised",
 			command: func(*testing.T) *masterv1.Command { return missing }, supervise: true,
 			wantState:   masterv1.DriverState_DRIVER_STATE_ERROR,
-			wantMessage: `command: exec: "/nonexistent/glint-worker-test-driver": stat /nonexistent/glint-worker-test-driver: no such file or directory`,
+			wantMessage: `process.start: exec: "/nonexistent/glint-worker-test-driver": stat /nonexistent/glint-worker-test-driver: no such file or directory`,
+			wantStarts:  1, // the log shows the one attempt; it is not retried
 		},
 		{
 			name:    "killed supervised driver ends KILLED",
@@ -86,7 +87,7 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 
 			data, _ := os.ReadFile(filepath.Join(dir, "stdout"))
 			if starts := strings.Count(string(data), "Launch command: "); starts != tt.wantStarts {
-				t.Errorf("driver started %d times, want %d:\n%s", starts, tt.wantStarts, data)
+				t.Errorf("driver launched %d times, want %d:\n%s", starts, tt.wantStarts, data)
 			}
 			st := c.worker.fetchJSON(t)
 			if len(st.FinishedDrivers) != 1 || st.FinishedDrivers[0].ID != id || st.FinishedDrivers[0].Restarts != tt.wantRestarts ||

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -9,12 +10,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // executorKey names an executor on this worker.
@@ -45,11 +49,12 @@ type executorRunner struct {
 	exitStatus *int32
 }
 
-// newExecutorRunner prepares a runner for a validated LaunchExecutor request.
-func (s *Server) newExecutorRunner(m *workerv1.LaunchExecutorRequest) *executorRunner {
+// newExecutorRunner prepares a runner for a validated LaunchExecutor request;
+// the runner's steps are traced under ctx, the request's span.
+func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecutorRequest) *executorRunner {
 	execID := strconv.Itoa(int(m.GetExecutorId()))
 	dir := filepath.Join(s.cfg.WorkDir, m.GetAppId(), execID)
-	ctx, kill := context.WithCancelCause(context.Background())
+	ctx, kill := context.WithCancelCause(context.WithoutCancel(ctx))
 	return &executorRunner{
 		s: s, appID: m.GetAppId(), execID: m.GetExecutorId(), cores: m.GetCores(), memoryMiB: m.GetMemoryMib(),
 		launchedAt: s.cfg.Now(),
@@ -74,6 +79,10 @@ func (s *Server) newExecutorRunner(m *workerv1.LaunchExecutorRequest) *executorR
 				"GLINT_WORKER_URL=" + s.cfg.URL,
 			},
 			now: s.cfg.Now,
+			attrs: []attribute.KeyValue{
+				telemetry.AppID.String(m.GetAppId()), telemetry.ExecutorID.Int(int(m.GetExecutorId())),
+				telemetry.WorkerID.String(s.id), telemetry.Cores.Int(int(m.GetCores())), telemetry.MemoryMiB.Int64(m.GetMemoryMib()),
+			},
 		},
 	}
 }
@@ -85,26 +94,40 @@ func (r *executorRunner) run() {
 	defer r.s.runners.Done()
 	defer r.kill(nil)
 	steps := []step{workdirStep{}, commandStep{}, logsStep{}, startStep{}, reportStep{running: r.running}}
-	timings, err := runSteps(r.ctx, r.log, steps, r.launch)
+	timings, err := runSteps(r.ctx, r.s.tracer, r.log, steps, r.launch)
 	if err != nil {
 		if r.ctx.Err() != nil {
-			r.finish(masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
+			r.finish(r.ctx, masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
 				fmt.Sprintf("%v before its process started", context.Cause(r.ctx)), nil)
 			return
 		}
-		r.log.Warn("executor failed to launch", "err", err)
-		r.finish(masterv1.ExecutorState_EXECUTOR_STATE_FAILED, err.Error(), nil)
+		r.log.WarnContext(r.ctx, "executor failed to launch", "err", err)
+		r.finish(r.ctx, masterv1.ExecutorState_EXECUTOR_STATE_FAILED, err.Error(), nil)
 		return
 	}
-	r.log.Info("executor started", "pid", r.launch.cmd.Process.Pid, "path", r.launch.path,
+	r.log.InfoContext(r.ctx, "executor started", "pid", r.launch.cmd.Process.Pid, "path", r.launch.path,
 		"launch", r.launch.startedAt.Sub(r.launchedAt), slog.Group("steps", timings...))
+	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithAttributes(r.launch.attrs...))
+	defer span.End()
 	e, killed := waitProcess(r.ctx, r.log, r.launch.cmd, r.s.cfg.KillGrace)
 	var reason error
 	if killed {
 		reason = context.Cause(r.ctx)
 	}
 	state, message := executorOutcome(e, reason)
-	r.finish(state, message, e.status())
+	endWait(span, e, state == masterv1.ExecutorState_EXECUTOR_STATE_FAILED, message)
+	r.finish(wctx, state, message, e.status())
+}
+
+// endWait records how a process ended on its process.wait span; a failure
+// sets the span's status to Error with an exception event.
+func endWait(span trace.Span, e exit, failed bool, message string) {
+	if status := e.status(); status != nil {
+		span.SetAttributes(attribute.Int("process.exit.code", int(*status)))
+	}
+	if failed {
+		telemetry.Fail(span, errors.New(message))
+	}
 }
 
 // executorOutcome is the final state of an executor whose process ended as e;
@@ -131,7 +154,7 @@ func (r *executorRunner) running(ctx context.Context, l *launch) {
 
 // finish records the executor's final state, frees its cores and memory and
 // reports the state to the master.
-func (r *executorRunner) finish(state masterv1.ExecutorState, message string, status *int32) {
+func (r *executorRunner) finish(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
 	s := r.s
 	s.mu.Lock()
 	r.setStateLocked(state)
@@ -141,8 +164,8 @@ func (r *executorRunner) finish(state masterv1.ExecutorState, message string, st
 	s.memoryUsedMiB -= r.memoryMiB
 	s.finishedExecutors = retain(s.finishedExecutors, r)
 	s.mu.Unlock()
-	r.log.Info("executor finished", "state", lifecycle.Name(state), "message", message)
-	r.reportState(r.ctx, state, message, status)
+	r.log.InfoContext(ctx, "executor finished", "state", lifecycle.Name(state), "message", message)
+	r.reportState(ctx, state, message, status)
 }
 
 func (r *executorRunner) setStateLocked(to masterv1.ExecutorState) {

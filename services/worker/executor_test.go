@@ -94,7 +94,7 @@ func TestExecutorWithMissingBinaryFailsAndWorkerKeepsServing(t *testing.T) {
 	missing := "/nonexistent/glint-worker-test-binary"
 	appID := c.registerApp(t, &masterv1.Command{Args: []string{missing}}, 1)
 	e := c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
-	want := fmt.Sprintf(`command: exec: %q: stat %s: no such file or directory`, missing, missing)
+	want := fmt.Sprintf(`process.start: exec: %q: stat %s: no such file or directory`, missing, missing)
 	if e.GetMessage() != want || e.ExitStatus != nil {
 		t.Errorf("executor 0: message %q exit status %v; want %q and none", e.GetMessage(), e.ExitStatus, want)
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // LaunchExecutor reserves the executor's cores and memory, answers at once and
@@ -19,7 +21,7 @@ func (s *Server) LaunchExecutor(ctx context.Context, req *connect.Request[worker
 	if err := validateLaunchExecutor(m); err != nil {
 		return nil, rpc.Error(err)
 	}
-	r := s.newExecutorRunner(m)
+	r := s.newExecutorRunner(ctx, m)
 	s.mu.Lock()
 	err := s.admitExecutorLocked(ctx, m.GetMasterUrl(), r)
 	s.mu.Unlock()
@@ -28,7 +30,8 @@ func (s *Server) LaunchExecutor(ctx context.Context, req *connect.Request[worker
 		s.log.Warn("refused executor", "app", r.appID, "executor", r.execID, "err", err)
 		return nil, rpc.Error(err)
 	}
-	s.log.Info("launching executor", "app", r.appID, "executor", r.execID, "cores", r.cores, "memory_mib", r.memoryMiB)
+	s.log.InfoContext(ctx, "launching executor", "app", r.appID, "executor", r.execID, "cores", r.cores, "memory_mib", r.memoryMiB)
+	trace.SpanFromContext(ctx).SetAttributes(r.launch.attrs...)
 	go r.run()
 	return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
 }
@@ -101,7 +104,7 @@ func (s *Server) LaunchDriver(ctx context.Context, req *connect.Request[workerv1
 	if err := validateLaunchDriver(m); err != nil {
 		return nil, rpc.Error(err)
 	}
-	r := s.newDriverRunner(m)
+	r := s.newDriverRunner(ctx, m)
 	s.mu.Lock()
 	err := s.admitDriverLocked(ctx, m.GetMasterUrl(), r)
 	s.mu.Unlock()
@@ -110,7 +113,8 @@ func (s *Server) LaunchDriver(ctx context.Context, req *connect.Request[workerv1
 		s.log.Warn("refused driver", "driver", r.id, "err", err)
 		return nil, rpc.Error(err)
 	}
-	s.log.Info("launching driver", "driver", r.id, "cores", r.desc.GetCores(), "memory_mib", r.desc.GetMemoryMib(),
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(r.id), telemetry.WorkerID.String(s.id))
+	s.log.InfoContext(ctx, "launching driver", "driver", r.id, "cores", r.desc.GetCores(), "memory_mib", r.desc.GetMemoryMib(),
 		"supervise", r.desc.GetSupervise())
 	go r.run()
 	return connect.NewResponse(&workerv1.LaunchDriverResponse{}), nil

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // step is one stage of launching a process, one file each (step_*.go), as
@@ -31,10 +34,11 @@ type launch struct {
 	vars     map[string]string // template variables: "APP_ID" replaces {{APP_ID}}
 	env      []string          // GLINT_* variables, "KEY=value"
 	now      func() time.Time
+	attrs    []attribute.KeyValue // span attributes naming the process (glint.app.id, …)
 
 	// Filled in by the steps.
-	path           string   // argv[0] resolved to an absolute path (command)
 	argv           []string // the substituted arguments (command)
+	path           string   // argv[0] resolved to an absolute path (process.start)
 	environ        []string // the process's whole environment (command)
 	stdout, stderr *os.File // its log files (logs; closed by process.start)
 	cmd            *exec.Cmd
@@ -63,23 +67,28 @@ type stepError struct {
 func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
-// runSteps runs steps in order, timing each, and stops at the first failure.
-// It returns each step's duration as a log attribute named after the step. A
+// runSteps runs steps in order, each in a span named after it, timing each,
+// and stops at the first failure, which it records on the step's span. It
+// returns each step's duration as a log attribute named after the step. A
 // failure means no process is running: process.start is the only step that
 // starts one, and no step after it can fail once it did.
-func runSteps(ctx context.Context, log *slog.Logger, steps []step, l *launch) ([]any, error) {
+func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps []step, l *launch) ([]any, error) {
 	timings := make([]any, 0, len(steps))
 	for _, st := range steps {
 		begin := time.Now()
-		err := st.Run(ctx, l)
+		sctx, span := tracer.Start(ctx, st.Name(), trace.WithAttributes(l.attrs...))
+		err := st.Run(sctx, l)
 		took := time.Since(begin)
 		timings = append(timings, slog.Duration(st.Name(), took))
 		if err != nil {
-			log.Debug("launch step failed", "step", st.Name(), "duration", took, "err", err)
+			telemetry.Fail(span, err)
+			span.End()
+			log.DebugContext(sctx, "launch step failed", "step", st.Name(), "duration", took, "err", err)
 			l.closeLogs()
 			return timings, &stepError{step: st.Name(), err: err}
 		}
-		log.Debug("launch step done", "step", st.Name(), "duration", took)
+		span.End()
+		log.DebugContext(sctx, "launch step done", "step", st.Name(), "duration", took)
 	}
 	return timings, nil
 }

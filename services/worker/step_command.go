@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -17,30 +15,21 @@ import (
 // commandStep turns the command template into the process's argument vector
 // and environment: template variables ({{EXECUTOR_ID}}, {{HOSTNAME}},
 // {{CORES}}, {{APP_ID}}, {{WORKER_URL}}; {{DRIVER_ID}} for drivers) are
-// substituted argument by argument — never through a shell — and argv[0] is
-// resolved on the worker's PATH.
+// substituted argument by argument — never through a shell.
 type commandStep struct{}
 
 // Name is "command".
 func (commandStep) Name() string { return "command" }
 
-// Run fills in l.path, l.argv and l.environ: the worker's environment, then
-// the command's, then the GLINT_* variables, a later value replacing an
-// earlier one.
+// Run fills in l.argv and l.environ: the worker's environment, then the
+// command's, then the GLINT_* variables, a later value replacing an earlier one.
 func (commandStep) Run(_ context.Context, l *launch) error {
 	argv := substitute(l.template.GetArgs(), l.vars)
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return err
-	}
-	if path, err = filepath.Abs(path); err != nil {
-		return fmt.Errorf("resolve %q: %w", argv[0], err)
-	}
 	cmdEnv := make([]string, 0, len(l.template.GetEnv()))
 	for _, k := range slices.Sorted(maps.Keys(l.template.GetEnv())) {
 		cmdEnv = append(cmdEnv, k+"="+l.template.GetEnv()[k])
 	}
-	l.path, l.argv = path, argv
+	l.argv = argv
 	l.environ = mergeEnv(os.Environ(), cmdEnv, l.env)
 	return nil
 }

@@ -19,7 +19,7 @@ func (logsStep) Name() string { return "logs" }
 // Run opens <dir>/stdout and <dir>/stderr for appending (a restarted driver
 // adds to them) and writes the header.
 func (logsStep) Run(_ context.Context, l *launch) error {
-	header := commandHeader(l.path, l.argv)
+	header := commandHeader(l.argv)
 	stdout, err := openLog(filepath.Join(l.dir, "stdout"), header)
 	if err != nil {
 		return err
@@ -33,15 +33,12 @@ func (logsStep) Run(_ context.Context, l *launch) error {
 	return nil
 }
 
-// commandHeader is `Launch command: "path" "arg1" …`, a line of 40 '=' and a
+// commandHeader is `Launch command: "arg0" "arg1" …`, a line of 40 '=' and a
 // blank line. Arguments are quoted so that each shows as exactly one.
-func commandHeader(path string, argv []string) string {
+func commandHeader(argv []string) string {
 	var b strings.Builder
 	b.WriteString("Launch command:")
-	for i, arg := range argv {
-		if i == 0 {
-			arg = path
-		}
+	for _, arg := range argv {
 		b.WriteString(" ")
 		b.WriteString(strconv.Quote(arg))
 	}

@@ -9,12 +9,12 @@ import (
 )
 
 func TestLogsStepWritesHeaderToBoth(t *testing.T) {
-	l := &launch{dir: t.TempDir(), path: "/usr/bin/glint", argv: []string{"glint", "executor", "two words", "quote\"d"}}
+	l := &launch{dir: t.TempDir(), argv: []string{"glint", "executor", "two words", "quote\"d"}}
 	if err := (logsStep{}).Run(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
 	l.closeLogs()
-	want := "Launch command: \"/usr/bin/glint\" \"executor\" \"two words\" \"quote\\\"d\"\n" + strings.Repeat("=", 40) + "\n\n"
+	want := "Launch command: \"glint\" \"executor\" \"two words\" \"quote\\\"d\"\n" + strings.Repeat("=", 40) + "\n\n"
 	for _, name := range []string{"stdout", "stderr"} {
 		data, err := os.ReadFile(filepath.Join(l.dir, name))
 		if err != nil {

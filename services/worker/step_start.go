@@ -4,12 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"syscall"
+
+	"github.com/glint-cluster/glint/pkg/telemetry"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// startStep forks and execs the process in its own process group (so a kill
-// reaches its children too), in its work directory, with stdout and stderr
-// going to its log files and stdin from /dev/null.
+// startStep resolves argv[0] on the worker's PATH and forks and execs the
+// process in its own process group (so a kill reaches its children too), in
+// its work directory, with stdout and stderr going to its log files, stdin
+// from /dev/null, and the step's trace context in TRACEPARENT/TRACESTATE so
+// the process's first spans are children of this one.
 type startStep struct{}
 
 // Name is "process.start".
@@ -22,10 +29,23 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("not started: %w", context.Cause(ctx))
 	}
+	span := trace.SpanFromContext(ctx)
+	// The template form: the substituted arguments could carry values that
+	// do not belong in a trace.
+	span.SetAttributes(semconv.ProcessCommandArgs(l.template.GetArgs()...))
+	path, err := exec.LookPath(l.argv[0])
+	if err != nil {
+		return err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return fmt.Errorf("resolve %q: %w", l.argv[0], err)
+	}
+	l.path = path
+	span.SetAttributes(semconv.ProcessExecutablePath(path))
 	cmd := &exec.Cmd{
 		Path:        l.path,
 		Args:        l.argv,
-		Env:         l.environ,
+		Env:         telemetry.InjectEnv(ctx, l.environ),
 		Dir:         l.dir,
 		Stdout:      l.stdout,
 		Stderr:      l.stderr,
@@ -35,5 +55,6 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		return err
 	}
 	l.cmd, l.startedAt = cmd, l.now()
+	span.SetAttributes(semconv.ProcessPID(cmd.Process.Pid))
 	return nil
 }

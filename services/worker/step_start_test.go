@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +39,32 @@ func TestStartStepRunsProcessInItsOwnGroup(t *testing.T) {
 		t.Errorf("waitProcess = %v, killed %v; want killed by SIGTERM", e, killed)
 	}
 	assertGone(t, pid)
+}
+
+func TestStartStepResolvesTheBinaryOnPATH(t *testing.T) {
+	dir := t.TempDir()
+	l := &launch{dir: dir, argv: []string{"true"}, now: time.Now}
+	if err := (startStep{}).Run(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(l.path) || filepath.Base(l.path) != filepath.Base(want) {
+		t.Errorf("path = %q, want the absolute path of true (%s)", l.path, want)
+	}
+}
+
+func TestStartStepFailsOnMissingBinary(t *testing.T) {
+	l := &launch{dir: t.TempDir(), argv: []string{"/nonexistent/bin"}, now: time.Now}
+	err := (startStep{}).Run(context.Background(), l)
+	if want := `exec: "/nonexistent/bin": stat /nonexistent/bin: no such file or directory`; err == nil || err.Error() != want || l.cmd != nil {
+		t.Errorf("err = %v, want %s and no process", err, want)
+	}
 }
 
 func TestStartStepDoesNotStartAKilledProcess(t *testing.T) {

@@ -17,12 +17,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Defaults for the zero values of Config.
@@ -68,6 +71,8 @@ type Config struct {
 	SuperviseBackoffCap time.Duration
 	// Logger receives the worker's logs; default discards them.
 	Logger *slog.Logger
+	// TracerProvider traces the worker's calls and launch steps; default the global one.
+	TracerProvider trace.TracerProvider
 	// Now is the clock for the worker id and launch timestamps; default time.Now.
 	Now func() time.Time
 }
@@ -77,6 +82,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	tracer  trace.Tracer
 	id      string
 	host    string
 	port    int
@@ -134,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
+		tracer:     telemetry.Tracer(cfg.TracerProvider),
 		id:         id,
 		host:       host,
 		port:       port,
@@ -189,6 +196,9 @@ func normalize(cfg *Config) error {
 	if cfg.SuperviseBackoffCap <= 0 {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -205,7 +215,7 @@ func (s *Server) ID() string { return s.id }
 // and GET /healthz.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(workerv1connect.NewWorkerServiceHandler(s, rpc.HandlerOptions()...))
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(s, rpc.HandlerOptions(s.cfg.TracerProvider)...))
 	mux.HandleFunc("GET /json", s.serveJSON)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	return mux
@@ -280,7 +290,7 @@ func (s *Server) client(url string) masterv1connect.MasterServiceClient {
 	defer s.mu.Unlock()
 	c, ok := s.clients[url]
 	if !ok {
-		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions()...)
+		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions(s.cfg.TracerProvider)...)
 		s.clients[url] = c
 	}
 	return c

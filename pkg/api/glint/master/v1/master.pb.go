@@ -2233,6 +2233,8 @@ type ApplicationInfo struct {
 	// Why the application has not got (all) its executors, or why it ended.
 	StatusMessage string `protobuf:"bytes,9,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	DriverId      string `protobuf:"bytes,10,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	// The trace id of the application's submission: every span of its launch is in this trace.
+	TraceId       string `protobuf:"bytes,11,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2337,6 +2339,13 @@ func (x *ApplicationInfo) GetDriverId() string {
 	return ""
 }
 
+func (x *ApplicationInfo) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
 // DriverInfo is one cluster-mode driver as the master sees it.
 type DriverInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2347,8 +2356,10 @@ type DriverInfo struct {
 	WorkerHostPort string                 `protobuf:"bytes,5,opt,name=worker_host_port,json=workerHostPort,proto3" json:"worker_host_port,omitempty"`
 	SubmitTime     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
 	Message        string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The trace id of the driver's submission.
+	TraceId       string `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DriverInfo) Reset() {
@@ -2426,6 +2437,13 @@ func (x *DriverInfo) GetSubmitTime() *timestamppb.Timestamp {
 func (x *DriverInfo) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *DriverInfo) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
 	}
 	return ""
 }
@@ -2588,7 +2606,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"exitStatus\x88\x01\x01\x12=\n" +
 	"\fscheduled_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAtB\x0e\n" +
-	"\f_exit_status\"\xdc\x03\n" +
+	"\f_exit_status\"\xf7\x03\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -2602,7 +2620,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\texecutors\x18\b \x03(\v2\x1d.glint.master.v1.ExecutorInfoR\texecutors\x12%\n" +
 	"\x0estatus_message\x18\t \x01(\tR\rstatusMessage\x12\x1b\n" +
 	"\tdriver_id\x18\n" +
-	" \x01(\tR\bdriverId\"\xb4\x02\n" +
+	" \x01(\tR\bdriverId\x12\x19\n" +
+	"\btrace_id\x18\v \x01(\tR\atraceId\"\xcf\x02\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -2612,7 +2631,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x10worker_host_port\x18\x05 \x01(\tR\x0eworkerHostPort\x12;\n" +
 	"\vsubmit_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"submitTime\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage*\x95\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x19\n" +
+	"\btrace_id\x18\b \x01(\tR\atraceId*\x95\x01\n" +
 	"\vWorkerState\x12\x1c\n" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12WORKER_STATE_ALIVE\x10\x01\x12\x15\n" +

@@ -1,0 +1,161 @@
+// Package telemetry sets up tracing for every Glint process: one tracer
+// provider per service, configured only from the standard OTEL_* variables,
+// the W3C trace-context and baggage propagators, trace context carried into
+// child processes through the environment, and a log handler that stamps
+// records with their trace and span ids.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// ScopeName is the instrumentation scope of Glint's own spans.
+const ScopeName = "github.com/glint-cluster/glint"
+
+// Service names, one per process role.
+const (
+	ServiceMaster   = "glint-master"
+	ServiceWorker   = "glint-worker"
+	ServiceDriver   = "glint-driver"
+	ServiceExecutor = "glint-executor"
+	ServiceSubmit   = "glint-submit"
+)
+
+// Span attribute keys Glint puts on its spans.
+const (
+	AppID      = attribute.Key("glint.app.id")
+	ExecutorID = attribute.Key("glint.executor.id")
+	WorkerID   = attribute.Key("glint.worker.id")
+	DriverID   = attribute.Key("glint.driver.id")
+	Cores      = attribute.Key("glint.cores")
+	MemoryMiB  = attribute.Key("glint.memory_mib")
+)
+
+// Propagator is the W3C trace-context and baggage propagator Glint uses on
+// every Connect call and in child processes' environments.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(
+	propagation.TraceContext{}, propagation.Baggage{})
+
+// Setup builds the tracer provider for service, makes it and Propagator the
+// global ones, and returns a shutdown that flushes every pending span.
+func Setup(ctx context.Context, service string) (trace.TracerProvider, func(context.Context) error, error) {
+	tp, shutdown, err := NewTracerProvider(ctx, service)
+	if err != nil {
+		return nil, nil, err
+	}
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(Propagator)
+	return tp, shutdown, nil
+}
+
+// NewTracerProvider returns a tracer provider for service that batches spans
+// to the OTLP endpoint named by OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, over the protocol named by
+// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf by default, or grpc).
+// With no endpoint it returns a no-op provider that still passes incoming
+// trace context on, and a shutdown that does nothing.
+func NewTracerProvider(ctx context.Context, service string) (trace.TracerProvider, func(context.Context) error, error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	}
+	exporter, err := newExporter(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
+	}
+	res, err := newResource(ctx, service)
+	if err != nil {
+		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	return tp, tp.Shutdown, nil
+}
+
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "", "http/protobuf":
+		return otlptracehttp.New(ctx)
+	case "grpc":
+		return otlptracegrpc.New(ctx)
+	default:
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want http/protobuf or grpc", protocol)
+	}
+}
+
+// newResource describes the process: service.name (OTEL_SERVICE_NAME wins),
+// service.version, service.instance.id, host.name, and OTEL_RESOURCE_ATTRIBUTES.
+func newResource(ctx context.Context, service string) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithAttributes(
+			semconv.ServiceName(service),
+			semconv.ServiceVersion(version()),
+			semconv.ServiceInstanceID(uuid.NewString()),
+		),
+		resource.WithHost(),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if errors.Is(err, resource.ErrPartialResource) {
+		err = nil
+	}
+	return res, err
+}
+
+// version is the module version the binary was built from.
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+// Tracer returns Glint's tracer from tp.
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	return tp.Tracer(ScopeName)
+}
+
+// Fail marks span failed with err: status Error and an exception event.
+func Fail(span trace.Span, err error) {
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+}
+
+// TraceID returns the trace id of the span in ctx, or "" when there is none.
+func TraceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// ContextWithSpanContextOf returns ctx carrying, as its remote parent, the
+// span context stored in parent; it keeps the calls an asynchronous step makes
+// later (a master launching an application's executors) in the trace that
+// started the work.
+func ContextWithSpanContextOf(ctx context.Context, parent trace.SpanContext) context.Context {
+	if !parent.IsValid() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, parent)
+}
