@@ -76,6 +76,7 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 		newStatusCommand(g),
 		newKillCommand(g),
 		newDemoCommand(g),
+		newTraceCommand(g),
 	)
 	return root
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
@@ -71,6 +72,9 @@ func (d *Driver) releaseExecutors(ctx context.Context) {
 
 // unregister tells the master the application finished.
 func (d *Driver) unregister(ctx context.Context) {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
 	d.tellMaster(ctx, "unregister application", func(ctx context.Context, m masterv1connect.MasterServiceClient, appID string) error {
 		_, err := m.UnregisterApplication(ctx, connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: appID}))
 		return err
@@ -157,7 +161,11 @@ func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[dr
 	default:
 		d.removedWhy = req.Msg.GetMessage()
 		close(d.removed)
-		d.log.Warn("master removed the application", "app", d.appID, "message", d.removedWhy)
+		level := slog.LevelWarn
+		if d.stopping {
+			level = slog.LevelDebug // the driver itself ended the application
+		}
+		d.log.Log(ctx, level, "master removed the application", "app", d.appID, "message", d.removedWhy)
 		for _, ts := range d.taskSets {
 			ts.fail(fmt.Errorf("master removed application %s: %s", d.appID, d.removedWhy))
 		}

@@ -138,6 +138,7 @@ type Driver struct {
 	registered  chan struct{} // closed once the master gave an app id
 	removed     chan struct{} // closed when the master removed the application
 	removedWhy  string
+	stopping    bool // the driver unregistered the application itself
 	executors   map[int32]*executorData
 	totalCores  int32
 	taskSets    []*taskSet

@@ -24,6 +24,7 @@ import (
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -497,7 +498,7 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
 	}
-	removed := &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: fmt.Sprintf("%s: %s", state, message)}
+	removed := &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: fmt.Sprintf("%s: %s", lifecycle.Name(state), message)}
 	a.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := a.client.ApplicationRemoved(ctx, connect.NewRequest(removed)); err != nil {
 			s.log.Debug("tell driver application removed", "app", a.id, "err", err)

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+func newTraceCommand(g *globals) *cobra.Command {
+	var jaegerURL string
+	cmd := &cobra.Command{
+		Use:   "trace APP_ID",
+		Short: "Show an application's launch trace from Jaeger: a waterfall and a per-executor breakdown",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := ids.ValidateApp(args[0]); err != nil {
+				return err
+			}
+			client := &jaeger.Client{URL: jaegerURL}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			id, err := client.Find(ctx, telemetry.ServiceMaster, map[string]string{string(telemetry.AppID): args[0]})
+			if errors.Is(err, jaeger.ErrNoTrace) {
+				return fmt.Errorf("find the trace of %s: %w (spans reach Jaeger in batches; retry in a few seconds)", args[0], err)
+			}
+			if err != nil {
+				return fmt.Errorf("find the trace of %s: %w", args[0], err)
+			}
+			t, err := client.Trace(ctx, id)
+			if err != nil {
+				return err
+			}
+			printWaterfall(g.stdout, t)
+			printBreakdown(g.stdout, t)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&jaegerURL, "jaeger", "http://localhost:16686", "Jaeger query URL")
+	return cmd
+}
+
+// spanTree indexes a trace's spans by id and by parent.
+type spanTree struct {
+	start    int64
+	byID     map[string]*jaeger.Span
+	children map[string][]*jaeger.Span
+	roots    []*jaeger.Span
+}
+
+func newSpanTree(t *jaeger.Trace) *spanTree {
+	tree := &spanTree{byID: map[string]*jaeger.Span{}, children: map[string][]*jaeger.Span{}}
+	for i := range t.Spans {
+		s := &t.Spans[i]
+		tree.byID[s.SpanID] = s
+		if tree.start == 0 || s.StartTime < tree.start {
+			tree.start = s.StartTime
+		}
+	}
+	for _, s := range tree.byID {
+		if p := s.Parent(); p != "" && tree.byID[p] != nil {
+			tree.children[p] = append(tree.children[p], s)
+		} else {
+			tree.roots = append(tree.roots, s)
+		}
+	}
+	byStart := func(a, b *jaeger.Span) int { return cmp.Compare(a.StartTime, b.StartTime) }
+	slices.SortFunc(tree.roots, byStart)
+	for _, c := range tree.children {
+		slices.SortFunc(c, byStart)
+	}
+	return tree
+}
+
+// offset is a span's start in milliseconds after the trace's first span.
+func (tree *spanTree) offset(s *jaeger.Span) string {
+	return fmt.Sprintf("%.1f", float64(s.StartTime-tree.start)/1000)
+}
+
+func printWaterfall(out io.Writer, t *jaeger.Trace) {
+	tree := newSpanTree(t)
+	fmt.Fprintf(out, "Trace %s: %d spans\n\n", t.TraceID, len(t.Spans))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "START ms\tDURATION ms\tSERVICE\tSPAN")
+	var walk func(s *jaeger.Span, depth int)
+	walk = func(s *jaeger.Span, depth int) {
+		mark := ""
+		if s.Failed() {
+			mark = "  ✗ ERROR"
+			if msg, ok := s.Tag("otel.status_description"); ok {
+				mark += ": " + msg
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s%s%s\n", tree.offset(s), float64(s.Duration)/1000, s.Service,
+			strings.Repeat("  ", depth), s.OperationName, mark)
+		for _, c := range tree.children[s.SpanID] {
+			walk(c, depth+1)
+		}
+	}
+	for _, r := range tree.roots {
+		walk(r, 0)
+	}
+	tw.Flush()
+}
+
+// printBreakdown shows, per executor, when each launch step began (ms after
+// the trace's start): the master's schedule, its LaunchExecutor call, the
+// worker's process.start, the executor's RetrieveSparkProps and
+// RegisterExecutor, and the first task it received.
+func printBreakdown(out io.Writer, t *jaeger.Trace) {
+	tree := newSpanTree(t)
+	type row struct {
+		executor, worker string
+		steps            [6]*jaeger.Span
+	}
+	var rows []row
+	for _, s := range tree.byID {
+		exec, ok := s.Tag(string(telemetry.ExecutorID))
+		if s.OperationName != "process.start" || !ok {
+			continue
+		}
+		r := row{executor: exec}
+		r.worker, _ = s.Tag(string(telemetry.WorkerID))
+		r.steps[0] = tree.ancestor(s, func(a *jaeger.Span) bool { return a.OperationName == "schedule" })
+		r.steps[1] = tree.ancestor(s, func(a *jaeger.Span) bool {
+			return a.Service == telemetry.ServiceMaster && strings.HasSuffix(a.OperationName, "/LaunchExecutor")
+		})
+		r.steps[2] = s
+		r.steps[3] = tree.firstBelow(s, "/RetrieveSparkProps", telemetry.ServiceExecutor)
+		r.steps[4] = tree.firstBelow(s, "/RegisterExecutor", telemetry.ServiceExecutor)
+		r.steps[5] = tree.first(func(x *jaeger.Span) bool {
+			e, _ := x.Tag(string(telemetry.ExecutorID))
+			return x.Service == telemetry.ServiceExecutor && strings.HasSuffix(x.OperationName, "/LaunchTask") && e == exec
+		})
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(out, "\nNo executor launches in this trace.")
+		return
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.executor, b.executor) })
+	fmt.Fprintln(out, "\nExecutor launches (ms after the trace's start; total is schedule to first task)")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXECUTOR\tWORKER\tSCHEDULE\tLAUNCH EXECUTOR\tPROCESS START\tRETRIEVE PROPS\tREGISTER\tFIRST TASK\tTOTAL")
+	for _, r := range rows {
+		cells := []string{r.executor, r.worker}
+		for _, s := range r.steps {
+			if s == nil {
+				cells = append(cells, "-")
+				continue
+			}
+			cells = append(cells, tree.offset(s))
+		}
+		total := "-"
+		if r.steps[0] != nil && r.steps[5] != nil {
+			total = fmt.Sprintf("%.1f", float64(r.steps[5].StartTime-r.steps[0].StartTime)/1000)
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, total), "\t"))
+	}
+	tw.Flush()
+}
+
+// ancestor returns the nearest ancestor of s for which match holds.
+func (tree *spanTree) ancestor(s *jaeger.Span, match func(*jaeger.Span) bool) *jaeger.Span {
+	for p := tree.byID[s.Parent()]; p != nil; p = tree.byID[p.Parent()] {
+		if match(p) {
+			return p
+		}
+	}
+	return nil
+}
+
+// firstBelow returns the earliest descendant of s of service whose operation ends with suffix.
+func (tree *spanTree) firstBelow(s *jaeger.Span, suffix, service string) *jaeger.Span {
+	var found *jaeger.Span
+	var walk func(*jaeger.Span)
+	walk = func(x *jaeger.Span) {
+		for _, c := range tree.children[x.SpanID] {
+			if c.Service == service && strings.HasSuffix(c.OperationName, suffix) && (found == nil || c.StartTime < found.StartTime) {
+				found = c
+			}
+			walk(c)
+		}
+	}
+	walk(s)
+	return found
+}
+
+// first returns the earliest span for which match holds.
+func (tree *spanTree) first(match func(*jaeger.Span) bool) *jaeger.Span {
+	var found *jaeger.Span
+	for _, s := range tree.byID {
+		if match(s) && (found == nil || s.StartTime < found.StartTime) {
+			found = s
+		}
+	}
+	return found
+}
