@@ -76,8 +76,9 @@ type proc struct {
 	done chan error
 }
 
-// start runs glint args... with --url-file and waits until it serves.
-func start(t *testing.T, name string, args ...string) *proc {
+// start runs glint args... with --url-file and waits until it serves. env is
+// added to the test's environment.
+func start(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, name+".log")
@@ -88,6 +89,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 	defer log.Close()
 	urlFile := filepath.Join(dir, name+".url")
 	cmd := exec.Command(glintBin, append(args, "--url-file", urlFile)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -141,11 +143,18 @@ type testCluster struct {
 
 func startCluster(t *testing.T, workers int, masterArgs ...string) *testCluster {
 	t.Helper()
-	c := &testCluster{master: start(t, "master", append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...)}
+	return startClusterWithEnv(t, nil, workers, masterArgs...)
+}
+
+// startClusterWithEnv starts a cluster whose processes (and so their
+// executors) have env in their environment.
+func startClusterWithEnv(t *testing.T, env []string, workers int, masterArgs ...string) *testCluster {
+	t.Helper()
+	c := &testCluster{master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...)}
 	for i := range workers {
 		dir := t.TempDir()
 		c.workDirs = append(c.workDirs, dir)
-		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), "worker", "--master", c.master.url,
+		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, "worker", "--master", c.master.url,
 			"--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g", "--work-dir", dir,
 			"--register-interval", "200ms", "--kill-grace", "2s"))
 	}
@@ -166,6 +175,7 @@ type masterJSON struct {
 
 type appJSON struct {
 	ID            string `json:"id"`
+	TraceID       string `json:"traceid"`
 	State         string `json:"state"`
 	StatusMessage string `json:"statusmessage"`
 	Executors     []struct {
@@ -217,9 +227,16 @@ func (c *testCluster) waitFor(t *testing.T, what string, ok func(masterJSON) boo
 // glint runs a glint client command to its end.
 func glint(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return glintWithEnv(t, nil, args...)
+}
+
+// glintWithEnv runs a glint client command with env added to its environment.
+func glintWithEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, glintBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()

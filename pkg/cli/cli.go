@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/app"
@@ -84,12 +85,12 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 // observe sets up a process's telemetry for service: the global tracer
 // provider (exporting only when OTEL_EXPORTER_OTLP_* says where) and the JSON
 // logger on stderr at --log-level. stop flushes pending spans; call it last.
-func (g *globals) observe(ctx context.Context, service string) (log *slog.Logger, tp trace.TracerProvider, stop func(), err error) {
+func (g *globals) observe(ctx context.Context, service string, attrs ...attribute.KeyValue) (log *slog.Logger, tp trace.TracerProvider, stop func(), err error) {
 	log, err = telemetry.NewLogger(g.stderr, g.logLevel, service)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--log-level: %w", err)
 	}
-	tp, shutdown, err := telemetry.Setup(ctx, service)
+	tp, shutdown, err := telemetry.Setup(ctx, service, attrs...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

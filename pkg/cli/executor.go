@@ -19,7 +19,8 @@ func newExecutorCommand(g *globals) *cobra.Command {
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceExecutor)
+			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceExecutor,
+				telemetry.AppID.String(cfg.AppID), telemetry.ExecutorID.Int(executorID))
 			if err != nil {
 				return err
 			}

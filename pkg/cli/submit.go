@@ -190,7 +190,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("find this binary: %w", err)
 			}
 			ctx := cmd.Context()
-			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceDriver)
+			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceDriver, telemetry.DriverID.String(driverID))
 			if err != nil {
 				return err
 			}

@@ -42,7 +42,9 @@ type Span struct {
 		Fields    []KeyValue `json:"fields"`
 	} `json:"logs"`
 	ProcessID string `json:"processID"`
-	Service   string `json:"-"`
+	// Service and ProcessTags describe the process that made the span.
+	Service     string     `json:"-"`
+	ProcessTags []KeyValue `json:"-"`
 }
 
 // Reference links a span to its parent (CHILD_OF) or to another (FOLLOWS_FROM).
@@ -64,7 +66,8 @@ type Trace struct {
 	TraceID   string `json:"traceID"`
 	Spans     []Span `json:"spans"`
 	Processes map[string]struct {
-		ServiceName string `json:"serviceName"`
+		ServiceName string     `json:"serviceName"`
+		Tags        []KeyValue `json:"tags"`
 	} `json:"processes"`
 }
 
@@ -78,9 +81,10 @@ func (s Span) Parent() string {
 	return ""
 }
 
-// Tag returns the value of tag key as a string, and whether s has it.
+// Tag returns the value of tag key as a string, and whether s has it: a tag
+// of the span's own, or else of its process.
 func (s Span) Tag(key string) (string, bool) {
-	for _, kv := range s.Tags {
+	for _, kv := range slices.Concat(s.Tags, s.ProcessTags) {
 		if kv.Key == key {
 			return fmt.Sprint(kv.Value), true
 		}
@@ -157,7 +161,8 @@ func (c *Client) Trace(ctx context.Context, id string) (*Trace, error) {
 	}
 	t := &traces[0]
 	for i := range t.Spans {
-		t.Spans[i].Service = t.Processes[t.Spans[i].ProcessID].ServiceName
+		p := t.Processes[t.Spans[i].ProcessID]
+		t.Spans[i].Service, t.Spans[i].ProcessTags = p.ServiceName, p.Tags
 	}
 	return t, nil
 }

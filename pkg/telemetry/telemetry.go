@@ -54,9 +54,10 @@ var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPr
 	propagation.TraceContext{}, propagation.Baggage{})
 
 // Setup builds the tracer provider for service, makes it and Propagator the
-// global ones, and returns a shutdown that flushes every pending span.
-func Setup(ctx context.Context, service string) (trace.TracerProvider, func(context.Context) error, error) {
-	tp, shutdown, err := NewTracerProvider(ctx, service)
+// global ones, and returns a shutdown that flushes every pending span. attrs
+// describe the process (glint.app.id, glint.executor.id, …) on every span.
+func Setup(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
+	tp, shutdown, err := NewTracerProvider(ctx, service, attrs...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,7 +72,7 @@ func Setup(ctx context.Context, service string) (trace.TracerProvider, func(cont
 // OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf by default, or grpc).
 // With no endpoint it returns a no-op provider that still passes incoming
 // trace context on, and a shutdown that does nothing.
-func NewTracerProvider(ctx context.Context, service string) (trace.TracerProvider, func(context.Context) error, error) {
+func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
@@ -79,7 +80,7 @@ func NewTracerProvider(ctx context.Context, service string) (trace.TracerProvide
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
 	}
-	res, err := newResource(ctx, service)
+	res, err := newResource(ctx, service, attrs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
 	}
@@ -103,8 +104,9 @@ func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 }
 
 // newResource describes the process: service.name (OTEL_SERVICE_NAME wins),
-// service.version, service.instance.id, host.name, and OTEL_RESOURCE_ATTRIBUTES.
-func newResource(ctx context.Context, service string) (*resource.Resource, error) {
+// service.version, service.instance.id, host.name, attrs, and
+// OTEL_RESOURCE_ATTRIBUTES.
+func newResource(ctx context.Context, service string, attrs []attribute.KeyValue) (*resource.Resource, error) {
 	res, err := resource.New(ctx,
 		resource.WithSchemaURL(semconv.SchemaURL),
 		resource.WithAttributes(
@@ -112,6 +114,7 @@ func newResource(ctx context.Context, service string) (*resource.Resource, error
 			semconv.ServiceVersion(version()),
 			semconv.ServiceInstanceID(uuid.NewString()),
 		),
+		resource.WithAttributes(attrs...),
 		resource.WithHost(),
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv(),

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+var (
+	toolMu   sync.Mutex
+	toolBins = map[string]string{}
+)
+
+// toolBinary builds (or finds in Go's cache) a tool of the tools module
+// modfile with `go tool -n` and returns the binary's path.
+func toolBinary(t *testing.T, modfile, tool string) string {
+	t.Helper()
+	toolMu.Lock()
+	defer toolMu.Unlock()
+	if bin, ok := toolBins[tool]; ok {
+		return bin
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "tool", "-modfile="+filepath.Join(root, modfile), "-n", tool)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("build %s from %s: %v", tool, modfile, err)
+	}
+	bin := strings.TrimSpace(string(out))
+	toolBins[tool] = bin
+	return bin
+}
+
+// freePorts reserves n loopback ports and releases them for a child to bind.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// jaegerServer is a real Jaeger v2 (tools/jaeger) with in-memory storage on
+// loopback ports.
+type jaegerServer struct {
+	otlp   string // OTLP/HTTP endpoint
+	query  string // query API and UI
+	client *jaeger.Client
+}
+
+func startJaeger(t *testing.T) *jaegerServer {
+	t.Helper()
+	bin := toolBinary(t, "tools/jaeger/go.mod", "jaeger")
+	p := freePorts(t, 4)
+	dir := t.TempDir()
+	config := fmt.Sprintf(`service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:%d
+  jaeger_query:
+    storage:
+      traces: mem
+    http:
+      endpoint: 127.0.0.1:%d
+    grpc:
+      endpoint: 127.0.0.1:%d
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 10000
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%d
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+`, p[0], p[1], p[2], p[3])
+	path := filepath.Join(dir, "jaeger.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startTool(t, "jaeger", fmt.Sprintf("http://127.0.0.1:%d/status", p[0]), bin, "--config", "file:"+path)
+	j := &jaegerServer{otlp: fmt.Sprintf("http://127.0.0.1:%d", p[3]), query: fmt.Sprintf("http://127.0.0.1:%d", p[1])}
+	j.client = &jaeger.Client{URL: j.query}
+	return j
+}
+
+// startTool runs a tool binary until the test ends and waits until ready
+// answers 200.
+func startTool(t *testing.T, name, ready string, bin string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := http.Get(ready); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("%s exited before it was ready:\n%s", name, readFile(logPath))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within 60s:\n%s", name, readFile(logPath))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// env is what makes glint processes export their spans to this Jaeger.
+func (j *jaegerServer) env() []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.otlp, "OTEL_BSP_SCHEDULE_DELAY=100"}
+}
+
+// waitForTrace polls Jaeger until trace id satisfies complete.
+func (j *jaegerServer) waitForTrace(t *testing.T, id string, complete func(*jaeger.Trace) bool) *jaeger.Trace {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last *jaeger.Trace
+	for {
+		tr, err := j.client.Trace(context.Background(), id)
+		if err == nil {
+			last = tr
+			if complete(tr) {
+				return tr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trace %s incomplete after 30s (%v); spans: %v", id, err, spanNames(last))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func spanNames(tr *jaeger.Trace) []string {
+	if tr == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range tr.Spans {
+		out = append(out, s.Service+":"+s.OperationName)
+	}
+	return out
+}
+
+// launchSteps are the span names of the launch path, in order (DESIGN.md).
+var launchSteps = []string{"submit", "schedule", "/LaunchExecutor", "process.start", "/RetrieveSparkProps", "/RegisterExecutor", "makeOffers", "/LaunchTask"}
+
+func hasStep(tr *jaeger.Trace, step string) bool {
+	for _, s := range tr.Spans {
+		if s.OperationName == step || (strings.HasPrefix(step, "/") && strings.HasSuffix(s.OperationName, step)) {
+			return true
+		}
+	}
+	return false
+}
+
+func count(tr *jaeger.Trace, match func(jaeger.Span) bool) int {
+	n := 0
+	for _, s := range tr.Spans {
+		if match(s) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startClusterWithEnv(t, j.env(), 2)
+	// All four executors register before tasks run, so each gets tasks.
+	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "4", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+		"--executor-memory", "256m", "--log-level", "warn", "pi", "8")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
+	}
+	app := c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 }).CompletedApps[0]
+	if len(app.TraceID) != 32 {
+		t.Fatalf("master shows trace id %q for %s", app.TraceID, app.ID)
+	}
+	// Each executor flushes its spans as it exits, submit last of all; wait
+	// until all of them arrived.
+	tr := j.waitForTrace(t, app.TraceID, func(tr *jaeger.Trace) bool {
+		return hasStep(tr, "submit") && count(tr, func(s jaeger.Span) bool {
+			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
+		}) == 4 && count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.wait" }) == 4
+	})
+
+	for _, step := range launchSteps {
+		if !hasStep(tr, step) {
+			t.Errorf("no %s span in the trace", step)
+		}
+	}
+	services := map[string]bool{}
+	byID := map[string]jaeger.Span{}
+	for _, s := range tr.Spans {
+		services[s.Service] = true
+		byID[s.SpanID] = s
+	}
+	if len(services) < 5 {
+		t.Errorf("spans from %d services %v, want at least 5 (submit, master, worker, executor, driver)", len(services), services)
+	}
+	roots := 0
+	for _, s := range tr.Spans {
+		switch p := s.Parent(); {
+		case p == "":
+			roots++
+			if s.OperationName != "submit" {
+				t.Errorf("root span is %s:%s, want the submit span", s.Service, s.OperationName)
+			}
+		case byID[p].SpanID == "":
+			t.Errorf("span %s:%s has parent %s, which is not in the trace", s.Service, s.OperationName, p)
+		}
+	}
+	if roots != 1 {
+		t.Errorf("%d root spans, want 1", roots)
+	}
+
+	// Each executor's start-up calls descend from its own worker's process.start.
+	starts := 0
+	for _, s := range tr.Spans {
+		if s.Service != telemetry.ServiceExecutor || !strings.Contains("/RetrieveSparkProps /RegisterExecutor /LaunchedExecutor", s.OperationName[strings.LastIndex(s.OperationName, "/"):]) {
+			continue
+		}
+		exec, _ := s.Tag(string(telemetry.ExecutorID))
+		found := false
+		for p := byID[s.Parent()]; p.SpanID != ""; p = byID[p.Parent()] {
+			if e, _ := p.Tag(string(telemetry.ExecutorID)); p.OperationName == "process.start" && p.Service == telemetry.ServiceWorker && e == exec {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("executor %s's %s does not descend from its process.start", exec, s.OperationName)
+		}
+		starts++
+	}
+	if starts != 12 {
+		t.Errorf("%d executor start-up calls, want 12 (3 for each of 4 executors)", starts)
+	}
+	for _, s := range tr.Spans {
+		if s.OperationName == "process.start" {
+			for _, key := range []string{"process.pid", "process.executable.path", "process.command_args", string(telemetry.AppID), string(telemetry.ExecutorID), string(telemetry.WorkerID)} {
+				if _, ok := s.Tag(key); !ok {
+					t.Errorf("process.start has no %s", key)
+				}
+			}
+		}
+	}
+
+	t.Run("glint trace prints the waterfall and the breakdown", func(t *testing.T) {
+		out, errOut, err := glint(t, "trace", "--jaeger", j.query, app.ID)
+		if err != nil {
+			t.Fatalf("glint trace: %v\n%s", err, errOut)
+		}
+		for _, want := range []string{"Trace " + app.TraceID, "glint-submit", "submit", "process.start", "makeOffers", "Executor launches"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+		rows := regexp.MustCompile(`(?m)^\d+\s+worker-\S+(\s+[\d.]+){7}$`).FindAllString(out, -1)
+		if len(rows) != 4 {
+			t.Errorf("%d complete executor rows, want 4:\n%s", len(rows), out)
+		}
+		_, errOut, err = glint(t, "trace", "--jaeger", "http://127.0.0.1:1", app.ID)
+		if exitCode(err) == 0 || !strings.Contains(errOut, "unreachable") {
+			t.Errorf("unreachable jaeger: exit %d, %q", exitCode(err), errOut)
+		}
+		_, errOut, err = glint(t, "trace", "--jaeger", j.query, "app-20200101000000-0001")
+		if exitCode(err) == 0 || !strings.Contains(errOut, "no trace") {
+			t.Errorf("unknown app: exit %d, %q", exitCode(err), errOut)
+		}
+	})
+}
+
+func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startClusterWithEnv(t, j.env(), 1)
+	driver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer driver.Close()
+	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url)
+	one := int32(1)
+	resp, err := master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		DriverUrl: driver.URL,
+		Description: &masterv1.ApplicationDescription{
+			Name: "missing-binary", MemoryPerExecutorMib: 256, CoresPerExecutor: &one, MaxCores: &one,
+			Command: &masterv1.Command{Args: []string{"/nonexistent/glint", "executor"}},
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appID := resp.Msg.GetAppId()
+	s := c.waitFor(t, "the app to fail", func(s masterJSON) bool {
+		return len(s.CompletedApps) == 1 && s.CompletedApps[0].State == "FAILED"
+	})
+	if alive := s.alive(); alive != 1 {
+		t.Errorf("%d workers alive after the failed launches, want 1", alive)
+	}
+	tr := j.waitForTrace(t, s.CompletedApps[0].TraceID, func(tr *jaeger.Trace) bool {
+		return count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.start" }) >= 1
+	})
+	for _, sp := range tr.Spans {
+		if sp.OperationName != "process.start" {
+			continue
+		}
+		msg, _ := sp.Tag("otel.status_description")
+		if !sp.Failed() || !sp.HasEvent("exception") || !strings.Contains(msg, "/nonexistent/glint") || !strings.Contains(msg, "no such file or directory") {
+			t.Errorf("process.start of %s: failed=%v exception=%v status %q; want Error with the exec error", appID, sp.Failed(), sp.HasEvent("exception"), msg)
+		}
+		return
+	}
+}
