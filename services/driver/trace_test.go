@@ -1,0 +1,73 @@
+package driver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/services/driver"
+	"github.com/glint-cluster/glint/services/executor"
+)
+
+func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
+	d, err := driver.Start(context.Background(), driver.Config{
+		Masters: []string{startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: a,
+		ExecutorCommand: []string{"/bin/false"}, ExecutorMemoryMiB: 256, TracerProvider: tp,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	// The tasks are queued before any executor exists, so the executor's
+	// LaunchedExecutor is what offers them.
+	ran := make(chan error, 1)
+	go func() {
+		_, err := d.RunTasks(context.Background(), "task", inputs(3))
+		ran <- err
+	}()
+	apps, _ := app.NewRegistry(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = executor.Run(ctx, executor.Config{
+			DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID(),
+			Apps: apps, Listen: "127.0.0.1:0", TracerProvider: tp,
+		})
+	}()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	var launched, makeOffers sdktrace.ReadOnlySpan
+	deadline := time.Now().Add(5 * time.Second)
+	for (launched == nil || makeOffers == nil) && time.Now().Before(deadline) {
+		for _, s := range recorder.Ended() {
+			switch {
+			case s.Name() == "glint.driver.v1.DriverService/LaunchedExecutor" && s.SpanKind().String() == "server":
+				launched = s
+			case s.Name() == "makeOffers" && launched != nil && s.Parent().SpanID() == launched.SpanContext().SpanID():
+				makeOffers = s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if makeOffers == nil {
+		t.Fatal("no makeOffers span under the LaunchedExecutor call")
+	}
+	tasks := 0
+	for _, s := range recorder.Ended() {
+		if s.Name() == "glint.executor.v1.ExecutorService/LaunchTask" && s.SpanKind().String() == "client" &&
+			s.Parent().SpanID() == makeOffers.SpanContext().SpanID() {
+			tasks++
+		}
+	}
+	if tasks != 1 {
+		t.Errorf("%d LaunchTask calls under the first makeOffers, want 1 (one core)", tasks)
+	}
+}
