@@ -3,14 +3,21 @@
 
 GO        ?= go
 TOOL      := $(GO) tool -modfile=tools/go.mod
+JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build generate check-generate lint test test-short bench
+.PHONY: all build tools generate check-generate lint test test-short bench
 
 all: build
 
 build:
 	$(GO) build ./...
+
+## tools: build the test tools once (Go caches them): buf, and Jaeger from its own
+## module (tools/jaeger/go.mod), which cannot share a module with Glint's OpenTelemetry.
+tools:
+	$(TOOL) -n buf > /dev/null
+	$(JAEGER) -n jaeger > /dev/null
 
 ## generate: regenerate the Connect and protobuf code under pkg/api from proto/.
 generate:
@@ -29,13 +36,15 @@ lint:
 	$(TOOL) buf lint proto
 
 ## test: everything — lint, generated code, and every test on real processes and sockets.
-test: lint check-generate
+test: tools lint check-generate
 	$(GO) test -count=1 -race -timeout 12m ./...
 
 ## test-short: the fast loop.
 test-short:
 	$(GO) test -short ./...
 
-## bench: benchmarks; they print numbers and assert nothing.
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+## bench: benchmarks; they print numbers and assert nothing. BenchmarkLaunchLatency
+## runs two clusters (tracing to Jaeger, tracing off) and reports the ratio.
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem -skip BenchmarkLaunchLatency ./...
+	$(GO) test -run '^$$' -bench BenchmarkLaunchLatency -benchtime 5x ./cmd/glint

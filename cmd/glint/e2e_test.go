@@ -78,7 +78,7 @@ type proc struct {
 
 // start runs glint args... with --url-file and waits until it serves. env is
 // added to the test's environment.
-func start(t *testing.T, name string, env []string, args ...string) *proc {
+func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, name+".log")
@@ -118,7 +118,7 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 }
 
 // stop sends SIGTERM, waits, and kills the process group if it lingers.
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -141,14 +141,14 @@ type testCluster struct {
 	workDirs []string
 }
 
-func startCluster(t *testing.T, workers int, masterArgs ...string) *testCluster {
+func startCluster(t testing.TB, workers int, masterArgs ...string) *testCluster {
 	t.Helper()
 	return startClusterWithEnv(t, nil, workers, masterArgs...)
 }
 
 // startClusterWithEnv starts a cluster whose processes (and so their
 // executors) have env in their environment.
-func startClusterWithEnv(t *testing.T, env []string, workers int, masterArgs ...string) *testCluster {
+func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...string) *testCluster {
 	t.Helper()
 	c := &testCluster{master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...)}
 	for i := range workers {
@@ -194,7 +194,7 @@ func (s masterJSON) alive() int {
 	return n
 }
 
-func (c *testCluster) state(t *testing.T) masterJSON {
+func (c *testCluster) state(t testing.TB) masterJSON {
 	t.Helper()
 	resp, err := http.Get(c.master.url + "/json")
 	if err != nil {
@@ -209,7 +209,7 @@ func (c *testCluster) state(t *testing.T) masterJSON {
 }
 
 // waitFor polls the master's /json until ok holds.
-func (c *testCluster) waitFor(t *testing.T, what string, ok func(masterJSON) bool) masterJSON {
+func (c *testCluster) waitFor(t testing.TB, what string, ok func(masterJSON) bool) masterJSON {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -225,13 +225,13 @@ func (c *testCluster) waitFor(t *testing.T, what string, ok func(masterJSON) boo
 }
 
 // glint runs a glint client command to its end.
-func glint(t *testing.T, args ...string) (stdout, stderr string, err error) {
+func glint(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	return glintWithEnv(t, nil, args...)
 }
 
 // glintWithEnv runs a glint client command with env added to its environment.
-func glintWithEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, err error) {
+func glintWithEnv(t testing.TB, env []string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -32,7 +32,7 @@ var (
 
 // toolBinary builds (or finds in Go's cache) a tool of the tools module
 // modfile with `go tool -n` and returns the binary's path.
-func toolBinary(t *testing.T, modfile, tool string) string {
+func toolBinary(t testing.TB, modfile, tool string) string {
 	t.Helper()
 	toolMu.Lock()
 	defer toolMu.Unlock()
@@ -55,7 +55,7 @@ func toolBinary(t *testing.T, modfile, tool string) string {
 }
 
 // freePorts reserves n loopback ports and releases them for a child to bind.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var lns []net.Listener
@@ -81,7 +81,7 @@ type jaegerServer struct {
 	client *jaeger.Client
 }
 
-func startJaeger(t *testing.T) *jaegerServer {
+func startJaeger(t testing.TB) *jaegerServer {
 	t.Helper()
 	bin := toolBinary(t, "tools/jaeger/go.mod", "jaeger")
 	p := freePorts(t, 4)
@@ -139,7 +139,7 @@ exporters:
 
 // startTool runs a tool binary until the test ends and waits until ready
 // answers 200.
-func startTool(t *testing.T, name, ready string, bin string, args ...string) {
+func startTool(t testing.TB, name, ready string, bin string, args ...string) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	log, err := os.Create(logPath)
@@ -190,7 +190,7 @@ func (j *jaegerServer) env() []string {
 }
 
 // waitForTrace polls Jaeger until trace id satisfies complete.
-func (j *jaegerServer) waitForTrace(t *testing.T, id string, complete func(*jaeger.Trace) bool) *jaeger.Trace {
+func (j *jaegerServer) waitForTrace(t testing.TB, id string, complete func(*jaeger.Trace) bool) *jaeger.Trace {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var last *jaeger.Trace

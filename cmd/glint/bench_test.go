@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/glint-cluster/glint/pkg/examples"
+	"github.com/glint-cluster/glint/services/driver"
+)
+
+// BenchmarkLaunchLatency measures, per executor, the time from the worker
+// receiving LaunchExecutor to the driver registering the executor, on two
+// identical two-worker clusters: one exporting every span to a real Jaeger,
+// one with tracing off. Each iteration launches four executors on each. It
+// reports both means and their ratio (the target is at most 1.05).
+func BenchmarkLaunchLatency(b *testing.B) {
+	j := startJaeger(b)
+	off := startClusterWithEnv(b, nil, 2)
+	on := startClusterWithEnv(b, j.env(), 2)
+	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(j.otlp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	traced := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+	b.Cleanup(func() { _ = traced.Shutdown(context.Background()) })
+
+	var offSum, onSum time.Duration
+	var offN, onN int
+	for b.Loop() {
+		d, n := launchExecutors(b, off, noop.NewTracerProvider())
+		offSum, offN = offSum+d, offN+n
+		d, n = launchExecutors(b, on, traced)
+		onSum, onN = onSum+d, onN+n
+	}
+	offMean := float64(offSum.Microseconds()) / float64(offN) / 1000
+	onMean := float64(onSum.Microseconds()) / float64(onN) / 1000
+	b.ReportMetric(offMean, "off-ms/launch")
+	b.ReportMetric(onMean, "jaeger-ms/launch")
+	b.ReportMetric(onMean/offMean, "ratio")
+}
+
+// launchExecutors runs pi on four one-core executors of c with an in-process
+// driver and returns the summed LaunchExecutor-to-registered time and the
+// number of executors.
+func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (time.Duration, int) {
+	d, err := driver.Start(context.Background(), driver.Config{
+		Masters: []string{c.master.url}, Host: "127.0.0.1", App: examples.Pi(), ExecutorCores: 1, MaxCores: 4,
+		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, TracerProvider: tp,
+		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
+	err = d.RunApp(ctx, []string{"4"})
+	span.End()
+	timelines := d.Timelines()
+	d.Stop(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum time.Duration
+	n := 0
+	for _, t := range timelines {
+		if !t.Launched.IsZero() && !t.Registered.IsZero() {
+			sum += t.Registered.Sub(t.Launched)
+			n++
+		}
+	}
+	if n != 4 {
+		b.Fatalf("%d executors with launch and registration times, want 4: %+v", n, timelines)
+	}
+	c.waitFor(b, "cores free again", func(s masterJSON) bool {
+		for _, w := range s.Workers {
+			if w.CoresUsed != 0 {
+				return false
+			}
+		}
+		return len(s.ActiveApps) == 0
+	})
+	return sum, n
+}
+
