@@ -86,4 +86,3 @@ func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (tim
 	})
 	return sum, n
 }
-
