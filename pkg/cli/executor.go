@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/executor"
 )
@@ -27,6 +28,9 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
 			defer stopTelemetry()
+			if cfg.Listener, err = rpc.InheritedListener(); err != nil {
+				return err
+			}
 			cfg.ExecutorID, cfg.Cores, cfg.Apps, cfg.Logger, cfg.TracerProvider = int32(executorID), int32(cores), g.apps, log, tp
 			if err := executor.Run(telemetry.ContextFromEnv(ctx), cfg); err != nil {
 				return fmt.Errorf("executor %d of %s: %w", executorID, cfg.AppID, err)

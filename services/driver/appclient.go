@@ -39,7 +39,7 @@ func (d *Driver) register(ctx context.Context) error {
 			cancel()
 			if err == nil {
 				d.mu.Lock()
-				d.appID, d.master = resp.Msg.GetAppId(), client
+				d.appID, d.master, d.registeredAt = resp.Msg.GetAppId(), client, time.Now()
 				d.mu.Unlock()
 				close(d.registered)
 				return nil
@@ -117,6 +117,7 @@ func (d *Driver) ExecutorAdded(ctx context.Context, req *connect.Request[driverv
 	e := d.executorLocked(m.GetExecutorId())
 	e.workerID, e.hostPort = m.GetWorkerId(), m.GetHostPort()
 	e.timeline.Scheduled = m.GetScheduledAt().AsTime()
+	d.observeLaunchLocked(e)
 	d.log.Info("executor added", "executor", m.GetExecutorId(), "worker", m.GetWorkerId(), "cores", m.GetCores(), "memory_mib", m.GetMemoryMib())
 	return connect.NewResponse(&driverv1.ExecutorAddedResponse{}), nil
 }
@@ -138,6 +139,7 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 	if m.GetStartedAt() != nil {
 		e.timeline.Started = m.GetStartedAt().AsTime()
 	}
+	d.observeLaunchLocked(e)
 	d.log.Info("executor updated", "executor", m.GetExecutorId(), "state", m.GetState().String(), "message", m.GetMessage())
 	switch m.GetState() {
 	case masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,

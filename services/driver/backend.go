@@ -26,15 +26,16 @@ import (
 // timestamps the master (Scheduled), the worker (Launched, Started) and this
 // driver (Registered, FirstTask) recorded. Zero means not (yet) reached.
 type Timeline struct {
-	ExecutorID int32
-	WorkerID   string
-	Scheduled  time.Time
-	Launched   time.Time
-	Started    time.Time
-	Registered time.Time
-	FirstTask  time.Time
-	Ended      time.Time
-	EndMessage string
+	ExecutorID     int32
+	WorkerID       string
+	Scheduled      time.Time
+	Launched       time.Time
+	Started        time.Time
+	PropsRetrieved time.Time
+	Registered     time.Time
+	FirstTask      time.Time
+	Ended          time.Time
+	EndMessage     string
 }
 
 // executorData is one executor as the backend knows it (Spark's ExecutorData).
@@ -52,6 +53,10 @@ type executorData struct {
 	client     executorv1connect.ExecutorServiceClient
 	mailbox    *rpc.Mailbox
 	timeline   Timeline
+	// trace is the span context of the executor's registration, the exemplar
+	// of its launch phases; observed is set once they were recorded.
+	trace    trace.SpanContext
+	observed bool
 }
 
 // taskSet is the tasks of one RunTasks call.
@@ -88,6 +93,7 @@ type runningTask struct {
 	set      *taskSet
 	index    int
 	executor *executorData
+	launched time.Time
 }
 
 // executorLocked returns the executor with id, creating its record.
@@ -105,10 +111,16 @@ func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[dr
 	if err := d.waitRegistered(ctx); err != nil {
 		return nil, rpc.Error(err)
 	}
+	if err := ids.ValidateExecutor(req.Msg.GetExecutorId()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
 		return nil, rpc.Error(err)
+	}
+	if e := d.executorLocked(req.Msg.GetExecutorId()); e.timeline.PropsRetrieved.IsZero() {
+		e.timeline.PropsRetrieved = time.Now()
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(req.Msg.GetExecutorId())))
 	props := maps.Clone(d.cfg.Conf)
@@ -165,6 +177,10 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider)...)
 	e.mailbox = rpc.NewMailbox(context.Background())
 	e.timeline.Registered = time.Now()
+	e.trace = trace.SpanContextFromContext(ctx)
+	if d.firstRegistered.IsZero() {
+		d.firstRegistered = e.timeline.Registered
+	}
 	d.totalCores += e.cores
 	d.log.InfoContext(ctx, "registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
 	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
@@ -200,6 +216,10 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 	if rt.executor.id != m.GetExecutorId() {
 		return nil, rpc.Error(fmt.Errorf("status update for task %d from executor %d: %w: it runs on executor %d",
 			m.GetTaskId(), m.GetExecutorId(), rpc.ErrFailedPrecondition, rt.executor.id))
+	}
+	if m.GetState() != driverv1.TaskState_TASK_STATE_RUNNING && m.GetState() != driverv1.TaskState_TASK_STATE_LAUNCHING {
+		d.metrics.tasks.WithLabelValues(taskLabel(m.GetState())).Inc()
+		telemetry.Observe(ctx, d.metrics.taskDuration, time.Since(rt.launched).Seconds())
 	}
 	switch m.GetState() {
 	case driverv1.TaskState_TASK_STATE_FINISHED:
@@ -342,8 +362,9 @@ func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *task
 	ts.launched = true
 	if e.timeline.FirstTask.IsZero() {
 		e.timeline.FirstTask = time.Now()
+		d.observeLaunchLocked(e)
 	}
-	rt := &runningTask{set: ts, index: index, executor: e}
+	rt := &runningTask{set: ts, index: index, executor: e, launched: time.Now()}
 	d.running[id] = rt
 	req := &executorv1.LaunchTaskRequest{TaskId: id, Name: ts.task, Input: ts.inputs[index], Attempt: int32(ts.failures[index]), Index: int32(index)}
 	trace.SpanFromContext(ctx).AddEvent("task offered", trace.WithAttributes(
@@ -490,6 +511,18 @@ func (d *Driver) stopExecutors(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// observeLaunchLocked records e's launch phases once all their times are known:
+// the worker's times arrive in ExecutorUpdated, which may come after the
+// executor already registered and got its first task.
+func (d *Driver) observeLaunchLocked(e *executorData) {
+	t := e.timeline
+	if e.observed || t.Scheduled.IsZero() || t.Launched.IsZero() || t.Started.IsZero() || t.FirstTask.IsZero() {
+		return
+	}
+	e.observed = true
+	d.metrics.observeLaunch(t, e.trace, d.registeredAt, d.firstRegistered)
 }
 
 // Timelines returns each executor's launch timeline, by executor id.

@@ -22,6 +22,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -69,6 +70,9 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider traces the service's calls and steps; default the global one.
 	TracerProvider trace.TracerProvider
+	// Registry receives the driver's metrics and is served at /metrics;
+	// default a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
 }
 
 func (c *Config) setDefaults() error {
@@ -112,6 +116,9 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Registry == nil {
+		c.Registry = telemetry.NewRegistry()
+	}
 	if c.TracerProvider == nil {
 		c.TracerProvider = otel.GetTracerProvider()
 	}
@@ -121,30 +128,35 @@ func (c *Config) setDefaults() error {
 // Driver is a running driver: the app client and the scheduler backend. It
 // implements app.Context for the application's driver function.
 type Driver struct {
-	cfg    Config
-	log    *slog.Logger
-	tracer trace.Tracer
-	url    string
-	http   *http.Client
+	cfg     Config
+	log     *slog.Logger
+	tracer  trace.Tracer
+	metrics *metrics
+	url     string
+	http    *http.Client
 	settings
 
 	// serving ends the HTTP server.
 	stopServing context.CancelFunc
 	served      chan error
 
-	mu          sync.Mutex
-	appID       string
-	master      masterv1connect.MasterServiceClient
-	registered  chan struct{} // closed once the master gave an app id
-	removed     chan struct{} // closed when the master removed the application
-	removedWhy  string
-	stopping    bool // the driver unregistered the application itself
-	executors   map[int32]*executorData
-	totalCores  int32
-	taskSets    []*taskSet
-	running     map[int64]*runningTask
-	nextTaskID  int64
-	offersReady chan struct{} // signalled when executors register or cores free up
+	mu    sync.Mutex
+	appID string
+	// registeredAt is when the master gave the application its id, and
+	// firstRegistered when its first executor registered.
+	registeredAt    time.Time
+	firstRegistered time.Time
+	master          masterv1connect.MasterServiceClient
+	registered      chan struct{} // closed once the master gave an app id
+	removed         chan struct{} // closed when the master removed the application
+	removedWhy      string
+	stopping        bool // the driver unregistered the application itself
+	executors       map[int32]*executorData
+	totalCores      int32
+	taskSets        []*taskSet
+	running         map[int64]*runningTask
+	nextTaskID      int64
+	offersReady     chan struct{} // signalled when executors register or cores free up
 }
 
 var _ driverv1connect.DriverServiceHandler = (*Driver)(nil)
@@ -172,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		executors:   map[int32]*executorData{},
 		offersReady: make(chan struct{}, 1),
 	}
+	d.metrics = newMetrics(cfg.Registry, d)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("start driver: listen on %s: %w", cfg.Listen, err)
@@ -180,6 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	mux := http.NewServeMux()
 	mux.Handle(driverv1connect.NewDriverServiceHandler(d, rpc.HandlerOptions(d.cfg.TracerProvider)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(cfg.Registry))
 	serveCtx, stop := context.WithCancel(context.Background())
 	d.stopServing, d.served = stop, make(chan error, 1)
 	go func() { d.served <- rpc.Serve(serveCtx, ln, mux) }()

@@ -29,6 +29,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures an executor; the fields mirror the command-line flags a
@@ -43,7 +44,10 @@ type Config struct {
 	WorkerURL  string
 	// Apps holds the task functions this binary can run.
 	Apps *app.Registry
-	// Listen is the address to serve on; default ":0" (an ephemeral port).
+	// Listener, when set, is the socket to serve on (the worker opens it and
+	// hands it over); otherwise the executor listens on Listen.
+	Listener net.Listener
+	// Listen is the address to serve on without a Listener; default ":0".
 	Listen string
 	// Attempts is how often each call to the driver is tried before giving up; default 3.
 	Attempts int
@@ -55,6 +59,9 @@ type Config struct {
 	Logger              *slog.Logger
 	// TracerProvider traces the service's calls and steps; default the global one.
 	TracerProvider trace.TracerProvider
+	// Registry receives the executor's metrics and is served at /metrics;
+	// default a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
 }
 
 func (c *Config) validate() error {
@@ -92,6 +99,9 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Registry == nil {
+		c.Registry = telemetry.NewRegistry()
+	}
 	if c.TracerProvider == nil {
 		c.TracerProvider = otel.GetTracerProvider()
 	}
@@ -105,6 +115,7 @@ type backend struct {
 	driver driverv1connect.DriverServiceClient
 	// updates delivers StatusUpdates to the driver in order.
 	updates *rpc.Mailbox
+	metrics *metrics
 	// stop ends Run: nil for StopExecutor, an error when the driver is lost.
 	stop func(error)
 
@@ -129,17 +140,22 @@ func Run(ctx context.Context, cfg Config) error {
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
 		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider)...),
 		updates: rpc.NewMailbox(ctx),
+		metrics: newMetrics(cfg.Registry),
 		stop:    cancel,
 		tasks:   map[int64]context.CancelFunc{},
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle(executorv1connect.NewExecutorServiceHandler(b, rpc.HandlerOptions(cfg.TracerProvider)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(cfg.Registry))
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
 	go func() { served <- rpc.Serve(serveCtx, ln, mux) }()
@@ -261,6 +277,7 @@ func (b *backend) LaunchTask(ctx context.Context, req *connect.Request[executorv
 	}
 	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	b.tasks[m.GetTaskId()] = func() { cancel(errKilled) }
+	b.metrics.tasksRunning.Inc()
 	b.wg.Go(func() { b.runTask(tctx, m, fn) })
 	return connect.NewResponse(&executorv1.LaunchTaskResponse{}), nil
 }
@@ -272,6 +289,7 @@ func (b *backend) runTask(ctx context.Context, m *executorv1.LaunchTaskRequest, 
 	b.mu.Lock()
 	delete(b.tasks, m.GetTaskId())
 	b.mu.Unlock()
+	b.metrics.tasksRunning.Dec()
 	update := &driverv1.StatusUpdateRequest{ExecutorId: b.cfg.ExecutorID, TaskId: m.GetTaskId()}
 	switch {
 	case err == nil:
@@ -281,6 +299,7 @@ func (b *backend) runTask(ctx context.Context, m *executorv1.LaunchTaskRequest, 
 	default:
 		update.State, update.Message = driverv1.TaskState_TASK_STATE_FAILED, err.Error()
 	}
+	b.metrics.tasks.WithLabelValues(taskLabel(update.State)).Inc()
 	b.updates.Post(ctx, func(ctx context.Context) {
 		if _, err := b.driver.StatusUpdate(ctx, connect.NewRequest(update)); err != nil {
 			if connect.CodeOf(err) == connect.CodeUnavailable {

@@ -232,6 +232,13 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 		return nil, rpc.Error(fmt.Errorf("executor %s/%d runs on worker %s, not %s: %w",
 			a.id, e.id, e.worker.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
 	}
+	if raw := m.GetExecutorUrl(); raw != "" {
+		url, err := rpc.NormalizeURL(raw)
+		if err != nil {
+			return nil, rpc.Error(fmt.Errorf("executor %s/%d url: %w: %w", a.id, e.id, rpc.ErrInvalidArgument, err))
+		}
+		e.url = url
+	}
 	times := &executorTimes{launched: m.GetLaunchedAt(), started: m.GetStartedAt()}
 	if err := s.executorStateChangedLocked(ctx, e, m.GetState(), m.GetMessage(), m.ExitStatus, times); err != nil {
 		return nil, rpc.Error(err)

@@ -69,7 +69,7 @@ func appProto(a *appInfo) *masterv1.ApplicationInfo {
 		p.Executors = append(p.Executors, &masterv1.ExecutorInfo{
 			Id: e.id, AppId: a.id, WorkerId: e.worker.id, HostPort: e.worker.address(),
 			Cores: e.cores, MemoryMib: e.memoryMiB, State: e.state, Message: e.message,
-			ExitStatus: e.exitStatus, ScheduledAt: timestamppb.New(e.scheduledAt),
+			ExitStatus: e.exitStatus, ScheduledAt: timestamppb.New(e.scheduledAt), Url: e.url,
 		})
 	}
 	return p

@@ -27,6 +27,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures a master. The zero value of each field means its default.
@@ -50,6 +51,9 @@ type Config struct {
 	Logger                *slog.Logger
 	// TracerProvider traces the service's calls and steps; default the global one.
 	TracerProvider trace.TracerProvider
+	// Registry receives the master's metrics and is served at /metrics;
+	// default a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.
@@ -58,10 +62,11 @@ type Config struct {
 
 // Server is the Master. Its methods are safe for concurrent use.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	tracer trace.Tracer
-	http   *http.Client
+	cfg     Config
+	log     *slog.Logger
+	tracer  trace.Tracer
+	metrics *metrics
+	http    *http.Client
 	// ctx bounds every message the master sends; it ends when Run returns.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Registry == nil {
+		cfg.Registry = telemetry.NewRegistry()
+	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -112,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:             cfg,
 		log:             cfg.Logger,
 		tracer:          telemetry.Tracer(cfg.TracerProvider),
@@ -123,7 +131,9 @@ func New(cfg Config) (*Server, error) {
 		addressToWorker: map[string]*workerInfo{},
 		apps:            map[string]*appInfo{},
 		drivers:         map[string]*driverInfo{},
-	}, nil
+	}
+	s.metrics = newMetrics(cfg.Registry, s)
+	return s, nil
 }
 
 // Handler returns the master's HTTP handler: its Connect service, /json and /healthz.
@@ -131,6 +141,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(masterv1connect.NewMasterServiceHandler(s, rpc.HandlerOptions(s.cfg.TracerProvider)...))
 	mux.HandleFunc("GET /json", s.serveJSON)
+	mux.HandleFunc("GET /sd", s.serveSD)
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(s.cfg.Registry))
 	mux.HandleFunc("GET /json/", s.serveJSON)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	return mux
@@ -218,6 +230,7 @@ func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 		since := now.Sub(w.lastHeartbeat)
 		switch {
 		case w.state != masterv1.WorkerState_WORKER_STATE_DEAD && since > s.cfg.WorkerTimeout:
+			s.metrics.workerTimeouts.Inc()
 			s.removeWorkerLocked(ctx, w, fmt.Sprintf("no heartbeat in %s", since.Round(time.Millisecond)))
 		case w.state == masterv1.WorkerState_WORKER_STATE_DEAD &&
 			since > time.Duration(s.cfg.DeadWorkerPersistence+1)*s.cfg.WorkerTimeout:
@@ -300,6 +313,8 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	started := time.Now()
 	plan := schedule(snap, s.cfg.Rand)
 	ended := time.Now()
+	// The pass's exemplar is the trace of the first application it served.
+	exemplar := trace.SpanContextFromContext(ctx)
 	for _, p := range plan.Drivers {
 		d := s.drivers[p.DriverID]
 		sctx, span := s.scheduleSpan(ctx, d.trace, started, telemetry.DriverID.String(d.id))
@@ -309,12 +324,16 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	for i := 0; i < len(plan.Executors); {
 		a := s.apps[plan.Executors[i].AppID]
 		sctx, span := s.scheduleSpan(ctx, a.trace, started, telemetry.AppID.String(a.id))
+		if i == 0 {
+			exemplar = span.SpanContext()
+		}
 		for ; i < len(plan.Executors) && plan.Executors[i].AppID == a.id; i++ {
 			p := plan.Executors[i]
 			s.launchExecutorLocked(sctx, s.idToWorker[p.WorkerID], a, p.Cores, p.MemoryMiB)
 		}
 		span.End(trace.WithTimestamp(ended))
 	}
+	telemetry.ObserveInTrace(exemplar, s.metrics.scheduleDuration, ended.Sub(started).Seconds())
 	for _, a := range s.appQueue {
 		// Only an application without executors is stuck; say why.
 		if len(a.executors) == 0 {
@@ -380,14 +399,18 @@ func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *app
 		MasterUrl: s.cfg.URL, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: cores, MemoryMib: memoryMiB,
 	}
 	w.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := w.client.LaunchExecutor(ctx, connect.NewRequest(req)); err != nil {
-			s.log.Warn("launch executor failed", "app", a.id, "executor", e.id, "worker", w.id, "err", err)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
-				fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
-				s.log.Debug("launch executor failure after executor ended", "err", err)
-			}
+		_, err := w.client.LaunchExecutor(ctx, connect.NewRequest(req))
+		if err == nil {
+			s.metrics.executorLaunches.WithLabelValues(launchOK).Inc()
+			return
+		}
+		s.metrics.executorLaunches.WithLabelValues(launchError).Inc()
+		s.log.Warn("launch executor failed", "app", a.id, "executor", e.id, "worker", w.id, "err", err)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
+			s.log.Debug("launch executor failure after executor ended", "err", err)
 		}
 	})
 	added := &driverv1.ExecutorAddedRequest{

@@ -157,6 +157,8 @@ type executorInfo struct {
 	message     string
 	exitStatus  *int32
 	scheduledAt time.Time
+	// url is where the executor serves, once its worker reported it.
+	url string
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }

@@ -78,7 +78,8 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 				"GLINT_APP_ID=" + m.GetAppId(),
 				"GLINT_WORKER_URL=" + s.cfg.URL,
 			},
-			now: s.cfg.Now,
+			now:        s.cfg.Now,
+			listenHost: s.host,
 			attrs: []attribute.KeyValue{
 				telemetry.AppID.String(m.GetAppId()), telemetry.ExecutorID.Int(int(m.GetExecutorId())),
 				telemetry.WorkerID.String(s.id), telemetry.Cores.Int(int(m.GetCores())), telemetry.MemoryMiB.Int64(m.GetMemoryMib()),
@@ -107,6 +108,7 @@ func (r *executorRunner) run() {
 	}
 	r.log.InfoContext(r.ctx, "executor started", "pid", r.launch.cmd.Process.Pid, "path", r.launch.path,
 		"launch", r.launch.startedAt.Sub(r.launchedAt), slog.Group("steps", timings...))
+	telemetry.Observe(r.ctx, r.s.metrics.processStart, r.launch.startedAt.Sub(r.launchedAt).Seconds())
 	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithAttributes(r.launch.attrs...))
 	defer span.End()
 	e, killed := waitProcess(r.ctx, r.log, r.launch.cmd, r.s.cfg.KillGrace)
@@ -180,7 +182,7 @@ func (r *executorRunner) setStateLocked(to masterv1.ExecutorState) {
 func (r *executorRunner) reportState(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
 	req := &masterv1.ExecutorStateChangedRequest{
 		AppId: r.appID, ExecutorId: r.execID, State: state, Message: message, ExitStatus: status,
-		WorkerId: r.s.id, LaunchedAt: timestamppb.New(r.launchedAt),
+		WorkerId: r.s.id, LaunchedAt: timestamppb.New(r.launchedAt), ExecutorUrl: r.launch.url,
 	}
 	if !r.launch.startedAt.IsZero() {
 		req.StartedAt = timestamppb.New(r.launch.startedAt)

@@ -122,6 +122,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 			active = url
 		}
 		s.endRegistration(active, changes)
+		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
 		s.killUnknown(resp.Msg)
 		interval := time.Duration(resp.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
@@ -202,6 +203,8 @@ func (s *Server) killUnknown(resp *masterv1.RegisterWorkerResponse) {
 func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	// Whatever ends the loop, the worker is not connected until it registers again.
+	defer s.metrics.masterConnected.Set(0)
 	failures := 0
 	for {
 		select {
@@ -222,10 +225,14 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 			return fmt.Sprintf("master %s asked the worker to register again", url)
 		case err == nil:
 			failures = 0
+			s.metrics.masterConnected.Set(1)
 		case connect.CodeOf(err) == connect.CodeNotFound:
+			s.metrics.heartbeatFailures.Inc()
 			return fmt.Sprintf("master %s does not know this worker", url)
 		default:
 			failures++
+			s.metrics.heartbeatFailures.Inc()
+			s.metrics.masterConnected.Set(0)
 			s.log.Warn("heartbeat failed", "worker", s.id, "master", url, "failures", failures, "err", err)
 			if failures >= heartbeatFailuresToReconnect {
 				return fmt.Sprintf("master %s unreachable: %v", url, err)

@@ -35,6 +35,9 @@ type launch struct {
 	env      []string          // GLINT_* variables, "KEY=value"
 	now      func() time.Time
 	attrs    []attribute.KeyValue // span attributes naming the process (glint.app.id, …)
+	// listenHost, when set, makes process.start open the process's listening
+	// socket on it and hand it over as file descriptor 3 (GLINT_LISTEN_FD).
+	listenHost string
 
 	// Filled in by the steps.
 	argv           []string // the substituted arguments (command)
@@ -43,6 +46,7 @@ type launch struct {
 	stdout, stderr *os.File // its log files (logs; closed by process.start)
 	cmd            *exec.Cmd
 	startedAt      time.Time // when the process started (process.start)
+	url            string    // where the process serves, from its handed-over socket (process.start)
 }
 
 // closeLogs closes the log files once the process holds its own copies.

@@ -3,10 +3,13 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -51,10 +54,36 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		Stderr:      l.stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	var url string
+	if l.listenHost != "" {
+		socket, u, err := openListener(l.listenHost)
+		if err != nil {
+			return err
+		}
+		defer socket.Close() // the process holds its own copy
+		cmd.ExtraFiles = []*os.File{socket}
+		cmd.Env = append(cmd.Env, rpc.ListenFDEnv+"=3")
+		url = u
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	l.cmd, l.startedAt = cmd, l.now()
+	l.cmd, l.startedAt, l.url = cmd, l.now(), url
 	span.SetAttributes(semconv.ProcessPID(cmd.Process.Pid))
 	return nil
+}
+
+// openListener opens a TCP listener on host with an ephemeral port and returns
+// it as a file to hand to a child, with the URL it is reached at.
+func openListener(host string) (*os.File, string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, "", fmt.Errorf("open the process's listener: %w", err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, "", fmt.Errorf("open the process's listener: %w", err)
+	}
+	return f, rpc.URL(ln.Addr(), host), nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for the zero values of Config.
@@ -73,6 +74,9 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider traces the worker's calls and launch steps; default the global one.
 	TracerProvider trace.TracerProvider
+	// Registry receives the worker's metrics and is served at /metrics;
+	// default a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
 	// Now is the clock for the worker id and launch timestamps; default time.Now.
 	Now func() time.Time
 }
@@ -83,6 +87,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	tracer  trace.Tracer
+	metrics *metrics
 	id      string
 	host    string
 	port    int
@@ -137,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		tracer:     telemetry.Tracer(cfg.TracerProvider),
@@ -152,7 +157,9 @@ func New(cfg Config) (*Server, error) {
 		clients:    map[string]masterv1connect.MasterServiceClient{},
 		executors:  map[executorKey]*executorRunner{},
 		drivers:    map[string]*driverRunner{},
-	}, nil
+	}
+	s.metrics = newMetrics(cfg.Registry, s)
+	return s, nil
 }
 
 // normalize checks cfg and fills in its defaults.
@@ -196,6 +203,9 @@ func normalize(cfg *Config) error {
 	if cfg.SuperviseBackoffCap <= 0 {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
 	}
+	if cfg.Registry == nil {
+		cfg.Registry = telemetry.NewRegistry()
+	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -217,6 +227,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(workerv1connect.NewWorkerServiceHandler(s, rpc.HandlerOptions(s.cfg.TracerProvider)...))
 	mux.HandleFunc("GET /json", s.serveJSON)
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(s.cfg.Registry))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	return mux
 }

@@ -1104,8 +1104,11 @@ type ExecutorStateChangedRequest struct {
 	ExitStatus *int32                 `protobuf:"varint,5,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
 	WorkerId   string                 `protobuf:"bytes,6,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// When the worker received LaunchExecutor, and when the process started.
-	LaunchedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=launched_at,json=launchedAt,proto3" json:"launched_at,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	LaunchedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=launched_at,json=launchedAt,proto3" json:"launched_at,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Where the executor serves (its Connect service and /metrics): the worker
+	// opens the executor's listener and hands it to the process.
+	ExecutorUrl   string `protobuf:"bytes,9,opt,name=executor_url,json=executorUrl,proto3" json:"executor_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1194,6 +1197,13 @@ func (x *ExecutorStateChangedRequest) GetStartedAt() *timestamppb.Timestamp {
 		return x.StartedAt
 	}
 	return nil
+}
+
+func (x *ExecutorStateChangedRequest) GetExecutorUrl() string {
+	if x != nil {
+		return x.ExecutorUrl
+	}
+	return ""
 }
 
 type ExecutorStateChangedResponse struct {
@@ -2115,6 +2125,7 @@ type ExecutorInfo struct {
 	Message       string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
 	ExitStatus    *int32                 `protobuf:"varint,9,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
 	ScheduledAt   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	Url           string                 `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2217,6 +2228,13 @@ func (x *ExecutorInfo) GetScheduledAt() *timestamppb.Timestamp {
 		return x.ScheduledAt
 	}
 	return nil
+}
+
+func (x *ExecutorInfo) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
 }
 
 // ApplicationInfo is one application as the master sees it.
@@ -2520,7 +2538,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"master_url\x18\x02 \x01(\tR\tmasterUrl\"5\n" +
 	"\x1cUnregisterApplicationRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x1f\n" +
-	"\x1dUnregisterApplicationResponse\"\xf0\x02\n" +
+	"\x1dUnregisterApplicationResponse\"\x93\x03\n" +
 	"\x1bExecutorStateChangedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
@@ -2533,7 +2551,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vlaunched_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"launchedAt\x129\n" +
 	"\n" +
-	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAtB\x0e\n" +
+	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12!\n" +
+	"\fexecutor_url\x18\t \x01(\tR\vexecutorUrlB\x0e\n" +
 	"\f_exit_status\"\x1e\n" +
 	"\x1cExecutorStateChangedResponse\"\xa3\x01\n" +
 	"\x19DriverStateChangedRequest\x12\x1b\n" +
@@ -2591,7 +2610,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"memory_mib\x18\b \x01(\x03R\tmemoryMib\x12&\n" +
 	"\x0fmemory_used_mib\x18\t \x01(\x03R\rmemoryUsedMib\x12A\n" +
 	"\x0elast_heartbeat\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\xe9\x02\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\xfb\x02\n" +
 	"\fExecutorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1b\n" +
@@ -2605,7 +2624,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vexit_status\x18\t \x01(\x05H\x00R\n" +
 	"exitStatus\x88\x01\x01\x12=\n" +
 	"\fscheduled_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAtB\x0e\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12\x10\n" +
+	"\x03url\x18\v \x01(\tR\x03urlB\x0e\n" +
 	"\f_exit_status\"\xf7\x03\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +

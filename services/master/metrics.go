@@ -1,0 +1,143 @@
+package master
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+)
+
+// metrics are the master's Prometheus metrics. Counters and histograms are
+// updated as things happen; the state gauges are read from the master's state
+// at scrape time (see Collect), so they can never drift from it.
+type metrics struct {
+	workerTimeouts   prometheus.Counter
+	executorLaunches *prometheus.CounterVec
+	scheduleDuration prometheus.Histogram
+
+	workers      *prometheus.Desc
+	workerCores  *prometheus.Desc
+	workerMemory *prometheus.Desc
+	cores        *prometheus.Desc
+	memory       *prometheus.Desc
+	heartbeatAge *prometheus.Desc
+	apps         *prometheus.Desc
+	drivers      *prometheus.Desc
+	executors    *prometheus.Desc
+}
+
+// Label values of glint_master_executor_launches_total.
+const (
+	launchOK    = "ok"
+	launchError = "error"
+)
+
+func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+	m := &metrics{
+		workerTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_master_worker_timeouts_total",
+			Help: "Workers declared DEAD because no heartbeat arrived within the worker timeout.",
+		}),
+		executorLaunches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "glint_master_executor_launches_total",
+			Help: "LaunchExecutor commands sent to workers, by whether the worker accepted them.",
+		}, []string{"result"}),
+		scheduleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "glint_master_schedule_duration_seconds",
+			Help:    "Time one schedule() pass took to place drivers and executors.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}),
+		workers:      prometheus.NewDesc("glint_master_workers", "Registered workers by state.", []string{"state"}, nil),
+		workerCores:  prometheus.NewDesc("glint_master_worker_cores", "Cores of each live worker, used or free.", []string{"worker", "state"}, nil),
+		workerMemory: prometheus.NewDesc("glint_master_worker_memory_bytes", "Memory of each live worker, used or free.", []string{"worker", "state"}, nil),
+		cores:        prometheus.NewDesc("glint_master_cores", "Cores of all ALIVE workers, used or free.", []string{"state"}, nil),
+		memory:       prometheus.NewDesc("glint_master_memory_bytes", "Memory of all ALIVE workers, used or free.", []string{"state"}, nil),
+		heartbeatAge: prometheus.NewDesc("glint_master_worker_heartbeat_age_seconds", "Seconds since each live worker's last heartbeat.", []string{"worker"}, nil),
+		apps:         prometheus.NewDesc("glint_master_apps", "Active applications by state.", []string{"state"}, nil),
+		drivers:      prometheus.NewDesc("glint_master_drivers", "Active cluster-mode drivers by state.", []string{"state"}, nil),
+		executors:    prometheus.NewDesc("glint_master_executors", "Executors of active applications by state.", []string{"state"}, nil),
+	}
+	for _, result := range []string{launchOK, launchError} {
+		m.executorLaunches.WithLabelValues(result)
+	}
+	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, &stateCollector{m: m, s: s})
+	return m
+}
+
+// stateCollector reads the master's state under its lock at scrape time.
+type stateCollector struct {
+	m *metrics
+	s *Server
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.m.workers, c.m.workerCores, c.m.workerMemory, c.m.cores, c.m.memory,
+		c.m.heartbeatAge, c.m.apps, c.m.drivers, c.m.executors} {
+		ch <- d
+	}
+}
+
+// label turns a state into a label value: APPLICATION_STATE_WAITING → waiting.
+func label(state any) string { return strings.ToLower(lifecycle.Name(state)) }
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	m, s := c.m, c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	workers := map[masterv1.WorkerState]int{}
+	var cores, coresUsed int32
+	var memory, memoryUsed int64
+	for _, w := range s.workers {
+		workers[w.state]++
+		if w.state == masterv1.WorkerState_WORKER_STATE_DEAD {
+			continue
+		}
+		gauge(m.workerCores, float64(w.coresUsed), w.id, "used")
+		gauge(m.workerCores, float64(w.cores-w.coresUsed), w.id, "free")
+		gauge(m.workerMemory, float64(w.memoryUsedMiB<<20), w.id, "used")
+		gauge(m.workerMemory, float64((w.memoryMiB-w.memoryUsedMiB)<<20), w.id, "free")
+		gauge(m.heartbeatAge, now.Sub(w.lastHeartbeat).Seconds(), w.id)
+		if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
+			cores, coresUsed = cores+w.cores, coresUsed+w.coresUsed
+			memory, memoryUsed = memory+w.memoryMiB, memoryUsed+w.memoryUsedMiB
+		}
+	}
+	for _, st := range []masterv1.WorkerState{masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD,
+		masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED, masterv1.WorkerState_WORKER_STATE_UNKNOWN} {
+		gauge(m.workers, float64(workers[st]), label(st))
+	}
+	gauge(m.cores, float64(coresUsed), "used")
+	gauge(m.cores, float64(cores-coresUsed), "free")
+	gauge(m.memory, float64(memoryUsed<<20), "used")
+	gauge(m.memory, float64((memory-memoryUsed)<<20), "free")
+
+	apps := map[masterv1.ApplicationState]int{}
+	executors := map[masterv1.ExecutorState]int{}
+	for _, a := range s.appQueue {
+		apps[a.state]++
+		for _, e := range a.executors {
+			executors[e.state]++
+		}
+	}
+	for _, st := range []masterv1.ApplicationState{masterv1.ApplicationState_APPLICATION_STATE_WAITING, masterv1.ApplicationState_APPLICATION_STATE_RUNNING} {
+		gauge(m.apps, float64(apps[st]), label(st))
+	}
+	for _, st := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING,
+		masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED} {
+		gauge(m.executors, float64(executors[st]), label(st))
+	}
+	drivers := map[masterv1.DriverState]int{}
+	for _, d := range s.drivers {
+		drivers[d.state]++
+	}
+	for _, st := range []masterv1.DriverState{masterv1.DriverState_DRIVER_STATE_SUBMITTED, masterv1.DriverState_DRIVER_STATE_RUNNING,
+		masterv1.DriverState_DRIVER_STATE_RELAUNCHING} {
+		gauge(m.drivers, float64(drivers[st]), label(st))
+	}
+}

@@ -1,0 +1,77 @@
+package worker
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+)
+
+// metrics are the worker's Prometheus metrics. Cores, memory and executors
+// are read from the worker's state at scrape time (see Collect).
+type metrics struct {
+	processStart      prometheus.Histogram
+	masterConnected   prometheus.Gauge
+	heartbeatFailures prometheus.Counter
+
+	cores     *prometheus.Desc
+	memory    *prometheus.Desc
+	executors *prometheus.Desc
+}
+
+func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+	m := &metrics{
+		processStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "glint_worker_process_start_seconds",
+			Help:    "Time from receiving LaunchExecutor to the executor's process running (work dir, command, logs, fork/exec).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		masterConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "glint_worker_master_connected",
+			Help: "1 while the worker is registered with a master and its heartbeats succeed, else 0.",
+		}),
+		heartbeatFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_worker_heartbeat_failures_total",
+			Help: "Heartbeats to the master that failed.",
+		}),
+		cores:     prometheus.NewDesc("glint_worker_cores", "The worker's cores, used by executors and drivers or free.", []string{"state"}, nil),
+		memory:    prometheus.NewDesc("glint_worker_memory_bytes", "The worker's memory, used by executors and drivers or free.", []string{"state"}, nil),
+		executors: prometheus.NewDesc("glint_worker_executors", "Executors the worker runs, by state.", []string{"state"}, nil),
+	}
+	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, &stateCollector{m: m, s: s})
+	return m
+}
+
+// stateCollector reads the worker's state under its lock at scrape time.
+type stateCollector struct {
+	m *metrics
+	s *Server
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.cores
+	ch <- c.m.memory
+	ch <- c.m.executors
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	m, s := c.m, c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
+	}
+	gauge(m.cores, float64(s.coresUsed), "used")
+	gauge(m.cores, float64(s.cfg.Cores-s.coresUsed), "free")
+	gauge(m.memory, float64(s.memoryUsedMiB<<20), "used")
+	gauge(m.memory, float64((s.cfg.MemoryMiB-s.memoryUsedMiB)<<20), "free")
+	states := map[masterv1.ExecutorState]int{}
+	for _, r := range s.executors {
+		states[r.state]++
+	}
+	for _, st := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING} {
+		gauge(m.executors, float64(states[st]), strings.ToLower(lifecycle.Name(st)))
+	}
+}
