@@ -73,7 +73,8 @@ type proc struct {
 	cmd  *exec.Cmd
 	url  string
 	log  string
-	done chan error
+	done chan struct{} // closed once the process was reaped
+	err  error         // its Wait error, set before done closes
 }
 
 // start runs glint args... with --url-file and waits until it serves. env is
@@ -95,8 +96,8 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.stop(t) })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -105,9 +106,8 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 			return p
 		}
 		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("%s exited before serving: %v\n%s", name, err, readFile(logPath))
+		case <-p.done:
+			t.Fatalf("%s exited before serving: %v\n%s", name, p.err, readFile(logPath))
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -179,8 +179,9 @@ type appJSON struct {
 	State         string `json:"state"`
 	StatusMessage string `json:"statusmessage"`
 	Executors     []struct {
-		ID    int    `json:"id"`
-		State string `json:"state"`
+		ID     int    `json:"id"`
+		State  string `json:"state"`
+		Worker string `json:"worker"`
 	} `json:"executors"`
 }
 

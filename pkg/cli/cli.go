@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -55,6 +56,8 @@ type globals struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	logLevel string
+	// pyroscope is the Pyroscope server every process pushes profiles to; empty: none.
+	pyroscope string
 }
 
 func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
@@ -68,6 +71,8 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&g.pyroscope, "pyroscope-url", os.Getenv(telemetry.PyroscopeEnv),
+		"Pyroscope server to push profiles to (default $"+telemetry.PyroscopeEnv+"; empty: no profiling)")
 	root.AddCommand(
 		newMasterCommand(g),
 		newWorkerCommand(g),
@@ -94,7 +99,21 @@ func (g *globals) observe(ctx context.Context, service string, attrs ...attribut
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if g.pyroscope != "" {
+		tp = telemetry.ProfiledTracerProvider(tp)
+		otel.SetTracerProvider(tp)
+	}
 	return log, tp, flusher(log, shutdown), nil
+}
+
+// profile starts pushing this process's profiles to --pyroscope-url with
+// tags (worker_id, app_id, executor_id, driver_id where known). stop uploads
+// the last profiles; it is a no-op without a Pyroscope server.
+func (g *globals) profile(service string, tags map[string]string, log *slog.Logger) (stop func(), err error) {
+	if g.pyroscope == "" {
+		return func() {}, nil
+	}
+	return telemetry.StartProfiling(g.pyroscope, service, tags, log)
 }
 
 // flusher returns a function that flushes and stops a tracer provider,

@@ -28,6 +28,12 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
 			defer stopTelemetry()
+			stopProfiling, err := g.profile(telemetry.ServiceExecutor,
+				map[string]string{"app_id": cfg.AppID, "executor_id": fmt.Sprint(executorID)}, log)
+			if err != nil {
+				return err
+			}
+			defer stopProfiling()
 			if cfg.Listener, err = rpc.InheritedListener(); err != nil {
 				return err
 			}

@@ -52,6 +52,11 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 	defer stopTelemetry()
+	stopProfiling, err := g.profile(telemetry.ServiceMaster, nil, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiling()
 	host := f.host
 	if host == "" {
 		host = listenHost(f.listen)

@@ -70,6 +70,11 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 		return err
 	}
 	defer stopTelemetry()
+	stopProfiling, err := g.profile(telemetry.ServiceSubmit, nil, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiling()
 
 	// The submit span is the root of the application's trace: every span of
 	// every process that works for the application descends from it.
@@ -195,6 +200,11 @@ func newDriverCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopTelemetry()
+			stopProfiling, err := g.profile(telemetry.ServiceDriver, map[string]string{"driver_id": driverID}, log)
+			if err != nil {
+				return err
+			}
+			defer stopProfiling()
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
 			// A cluster-mode driver continues the trace of its submission.
 			return driver.Run(telemetry.ContextFromEnv(ctx), cfg, appArgs)

@@ -93,6 +93,13 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		return err
 	}
 
+	stopProfiling, err := g.profile(telemetry.ServiceWorker, map[string]string{"worker_id": w.ID()}, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopProfiling()
+
 	// Stop order: on SIGTERM the worker first kills and reaps its executors and
 	// drivers and reports them to the master; only then does the HTTP server
 	// stop, so the children's last calls to their worker still get answers.
