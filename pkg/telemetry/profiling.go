@@ -53,8 +53,10 @@ func StartProfiling(addr, service string, tags map[string]string, log *slog.Logg
 // its chatty Info and Debug messages go to Debug.
 type pyroscopeLogger struct{ log *slog.Logger }
 
-func (l pyroscopeLogger) Infof(format string, args ...any)  { l.log.Debug(fmt.Sprintf(format, args...)) }
-func (l pyroscopeLogger) Debugf(format string, args ...any) { l.log.Debug(fmt.Sprintf(format, args...)) }
+func (l pyroscopeLogger) Infof(format string, args ...any) { l.log.Debug(fmt.Sprintf(format, args...)) }
+func (l pyroscopeLogger) Debugf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...))
+}
 func (l pyroscopeLogger) Errorf(format string, args ...any) {
 	l.log.Warn("profiling: " + fmt.Sprintf(format, args...))
 }
