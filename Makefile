@@ -13,10 +13,13 @@ all: build
 build:
 	$(GO) build ./...
 
-## tools: build the test tools once (Go caches them): buf, and Jaeger from its own
-## module (tools/jaeger/go.mod), which cannot share a module with Glint's OpenTelemetry.
+## tools: build the test tools once (Go caches them): buf, promtool and Prometheus from
+## tools/go.mod, and Jaeger from its own module (tools/jaeger/go.mod), which cannot
+## share a module with Prometheus or with Glint's OpenTelemetry versions.
 tools:
 	$(TOOL) -n buf > /dev/null
+	$(TOOL) -n promtool > /dev/null
+	$(TOOL) -n prometheus > /dev/null
 	$(JAEGER) -n jaeger > /dev/null
 
 ## generate: regenerate the Connect and protobuf code under pkg/api from proto/.
