@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/jaeger"
 )
 
@@ -75,7 +76,7 @@ next:
 // promtoolCheck runs `promtool check metrics` (promtool from tools/go.mod) on a page.
 func promtoolCheck(t testing.TB, what, page string) {
 	t.Helper()
-	cmd := exec.Command(toolBinary(t, "tools/go.mod", "promtool"), "check", "metrics")
+	cmd := exec.Command(tooltest.Binary(t, "tools/go.mod", "promtool"), "check", "metrics")
 	cmd.Stdin = strings.NewReader(page)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics on %s: %v\n%s", what, err, out)

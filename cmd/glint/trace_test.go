@@ -3,75 +3,24 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/jaeger"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
-
-var (
-	toolMu   sync.Mutex
-	toolBins = map[string]string{}
-)
-
-// toolBinary builds (or finds in Go's cache) a tool of the tools module
-// modfile with `go tool -n` and returns the binary's path.
-func toolBinary(t testing.TB, modfile, tool string) string {
-	t.Helper()
-	toolMu.Lock()
-	defer toolMu.Unlock()
-	if bin, ok := toolBins[tool]; ok {
-		return bin
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "tool", "-modfile="+filepath.Join(root, modfile), "-n", tool)
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("build %s from %s: %v", tool, modfile, err)
-	}
-	bin := strings.TrimSpace(string(out))
-	toolBins[tool] = bin
-	return bin
-}
-
-// freePorts reserves n loopback ports and releases them for a child to bind.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
 
 // jaegerServer is a real Jaeger v2 (tools/jaeger) with in-memory storage on
 // loopback ports.
@@ -83,8 +32,8 @@ type jaegerServer struct {
 
 func startJaeger(t testing.TB) *jaegerServer {
 	t.Helper()
-	bin := toolBinary(t, "tools/jaeger/go.mod", "jaeger")
-	p := freePorts(t, 4)
+	bin := tooltest.Binary(t, "tools/jaeger/go.mod", "jaeger")
+	p := tooltest.FreePorts(t, 4)
 	dir := t.TempDir()
 	config := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query, healthcheckv2]
@@ -131,57 +80,10 @@ exporters:
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startTool(t, "jaeger", fmt.Sprintf("http://127.0.0.1:%d/status", p[0]), bin, "--config", "file:"+path)
+	tooltest.Start(t, "jaeger", fmt.Sprintf("http://127.0.0.1:%d/status", p[0]), bin, "--config", "file:"+path)
 	j := &jaegerServer{otlp: fmt.Sprintf("http://127.0.0.1:%d", p[3]), query: fmt.Sprintf("http://127.0.0.1:%d", p[1])}
 	j.client = &jaeger.Client{URL: j.query}
 	return j
-}
-
-// startTool runs a tool binary until the test ends and waits until ready
-// answers 200.
-func startTool(t testing.TB, name, ready string, bin string, args ...string) {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(ready); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("%s exited before it was ready:\n%s", name, readFile(logPath))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within 60s:\n%s", name, readFile(logPath))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // env is what makes glint processes export their spans to this Jaeger.

@@ -1,0 +1,134 @@
+// Package tooltest builds and runs the project's tool binaries — Jaeger,
+// Prometheus, promtool, from tools/go.mod and tools/jaeger/go.mod — for
+// tests, on loopback ports, stopping them when the test ends.
+package tooltest
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	mu   sync.Mutex
+	bins = map[string]string{}
+)
+
+// Root returns the repository's root directory: the nearest directory above
+// the test's working directory that holds tools/go.mod.
+func Root(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "tools", "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no tools/go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// Binary builds (or finds in Go's build cache) tool from the tools module
+// modfile (relative to the root, e.g. "tools/jaeger/go.mod") with
+// `go tool -n`, and returns the binary's path.
+func Binary(t testing.TB, modfile, tool string) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	key := modfile + " " + tool
+	if bin, ok := bins[key]; ok {
+		return bin
+	}
+	root := Root(t)
+	cmd := exec.Command("go", "tool", "-modfile="+filepath.Join(root, modfile), "-n", tool)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("build %s from %s: %v", tool, modfile, err)
+	}
+	bin := strings.TrimSpace(string(out))
+	bins[key] = bin
+	return bin
+}
+
+// FreePorts reserves n loopback ports and releases them for a child to bind.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// Start runs bin args... in its own process group until the test ends, and
+// waits until ready (a URL) answers 200. Its output goes to a log file whose
+// content is shown if it fails to start; Start returns the log's path.
+func Start(t testing.TB, name, ready, bin string, args ...string) string {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := http.Get(ready); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return logPath
+			}
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s exited before it was ready:\n%s", name, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s not ready within 60s:\n%s", name, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
