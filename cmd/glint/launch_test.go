@@ -284,3 +284,34 @@ func isZombieProcess(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	return err != nil || isZombie(stat)
 }
+
+func TestHealthChecksAnEndpoint(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0)
+	if out, errOut, err := glint(t, "health", c.master.url+"/healthz"); err != nil || strings.TrimSpace(out) != "ok" {
+		t.Errorf("health of a live master: %v %q %q", err, out, errOut)
+	}
+	if _, errOut, err := glint(t, "health", c.master.url+"/nowhere"); exitCode(err) == 0 || !strings.Contains(errOut, "404") {
+		t.Errorf("health of a missing path: exit %d %q", exitCode(err), errOut)
+	}
+}
+
+func TestSubmitEverySubmitsAgainUntilStopped(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	submit := exec.Command(glintBin, "submit", "--master", c.master.url, "--every", "200ms", "--executor-memory", "256m", "--log-level", "warn", "pi", "2")
+	if err := submit.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, "three runs finished", func(s masterJSON) bool { return len(s.CompletedApps) >= 3 })
+	if err := submit.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := submit.Wait(); err != nil {
+		t.Errorf("submit --every after SIGTERM: %v", err)
+	}
+	_, errOut, err := glint(t, "submit", "--master", c.master.url, "--every", "1s", "--executor-memory", "0", "pi")
+	if exitCode(err) == 0 || !strings.Contains(errOut, "--executor-memory") {
+		t.Errorf("bad flags with --every: exit %d %q", exitCode(err), errOut)
+	}
+}

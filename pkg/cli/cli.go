@@ -83,6 +83,7 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 		newKillCommand(g),
 		newDemoCommand(g),
 		newTraceCommand(g),
+		newHealthCommand(g),
 	)
 	return root
 }

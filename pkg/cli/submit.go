@@ -30,6 +30,7 @@ type submitFlags struct {
 	driverMemory string
 	supervise    bool
 	wait         bool
+	every        time.Duration
 }
 
 func newSubmitCommand(g *globals) *cobra.Command {
@@ -40,7 +41,15 @@ func newSubmitCommand(g *globals) *cobra.Command {
 		Long: "Submit an application. In client mode (the default) the driver runs in this process and\n" +
 			"the application's output is printed here; in cluster mode a worker runs the driver.",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSubmit(cmd.Context(), g, f, args)
+			if f.every <= 0 {
+				return runSubmit(cmd.Context(), g, f, args)
+			}
+			// Bad flags fail at once rather than on every run.
+			if _, _, err := f.driverConfig(g.apps, args); err != nil {
+				return err
+			}
+			repeat(cmd.Context(), g, f.every, func(ctx context.Context) error { return runSubmit(ctx, g, f, args) })
+			return nil
 		},
 	}
 	fl := cmd.Flags()
@@ -50,6 +59,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.driverMemory, "driver-memory", "1g", "memory for the driver (cluster mode)")
 	fl.BoolVar(&f.supervise, "supervise", false, "restart the driver if it fails (cluster mode)")
 	fl.BoolVar(&f.wait, "wait", false, "follow a cluster-mode driver to its end and exit with its status")
+	fl.DurationVar(&f.every, "every", 0, "submit again every interval until stopped (a steady load for dashboards); a failed run is reported, not fatal")
 	return cmd
 }
 
@@ -213,4 +223,21 @@ func newDriverCommand(g *globals) *cobra.Command {
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&driverID, "driver-id", "", "this driver's id, given by the master")
 	return cmd
+}
+
+// repeat runs submit now and then every interval until ctx ends, reporting
+// failures on stderr.
+func repeat(ctx context.Context, g *globals, every time.Duration, submit func(context.Context) error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := submit(ctx); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(g.stderr, "glint: submit: %v\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
