@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/glint-cluster/glint/pkg/examples"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkLaunchLatency(b *testing.B) {
 func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (time.Duration, int) {
 	d, err := driver.Start(context.Background(), driver.Config{
 		Masters: []string{c.master.url}, Host: "127.0.0.1", App: examples.Pi(), ExecutorCores: 1, MaxCores: 4,
-		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, TracerProvider: tp,
+		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, Instruments: telemetry.Instruments{TracerProvider: tp},
 		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
 	})
 	if err != nil {

@@ -76,7 +76,8 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	// Master: worker, application and driver state, and the scheduler.
 	m, err := master.New(master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
-		MaxExecutorRetries: f.maxExecutorRetries, Logger: log, TracerProvider: tp,
+		MaxExecutorRetries: f.maxExecutorRetries,
+		Instruments:        telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
 		ln.Close()

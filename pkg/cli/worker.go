@@ -86,7 +86,8 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
 		Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
-		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, Logger: log, TracerProvider: tp,
+		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
+		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
 		ln.Close()

@@ -22,8 +22,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -67,12 +65,8 @@ type Config struct {
 	RegisterInterval time.Duration
 	// Stdout receives the application's output; default os.Stdout.
 	Stdout io.Writer
-	Logger *slog.Logger
-	// TracerProvider traces the service's calls and steps; default the global one.
-	TracerProvider trace.TracerProvider
-	// Registry receives the driver's metrics and is served at /metrics;
-	// default a new registry with the Go and process collectors.
-	Registry *prometheus.Registry
+	// Instruments are the logger, tracer provider and metrics registry.
+	telemetry.Instruments
 }
 
 func (c *Config) setDefaults() error {
@@ -113,15 +107,7 @@ func (c *Config) setDefaults() error {
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Registry == nil {
-		c.Registry = telemetry.NewRegistry()
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
+	c.Instruments.SetDefaults()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/executor"
 )
@@ -19,7 +20,7 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
 	d, err := driver.Start(context.Background(), driver.Config{
 		Masters: []string{startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: a,
-		ExecutorCommand: []string{"/bin/false"}, ExecutorMemoryMiB: 256, TracerProvider: tp,
+		ExecutorCommand: []string{"/bin/false"}, ExecutorMemoryMiB: 256, Instruments: telemetry.Instruments{TracerProvider: tp},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 	go func() {
 		_ = executor.Run(ctx, executor.Config{
 			DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID(),
-			Apps: apps, Listen: "127.0.0.1:0", TracerProvider: tp,
+			Apps: apps, Listen: "127.0.0.1:0", Instruments: telemetry.Instruments{TracerProvider: tp},
 		})
 	}()
 	if err := <-ran; err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -29,7 +28,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures an executor; the fields mirror the command-line flags a
@@ -56,12 +54,8 @@ type Config struct {
 	// ParentWatchInterval is how often the executor checks that its worker (its
 	// parent process) is alive; default 1s.
 	ParentWatchInterval time.Duration
-	Logger              *slog.Logger
-	// TracerProvider traces the service's calls and steps; default the global one.
-	TracerProvider trace.TracerProvider
-	// Registry receives the executor's metrics and is served at /metrics;
-	// default a new registry with the Go and process collectors.
-	Registry *prometheus.Registry
+	// Instruments are the logger, tracer provider and metrics registry.
+	telemetry.Instruments
 }
 
 func (c *Config) validate() error {
@@ -96,15 +90,7 @@ func (c *Config) validate() error {
 	if c.ParentWatchInterval <= 0 {
 		c.ParentWatchInterval = time.Second
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Registry == nil {
-		c.Registry = telemetry.NewRegistry()
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
+	c.Instruments.SetDefaults()
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -27,7 +26,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures a master. The zero value of each field means its default.
@@ -48,12 +46,8 @@ type Config struct {
 	// DeadWorkerPersistence is spark.dead.worker.persistence: a DEAD worker stays
 	// listed for (persistence+1) × WorkerTimeout. Default 15.
 	DeadWorkerPersistence int
-	Logger                *slog.Logger
-	// TracerProvider traces the service's calls and steps; default the global one.
-	TracerProvider trace.TracerProvider
-	// Registry receives the master's metrics and is served at /metrics;
-	// default a new registry with the Go and process collectors.
-	Registry *prometheus.Registry
+	// Instruments are the logger, tracer provider and metrics registry.
+	telemetry.Instruments
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.
@@ -104,15 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DeadWorkerPersistence <= 0 {
 		cfg.DeadWorkerPersistence = 15
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = telemetry.NewRegistry()
-	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = otel.GetTracerProvider()
-	}
+	cfg.Instruments.SetDefaults()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -20,7 +20,7 @@ import (
 func tracedCluster(t *testing.T) (*cluster, *tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
-	c := newCluster(t, Config{TracerProvider: tp})
+	c := newCluster(t, Config{Instruments: telemetry.Instruments{TracerProvider: tp}})
 	c.client = masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.url, rpc.ClientOptions(tp)...)
 	return c, recorder, tp
 }

@@ -17,7 +17,7 @@ import (
 func TestLaunchStepsAreSpansAndTheExecutorContinuesProcessStart(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
-	c := startCluster(t, clusterConfig{worker: Config{TracerProvider: tp}})
+	c := startCluster(t, clusterConfig{worker: Config{Instruments: telemetry.Instruments{TracerProvider: tp}}})
 	appID := c.registerApp(t, executorCommand(t, "hold", 0), 1)
 	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
 	dir := filepath.Join(c.worker.cfg.WorkDir, appID, "0")

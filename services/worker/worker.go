@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -26,7 +25,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for the zero values of Config.
@@ -70,13 +68,8 @@ type Config struct {
 	// SuperviseBackoffCap caps the restart backoff of supervised drivers
 	// (1s doubling, Spark's), default 60s.
 	SuperviseBackoffCap time.Duration
-	// Logger receives the worker's logs; default discards them.
-	Logger *slog.Logger
-	// TracerProvider traces the worker's calls and launch steps; default the global one.
-	TracerProvider trace.TracerProvider
-	// Registry receives the worker's metrics and is served at /metrics;
-	// default a new registry with the Go and process collectors.
-	Registry *prometheus.Registry
+	// Instruments are the logger, tracer provider and metrics registry.
+	telemetry.Instruments
 	// Now is the clock for the worker id and launch timestamps; default time.Now.
 	Now func() time.Time
 }
@@ -203,15 +196,7 @@ func normalize(cfg *Config) error {
 	if cfg.SuperviseBackoffCap <= 0 {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
 	}
-	if cfg.Registry == nil {
-		cfg.Registry = telemetry.NewRegistry()
-	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = otel.GetTracerProvider()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Instruments.SetDefaults()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
