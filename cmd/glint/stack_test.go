@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/glint-cluster/glint/dashboards"
+)
+
+// spanMetricPrefix marks the metrics the OpenTelemetry Collector's spanmetrics
+// connector makes from Glint's spans; Glint itself does not export them.
+const spanMetricPrefix = "traces_span_metrics_"
+
+// stackQueries returns every PromQL expression of the stack: the dashboards,
+// Grafana's alert rules and Prometheus' alert rules.
+func stackQueries(t testing.TB) map[string]string {
+	t.Helper()
+	queries := map[string]string{}
+	dash, err := dashboards.PrometheusQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range dash {
+		queries[q] = "dashboards"
+	}
+	var grafana struct {
+		Groups []struct {
+			Rules []struct {
+				Title string `yaml:"title"`
+				Data  []struct {
+					DatasourceUID string `yaml:"datasourceUid"`
+					Model         struct {
+						Expr string `yaml:"expr"`
+					} `yaml:"model"`
+				} `yaml:"data"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "../../deploy/grafana/provisioning/alerting/rules.yaml", &grafana)
+	for _, g := range grafana.Groups {
+		for _, r := range g.Rules {
+			for _, d := range r.Data {
+				if d.DatasourceUID == "prometheus" {
+					queries[d.Model.Expr] = "grafana alert " + r.Title
+				}
+			}
+		}
+	}
+	var prom struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "../../deploy/prometheus/rules/glint.yml", &prom)
+	for _, g := range prom.Groups {
+		for _, r := range g.Rules {
+			queries[r.Expr] = "prometheus alert " + r.Alert
+		}
+	}
+	if len(queries) < 10 {
+		t.Fatalf("only %d queries found in the stack's files", len(queries))
+	}
+	return queries
+}
+
+func readYAML(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// metricNames returns the metric names an expression selects.
+func metricNames(t testing.TB, expr string) []string {
+	t.Helper()
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		t.Fatalf("parse %q: %v", expr, err)
+	}
+	var names []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && vs.Name != "" {
+			names = append(names, vs.Name)
+		}
+		return nil
+	})
+	return names
+}
+
+// exportedNames returns the names of the series on a /metrics page.
+func exportedNames(page string) map[string]bool {
+	names := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(page))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			names[line[:i]] = true
+		}
+	}
+	return names
+}
+
+func TestEveryMetricTheDashboardsAndAlertsNameIsExported(t *testing.T) {
+	t.Parallel()
+	queries := stackQueries(t)
+	c := startCluster(t, 2)
+	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "sleep", "3s", "2")
+	c.waitFor(t, "executors running", func(s masterJSON) bool {
+		return len(s.ActiveApps) == 1 && len(s.ActiveApps[0].Executors) == 2 &&
+			s.ActiveApps[0].Executors[0].State == "RUNNING" && s.ActiveApps[0].Executors[1].State == "RUNNING"
+	})
+	// What Prometheus would scrape: the master, and every target of /sd.
+	exported := exportedNames(scrape(t, c.master.url))
+	roles := map[string]bool{}
+	for _, g := range discover(t, c.master.url) {
+		roles[g.Labels["role"]] = true
+		for name := range exportedNames(scrape(t, "http://"+g.Targets[0])) {
+			exported[name] = true
+		}
+	}
+	if !roles["worker"] || !roles["driver"] || !roles["executor"] {
+		t.Fatalf("scraped roles %v, want worker, driver and executor", roles)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	var excepted []string
+	for expr, where := range queries {
+		for _, name := range metricNames(t, expr) {
+			switch {
+			case strings.HasPrefix(name, spanMetricPrefix):
+				excepted = append(excepted, name)
+			case !exported[name]:
+				t.Errorf("%s uses %s, which no Glint process exports (query %q)", where, name, expr)
+			}
+		}
+	}
+	slices.Sort(excepted)
+	t.Logf("made by the collector's spanmetrics connector, not by Glint: %v", slices.Compact(excepted))
+}
