@@ -6,7 +6,7 @@ TOOL      := $(GO) tool -modfile=tools/go.mod
 JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build tools generate check-generate lint test test-short bench
+.PHONY: all build tools generate check-generate dashboards lint test test-short bench image up down
 
 all: build
 
@@ -31,6 +31,18 @@ check-generate:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	$(TOOL) buf generate -o $$tmp && \
 	diff -r pkg/api $$tmp/pkg/api && echo "generated code is up to date"
+
+## dashboards: regenerate dashboards/*.json from their Go builders (a test checks they match).
+dashboards:
+	$(GO) run ./dashboards/generate -dir dashboards
+
+## image, up, down: the container image and the docker-compose stack (needs Docker).
+image:
+	docker build -t ghcr.io/glint-cluster/glint:0.1.0-dev .
+up:
+	docker compose --profile demo up -d --build
+down:
+	docker compose --profile demo down
 
 ## lint: gofmt, go vet and buf lint.
 lint:

@@ -83,10 +83,18 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// Process is a tool process a test started.
+type Process struct {
+	// Log is the file its output goes to.
+	Log string
+	// Pid is its process id.
+	Pid int
+}
+
 // Start runs bin args... in its own process group until the test ends, and
 // waits until ready (a URL) answers 200. Its output goes to a log file whose
-// content is shown if it fails to start; Start returns the log's path.
-func Start(t testing.TB, name, ready, bin string, args ...string) string {
+// content is shown if it fails to start.
+func Start(t testing.TB, name, ready, bin string, args ...string) *Process {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	log, err := os.Create(logPath)
@@ -116,7 +124,7 @@ func Start(t testing.TB, name, ready, bin string, args ...string) string {
 		if resp, err := http.Get(ready); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return logPath
+				return &Process{Log: logPath, Pid: cmd.Process.Pid}
 			}
 		}
 		select {

@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+#
+# Glint's image: one static binary, `glint`, on distroless/static, running as
+# the distroless "nonroot" user (65532). Every Glint process runs from it —
+# master, worker, submit — and so do executors and cluster-mode drivers, which
+# a worker starts as child processes (`glint executor …`, `glint driver …`)
+# inside its own container, in its work dir /work.
+#
+#   docker build -t ghcr.io/glint-cluster/glint:0.1.0-dev .
+#   docker run --rm -p 7077:7077 ghcr.io/glint-cluster/glint:0.1.0-dev master
+#
+# The image has no shell and no curl: container healthchecks run
+# `glint health http://localhost:7077/healthz`.
+#
+# deploy's tests (deploy/*_test.go) check this file against docker-compose.yml and
+# deploy/k8s (image, ports, user, work dir) and build glint the same way.
+
+# Build on the builder's own platform and cross-compile: CGO is off, so the
+# result is static and runs on distroless/static for any TARGETARCH.
+FROM --platform=$BUILDPLATFORM golang:1.26.8 AS build
+ARG TARGETOS
+ARG TARGETARCH
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/glint ./cmd/glint
+# The worker's work dir, owned by the runtime user (distroless/static has no
+# mkdir to make it later).
+RUN mkdir -p /out/work
+
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
+COPY --from=build /out/glint /usr/local/bin/glint
+COPY --from=build --chown=65532:65532 /out/work /work
+USER 65532:65532
+WORKDIR /work
+# 7077: master (Connect, /json, /metrics, /sd, /healthz); 7078: worker.
+# Executors and drivers listen on ephemeral ports of the worker's host.
+EXPOSE 7077 7078
+ENTRYPOINT ["glint"]
+CMD ["--help"]

@@ -1,0 +1,314 @@
+package deploy_test
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
+)
+
+// binDir holds what the tests build once for the whole package: glint, as
+// the Dockerfile builds it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "glint-deploy-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// instruction is one Dockerfile instruction, continuation lines joined.
+type instruction struct {
+	cmd  string // upper case: FROM, RUN, …
+	args string
+}
+
+// stage is a FROM and the instructions up to the next one.
+type stage struct {
+	image, name string
+	instrs      []instruction
+}
+
+func (s stage) all(cmd string) []string {
+	var out []string
+	for _, in := range s.instrs {
+		if in.cmd == cmd {
+			out = append(out, in.args)
+		}
+	}
+	return out
+}
+
+func (s stage) last(cmd string) string {
+	all := s.all(cmd)
+	if len(all) == 0 {
+		return ""
+	}
+	return all[len(all)-1]
+}
+
+func parseDockerfile(t testing.TB) []stage {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tooltest.Root(t), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []stage
+	var cur strings.Builder
+	flush := func() {
+		line := strings.TrimSpace(cur.String())
+		cur.Reset()
+		if line == "" {
+			return
+		}
+		cmd, args, _ := strings.Cut(line, " ")
+		in := instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
+		if in.cmd == "FROM" {
+			f := shellFields(in.args)
+			f = slices.DeleteFunc(f, func(s string) bool { return strings.HasPrefix(s, "--") })
+			st := stage{image: f[0]}
+			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
+				st.name = f[2]
+			}
+			stages = append(stages, st)
+			return
+		}
+		if len(stages) == 0 {
+			if in.cmd != "ARG" {
+				t.Errorf("Dockerfile: %s before FROM", in.cmd)
+			}
+			return
+		}
+		stages[len(stages)-1].instrs = append(stages[len(stages)-1].instrs, in)
+	}
+	for line := range strings.Lines(string(b)) {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		if body, ok := strings.CutSuffix(trimmed, `\`); ok {
+			cur.WriteString(body + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		flush()
+	}
+	flush()
+	if len(stages) < 2 {
+		t.Fatalf("Dockerfile has %d stages, want a build stage and a runtime stage", len(stages))
+	}
+	return stages
+}
+
+// shellFields splits a shell command line into words, honouring quotes and
+// backslashes (no expansion).
+func shellFields(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inWord, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '\'' || c == '"':
+			quote, inWord = c, true
+		case c == '\\' && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+			inWord = true
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// goBuild finds the RUN that builds glint and returns its environment
+// assignments and `go build` arguments.
+func goBuild(t testing.TB, stages []stage) (env map[string]string, args []string) {
+	t.Helper()
+	for _, st := range stages {
+		for _, run := range st.all("RUN") {
+			words := shellFields(run)
+			i := slices.Index(words, "go")
+			if i < 0 || i+1 >= len(words) || words[i+1] != "build" {
+				continue
+			}
+			env = map[string]string{}
+			for _, w := range words[:i] {
+				if k, v, ok := strings.Cut(w, "="); ok && !strings.HasPrefix(k, "-") {
+					env[k] = v
+				}
+			}
+			args = words[i+2:]
+			if j := slices.IndexFunc(args, func(w string) bool { return w == "&&" || w == ";" }); j >= 0 {
+				args = args[:j]
+			}
+			return env, args
+		}
+	}
+	t.Fatal("Dockerfile: no RUN … go build")
+	return nil, nil
+}
+
+func TestDockerfile(t *testing.T) {
+	stages := parseDockerfile(t)
+	names := map[string]bool{}
+	for _, st := range stages {
+		if !names[st.image] && st.image != "scratch" && !pinned(st.image) {
+			t.Errorf("Dockerfile: FROM %s has no version tag (other than latest) or digest", st.image)
+		}
+		if st.name != "" {
+			names[st.name] = true
+		}
+	}
+
+	env, args := goBuild(t, stages)
+	if env["CGO_ENABLED"] != "0" {
+		t.Errorf("Dockerfile builds glint with CGO_ENABLED=%q, want 0 (a static binary for distroless/static)", env["CGO_ENABLED"])
+	}
+	if !slices.Contains(args, "-trimpath") || !slices.Contains(args, "./cmd/glint") {
+		t.Errorf("Dockerfile: go build %v, want -trimpath … ./cmd/glint", args)
+	}
+
+	final := stages[len(stages)-1]
+	if uid, _, _ := strings.Cut(final.last("USER"), ":"); uid == "" || uid == "0" || uid == "root" {
+		t.Errorf("Dockerfile: the image runs as user %q, want a non-root user", final.last("USER"))
+	}
+	var entrypoint []string
+	if err := json.Unmarshal([]byte(final.last("ENTRYPOINT")), &entrypoint); err != nil || !slices.Equal(entrypoint, []string{"glint"}) {
+		t.Errorf("Dockerfile: ENTRYPOINT %s, want [\"glint\"]", final.last("ENTRYPOINT"))
+	}
+	// Healthchecks run `glint health …` without the entrypoint: glint must be on PATH.
+	if !slices.ContainsFunc(final.all("COPY"), func(c string) bool { return strings.HasSuffix(c, " /usr/local/bin/glint") }) {
+		t.Errorf("Dockerfile: glint is not copied to /usr/local/bin/glint (on PATH, for `glint health`)")
+	}
+
+	// The image agrees with docker-compose.yml: the ports its glint services
+	// listen on, and the workers' work dir.
+	top := newTopology(t)
+	var composePorts []int
+	for _, name := range top.project.ServiceNames() {
+		s := top.project.Services[name]
+		if !isGlint(s) {
+			continue
+		}
+		for _, l := range top.listens[name] {
+			composePorts = append(composePorts, l.port)
+		}
+		if cmd := []string(s.Command); len(cmd) > 0 && cmd[0] == "worker" {
+			if f, _ := flags(cmd[1:]); f["--work-dir"] != final.last("WORKDIR") {
+				t.Errorf("service %s: --work-dir %q, the image's work dir (writable by its user) is %q", name, f["--work-dir"], final.last("WORKDIR"))
+			}
+		}
+	}
+	if got, want := exposed(t, final), sortedUnique(composePorts); !slices.Equal(got, want) {
+		t.Errorf("Dockerfile EXPOSE %v, compose's glint services listen on %v", got, want)
+	}
+}
+
+func exposed(t testing.TB, st stage) []int {
+	t.Helper()
+	var ports []int
+	for _, e := range st.all("EXPOSE") {
+		for _, f := range strings.Fields(e) {
+			p, err := strconv.Atoi(strings.TrimSuffix(f, "/tcp"))
+			if err != nil {
+				t.Errorf("Dockerfile: EXPOSE %s: %v", f, err)
+			}
+			ports = append(ports, p)
+		}
+	}
+	return sortedUnique(ports)
+}
+
+func sortedUnique(s []int) []int {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+var glintBuild struct {
+	sync.Mutex
+	path string
+}
+
+// glintBinary builds glint with the Dockerfile's own `go build` line (for
+// this machine's OS and architecture) once per test run.
+func glintBinary(t testing.TB) string {
+	t.Helper()
+	glintBuild.Lock()
+	defer glintBuild.Unlock()
+	if glintBuild.path != "" {
+		return glintBuild.path
+	}
+	env, args := goBuild(t, parseDockerfile(t))
+	out := filepath.Join(binDir, "glint")
+	args = slices.Clone(args)
+	if i := slices.Index(args, "-o"); i >= 0 && i+1 < len(args) {
+		args[i+1] = out
+	} else {
+		args = append([]string{"-o", out}, args...)
+	}
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Dir = tooltest.Root(t)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		if strings.HasPrefix(v, "$") {
+			continue // the target platform: here, this machine's
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v as the Dockerfile does: %v\n%s", args, err, b)
+	}
+	glintBuild.path = out
+	return out
+}
+
+// distroless/static has no C library: glint must not need one.
+func TestDockerfileBuildsStaticGlint(t *testing.T) {
+	f, err := elf.Open(glintBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("glint built as the Dockerfile does has a dynamic loader (PT_INTERP)")
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+		t.Errorf("glint built as the Dockerfile does needs shared libraries %v (%v)", libs, err)
+	}
+}

@@ -1,0 +1,253 @@
+package deploy_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
+)
+
+// k8sObject is the part of a Kubernetes object the tests read.
+type k8sObject struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string            `yaml:"name"`
+		Namespace string            `yaml:"namespace"`
+		Labels    map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec struct {
+		// Service
+		ClusterIP string         `yaml:"clusterIP"`
+		Selector  map[string]any `yaml:"selector"` // Service: labels; workloads: matchLabels
+
+		Ports []struct {
+			Port int `yaml:"port"`
+		} `yaml:"ports"`
+		// StatefulSet
+		ServiceName string `yaml:"serviceName"`
+		// Deployment, StatefulSet
+		Template struct {
+			Metadata struct {
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
+			Spec struct {
+				SecurityContext struct {
+					RunAsUser    *int  `yaml:"runAsUser"`
+					RunAsNonRoot *bool `yaml:"runAsNonRoot"`
+				} `yaml:"securityContext"`
+				Containers []struct {
+					Name  string   `yaml:"name"`
+					Image string   `yaml:"image"`
+					Args  []string `yaml:"args"`
+					Ports []struct {
+						ContainerPort int `yaml:"containerPort"`
+					} `yaml:"ports"`
+					VolumeMounts []volumeMount `yaml:"volumeMounts"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+	// Kustomization
+	Resources []string `yaml:"resources"`
+	file      string
+}
+
+type volumeMount struct {
+	MountPath string `yaml:"mountPath"`
+}
+
+func loadK8s(t testing.TB) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(tooltest.Root(t), "deploy/k8s/*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no deploy/k8s/*.yaml (%v)", err)
+	}
+	var objs []k8sObject
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		for {
+			var o k8sObject
+			err := dec.Decode(&o)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", filepath.Base(path), err)
+			}
+			o.file = filepath.Base(path)
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func find(objs []k8sObject, kind, name string) *k8sObject {
+	for i := range objs {
+		if objs[i].Kind == kind && objs[i].Metadata.Name == name {
+			return &objs[i]
+		}
+	}
+	return nil
+}
+
+func TestK8sManifestsAreObjects(t *testing.T) {
+	objs := loadK8s(t)
+	var namespace string
+	files := map[string]bool{}
+	var kustomized []string
+	for _, o := range objs {
+		if o.Kind == "Kustomization" {
+			kustomized = o.Resources
+			continue
+		}
+		files[o.file] = true
+		if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" {
+			t.Errorf("%s: an object without apiVersion, kind or metadata.name: %+v", o.file, o.Metadata)
+		}
+		if o.Kind == "Namespace" {
+			namespace = o.Metadata.Name
+		}
+	}
+	if namespace == "" {
+		t.Fatal("deploy/k8s has no Namespace")
+	}
+	for _, o := range objs {
+		if o.Kind != "Namespace" && o.Kind != "Kustomization" && o.Metadata.Namespace != namespace {
+			t.Errorf("%s: %s %s is in namespace %q, want %q", o.file, o.Kind, o.Metadata.Name, o.Metadata.Namespace, namespace)
+		}
+	}
+	slices.Sort(kustomized)
+	var want []string
+	for f := range files {
+		want = append(want, f)
+	}
+	slices.Sort(want)
+	if !slices.Equal(kustomized, want) {
+		t.Errorf("kustomization.yaml lists %v, deploy/k8s has %v", kustomized, want)
+	}
+}
+
+// The Kubernetes manifests run what docker-compose.yml runs: the same
+// image, commands, ports and work dir, as the same user as the Dockerfile.
+func TestK8sAgreesWithCompose(t *testing.T) {
+	objs := loadK8s(t)
+	p := loadCompose(t, "demo")
+	final := parseDockerfile(t)
+	user, _, _ := strings.Cut(final[len(final)-1].last("USER"), ":")
+	workDir := final[len(final)-1].last("WORKDIR")
+
+	workloads := map[string]string{"master": "Deployment", "worker": "StatefulSet", "demo": "Deployment"}
+	compose := map[string]string{"master": "master", "worker": "worker-1", "demo": "demo"}
+	for name, kind := range workloads {
+		o := find(objs, kind, name)
+		if o == nil {
+			t.Errorf("deploy/k8s has no %s %s", kind, name)
+			continue
+		}
+		pod := o.Spec.Template.Spec
+		if len(pod.Containers) != 1 {
+			t.Errorf("%s %s has %d containers, want 1", kind, name, len(pod.Containers))
+			continue
+		}
+		c := pod.Containers[0]
+		s := service(t, p, compose[name])
+		if c.Image != s.Image {
+			t.Errorf("%s %s runs %s, compose's %s runs %s", kind, name, c.Image, s.Name, s.Image)
+		}
+		if sc := pod.SecurityContext; sc.RunAsUser == nil || strconv.Itoa(*sc.RunAsUser) != user || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("%s %s: pod securityContext %+v, want runAsNonRoot and runAsUser %s (the Dockerfile's USER)", kind, name, sc, user)
+		}
+		cmd := []string(s.Command)
+		if len(c.Args) == 0 || c.Args[0] != cmd[0] {
+			t.Errorf("%s %s runs glint %v, compose's %s runs glint %v", kind, name, c.Args, s.Name, cmd)
+			continue
+		}
+		kf, kpos := flags(c.Args[1:])
+		cf, cpos := flags(cmd[1:])
+		if !slices.Equal(kpos, cpos) {
+			t.Errorf("%s %s: arguments %v, compose's %s: %v", kind, name, kpos, s.Name, cpos)
+		}
+		for flag, v := range cf {
+			if flag == "--host" {
+				continue // a DNS name of the cluster's, checked below
+			}
+			if kf[flag] != v {
+				t.Errorf("%s %s: %s %q, compose's %s: %q", kind, name, flag, kf[flag], s.Name, v)
+			}
+		}
+		for flag := range kf {
+			if _, ok := cf[flag]; !ok {
+				t.Errorf("%s %s sets %s, compose's %s does not", kind, name, flag, s.Name)
+			}
+		}
+		listen, ok := kf["--listen"]
+		if !ok {
+			listen = glintDefaultListen[c.Args[0]]
+		}
+		if listen != "" {
+			a, _ := parseAddr(listen)
+			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != a.port {
+				t.Errorf("%s %s: container ports %+v, it listens on %d", kind, name, c.Ports, a.port)
+			}
+			ann := o.Spec.Template.Metadata.Annotations
+			if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(a.port) || ann["prometheus.io/path"] != "/metrics" {
+				t.Errorf("%s %s: pod annotations %v, want prometheus.io/scrape \"true\", port %d, path /metrics", kind, name, ann, a.port)
+			}
+		}
+		if wd, ok := kf["--work-dir"]; ok {
+			if wd != workDir || !slices.ContainsFunc(c.VolumeMounts, func(m volumeMount) bool { return m.MountPath == wd }) {
+				t.Errorf("%s %s: --work-dir %s, want the image's %s with a volume mounted there", kind, name, wd, workDir)
+			}
+		}
+	}
+
+	// Workers and drivers reach the master at --master's host: a Service.
+	master := find(objs, "Service", "master")
+	if master == nil || len(master.Spec.Ports) != 1 || master.Spec.Ports[0].Port != 7077 {
+		t.Errorf("no Service master on port 7077: %+v", master)
+	} else if d := find(objs, "Deployment", "master"); d != nil && !subset(master.Spec.Selector, d.Spec.Template.Metadata.Labels) {
+		t.Errorf("Service master selects %v, the master's pods are labelled %v", master.Spec.Selector, d.Spec.Template.Metadata.Labels)
+	}
+
+	// Each worker's --host is its DNS name under the StatefulSet's headless Service.
+	if sts := find(objs, "StatefulSet", "worker"); sts != nil {
+		svc := find(objs, "Service", sts.Spec.ServiceName)
+		if svc == nil || svc.Spec.ClusterIP != "None" || !subset(svc.Spec.Selector, sts.Spec.Template.Metadata.Labels) {
+			t.Errorf("StatefulSet worker's serviceName %q is not a headless Service selecting its pods: %+v", sts.Spec.ServiceName, svc)
+		}
+		if c := sts.Spec.Template.Spec.Containers; len(c) == 1 {
+			f, _ := flags(c[0].Args[1:])
+			if !strings.HasPrefix(f["--host"], "$(POD_NAME)."+sts.Spec.ServiceName+".") {
+				t.Errorf("worker --host %q, want $(POD_NAME).%s.… (the pod's DNS name)", f["--host"], sts.Spec.ServiceName)
+			}
+		}
+	}
+}
+
+// subset reports whether every label a Service selects is in labels.
+func subset(sel map[string]any, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if s, ok := v.(string); !ok || labels[k] != s {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,690 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
+	"github.com/glint-cluster/glint/pkg/jaeger"
+)
+
+// loopback runs compose services as local processes: every port a service
+// listens on becomes a free loopback port, and every address in its
+// command, environment and mounted config files is rewritten to match.
+// Nothing else in those files changes, except where a test says so.
+type loopback struct {
+	top   *topology
+	ports map[string]string // "service:port" → "127.0.0.1:N"
+	logs  map[string]string // service → log file
+	// extraArgs are appended to a service's command, where a test needs a
+	// setting changed (a shorter worker timeout).
+	extraArgs map[string][]string
+}
+
+func newLoopback(t testing.TB) *loopback {
+	t.Helper()
+	top := newTopology(t)
+	l := &loopback{top: top, ports: map[string]string{}, logs: map[string]string{}}
+	var keys []string
+	for name, ls := range top.listens {
+		for _, ln := range ls {
+			keys = append(keys, fmt.Sprintf("%s:%d", name, ln.port))
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	for i, p := range tooltest.FreePorts(t, len(keys)) {
+		l.ports[keys[i]] = fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	// Processes log into the test's temporary directory; show the logs if
+	// the test fails. TempDir first: its removal then runs after this.
+	t.TempDir()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, name := range slices.Sorted(maps.Keys(l.logs)) {
+			b, _ := os.ReadFile(l.logs[name])
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("--- %s (last lines of %s)\n%s", name, l.logs[name], strings.Join(lines[max(0, len(lines)-30):], "\n"))
+		}
+	})
+	return l
+}
+
+// url is the loopback URL of service's port.
+func (l *loopback) url(service string, port int) string {
+	return "http://" + l.ports[fmt.Sprintf("%s:%d", service, port)]
+}
+
+// rewrite moves the address in s, as seen from service owner, to loopback.
+func (l *loopback) rewrite(owner, s string) string {
+	a, ok := parseAddr(s)
+	if !ok {
+		return s
+	}
+	host := a.host
+	if isLocal(host) {
+		host = owner
+	}
+	to, ok := l.ports[fmt.Sprintf("%s:%d", host, a.port)]
+	if !ok {
+		return s
+	}
+	return strings.Replace(s, a.raw, to, 1)
+}
+
+func (l *loopback) rewriteYAML(owner string, n *yaml.Node) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			l.rewriteYAML(owner, c)
+		}
+	case yaml.MappingNode:
+		if host, port := mapValue(n, "host"), mapValue(n, "port"); host != nil && port != nil && isLocal(host.Value) {
+			if to, ok := l.ports[owner+":"+port.Value]; ok {
+				h, p, _ := strings.Cut(to, ":")
+				host.Value, port.Value = h, p
+			}
+		}
+		for i := 1; i < len(n.Content); i += 2 {
+			l.rewriteYAML(owner, n.Content[i])
+		}
+	case yaml.ScalarNode:
+		n.Value = l.rewrite(owner, n.Value)
+	}
+}
+
+// setAll sets every value of key in a YAML tree.
+func setAll(n *yaml.Node, key, value string) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key && n.Content[i+1].Kind == yaml.ScalarNode {
+				n.Content[i+1].Value = value
+			}
+		}
+	}
+	for _, c := range n.Content {
+		setAll(c, key, value)
+	}
+}
+
+// process is a compose service as a local process.
+type process struct {
+	name  string
+	root  string // stands for the container's filesystem: mounts under it
+	bin   string
+	args  []string
+	env   []string
+	ready string // URL that answers 200 once it serves
+	pid   int    // once started (env execs the binary, so this is the service's own pid)
+}
+
+// notServedLocally are environment variables naming services the tests do
+// not run (Pyroscope); the processes start without them.
+var notServedLocally = []string{"PYROSCOPE_SERVER_ADDRESS"}
+
+// readyWithoutHealthcheck is what says a service without a compose
+// healthcheck is up: the collector's own metrics, and for demo (which
+// serves nothing) the master it submits to.
+var readyWithoutHealthcheck = map[string]string{
+	"otel-collector": "http://otel-collector:8888/metrics",
+	"demo":           "http://master:7077/healthz",
+}
+
+// prepare turns compose service name into a process: its bind mounts copied
+// (YAML rewritten to loopback, then edited by tweak if set) under a temporary
+// root, its named volumes and the image's work dir made there, its command,
+// environment and readiness rewritten.
+func (l *loopback) prepare(t testing.TB, name string, tweak func(target string, doc *yaml.Node)) *process {
+	t.Helper()
+	s := l.top.project.Services[name]
+	p := &process{name: name, root: t.TempDir()}
+	var targets []string
+	for _, v := range s.Volumes {
+		dst := filepath.Join(p.root, v.Target)
+		targets = append(targets, v.Target)
+		switch v.Type {
+		case types.VolumeTypeBind:
+			l.copyTree(t, name, v.Source, dst, v.Target, tweak)
+		case types.VolumeTypeVolume:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	switch repo := imageRepo(s.Image); repo {
+	case glintRepo:
+		p.bin = glintBinary(t)
+		stages := parseDockerfile(t)
+		wd := stages[len(stages)-1].last("WORKDIR")
+		if err := os.MkdirAll(filepath.Join(p.root, wd), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, wd)
+	case "otel/opentelemetry-collector-contrib", "jaegertracing/jaeger":
+		p.bin = tooltest.Binary(t, "tools/jaeger/go.mod", "jaeger")
+	case "prom/prometheus":
+		p.bin = tooltest.Binary(t, "tools/go.mod", "prometheus")
+	default:
+		t.Fatalf("service %s: no local binary for image %s", name, repo)
+	}
+	// Longest first, so /etc/prometheus/rules wins over /etc/prometheus.
+	slices.SortFunc(targets, func(a, b string) int { return len(b) - len(a) })
+	cmd := []string(s.Command)
+	for i, arg := range cmd {
+		arg = l.rewrite(name, arg)
+		if i > 0 && cmd[i-1] == "--host" {
+			if _, ok := l.top.project.Services[arg]; ok {
+				arg = "127.0.0.1" // its service name: here, loopback
+			}
+		}
+		p.args = append(p.args, inRoot(arg, p.root, targets))
+	}
+	p.args = append(p.args, l.extraArgs[name]...)
+	if imageRepo(s.Image) == "prom/prometheus" {
+		if f, _ := flags(cmd); f["--web.listen-address"] == "" {
+			p.args = append(p.args, "--web.listen-address="+l.ports[name+":9090"])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
+		if v := s.Environment[k]; v != nil && !slices.Contains(notServedLocally, k) {
+			p.env = append(p.env, k+"="+l.rewrite(name, *v))
+		}
+	}
+	if hc := s.HealthCheck; hc != nil {
+		for _, arg := range hc.Test {
+			if _, ok := parseAddr(arg); ok {
+				p.ready = l.rewrite(name, arg)
+			}
+		}
+	} else if u, ok := readyWithoutHealthcheck[name]; ok {
+		p.ready = l.rewrite(name, u)
+	}
+	if p.ready == "" {
+		t.Fatalf("service %s: nothing says when it is ready", name)
+	}
+	return p
+}
+
+// inRoot moves container paths in a command-line argument (a path, or
+// --flag=path) under root.
+func inRoot(arg, root string, targets []string) string {
+	prefix, value := "", arg
+	if strings.HasPrefix(arg, "-") {
+		if name, v, ok := strings.Cut(arg, "="); ok {
+			prefix, value = name+"=", v
+		}
+	}
+	scheme := ""
+	if v, ok := strings.CutPrefix(value, "file:"); ok {
+		scheme, value = "file:", v
+	}
+	for _, target := range targets {
+		if value == target || strings.HasPrefix(value, target+"/") {
+			return prefix + scheme + filepath.Join(root, value)
+		}
+	}
+	return arg
+}
+
+// copyTree copies a bind mount's source to dst, rewriting YAML files.
+func (l *loopback) copyTree(t testing.TB, owner, src, dst, target string, tweak func(string, *yaml.Node)) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		out := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if ext := filepath.Ext(path); ext == ".yaml" || ext == ".yml" {
+			var doc yaml.Node
+			if err := yaml.Unmarshal(b, &doc); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			l.rewriteYAML(owner, &doc)
+			if tweak != nil {
+				tweak(filepath.ToSlash(filepath.Join(target, rel)), &doc)
+			}
+			if b, err = yaml.Marshal(&doc); err != nil {
+				return err
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy %s for service %s: %v", src, owner, err)
+	}
+}
+
+// start runs p until the test ends and waits until it is ready. Its
+// environment is its compose environment and nothing of the test's.
+func (l *loopback) start(t testing.TB, p *process) {
+	t.Helper()
+	env := []string{"-i", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
+	env = append(env, p.env...)
+	args := append(append(env, p.bin), p.args...)
+	proc := tooltest.Start(t, p.name, p.ready, "/usr/bin/env", args...)
+	l.logs[p.name], p.pid = proc.Log, proc.Pid
+}
+
+// startServices starts services in order, which must respect their
+// depends_on among the ones started.
+func (l *loopback) startServices(t testing.TB, order []string, tweak func(target string, doc *yaml.Node)) map[string]*process {
+	t.Helper()
+	started := map[string]*process{}
+	for i, name := range order {
+		for dep := range l.top.project.Services[name].DependsOn {
+			if j := slices.Index(order, dep); j > i {
+				t.Fatalf("%s depends on %s, which starts after it", name, dep)
+			}
+		}
+		p := l.prepare(t, name, tweak)
+		l.start(t, p)
+		started[name] = p
+	}
+	return started
+}
+
+// eventually retries f until it succeeds or a minute and a half has passed.
+func eventually(t testing.TB, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func getJSON(u string, v any) error {
+	resp, err := http.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
+	}
+	return json.Unmarshal(b, v)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// sendSpan posts one server span of service to an OTLP/HTTP endpoint as
+// JSON and returns its trace id.
+func sendSpan(t testing.TB, endpoint, service, name string) string {
+	t.Helper()
+	traceID := randomHex(16)
+	now := time.Now()
+	body := map[string]any{"resourceSpans": []any{map[string]any{
+		"resource": map[string]any{"attributes": []any{
+			map[string]any{"key": "service.name", "value": map[string]any{"stringValue": service}},
+		}},
+		"scopeSpans": []any{map[string]any{
+			"scope": map[string]any{"name": "glint/deploy_test"},
+			"spans": []any{map[string]any{
+				"traceId": traceID, "spanId": randomHex(8), "name": name, "kind": 2, // SPAN_KIND_SERVER
+				"startTimeUnixNano": strconv.FormatInt(now.Add(-20*time.Millisecond).UnixNano(), 10),
+				"endTimeUnixNano":   strconv.FormatInt(now.UnixNano(), 10),
+			}},
+		}},
+	}}}
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("send a span to the collector: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		out, _ := io.ReadAll(resp.Body)
+		t.Fatalf("send a span to the collector: %s: %s", resp.Status, out)
+	}
+	return traceID
+}
+
+// servicesOf is the set of services a Jaeger trace has spans of.
+func servicesOf(tr *jaeger.Trace) []string {
+	var out []string
+	for _, s := range tr.Spans {
+		out = append(out, s.Service)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// otel/collector.yaml and otel/jaeger.yaml as they are, in the Jaeger binary:
+// a span sent to the collector reaches Jaeger and becomes span metrics,
+// with exemplars, under the names Prometheus, Jaeger's Monitor tab and the
+// dashboards use.
+func TestCollectorAndJaegerConfigsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Jaeger twice (-short)")
+	}
+	t.Parallel()
+	l := newLoopback(t)
+	l.startServices(t, []string{"jaeger", "otel-collector"}, nil)
+
+	traceID := sendSpan(t, l.url("otel-collector", 4318), "deploy-test", "deploy-check")
+
+	j := &jaeger.Client{URL: l.url("jaeger", 16686)}
+	eventually(t, "the span reaches Jaeger through the collector's otlp/jaeger exporter", func() error {
+		tr, err := j.Trace(context.Background(), traceID)
+		if err != nil {
+			return err
+		}
+		if got := servicesOf(tr); !slices.Equal(got, []string{"deploy-test"}) || tr.Spans[0].OperationName != "deploy-check" {
+			return fmt.Errorf("trace has %v", got)
+		}
+		return nil
+	})
+	var services struct{ Data []string }
+	if err := getJSON(l.url("jaeger", 16686)+"/api/services", &services); err != nil || !slices.Contains(services.Data, "deploy-test") {
+		t.Errorf("Jaeger /api/services: %v %v, want deploy-test", services.Data, err)
+	}
+
+	// The spanmetrics connector flushes every metrics_flush_interval.
+	eventually(t, "span metrics with exemplars on the collector's prometheus exporter", func() error {
+		req, _ := http.NewRequest(http.MethodGet, l.url("otel-collector", 8889)+"/metrics", nil)
+		req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var calls, exemplar bool
+		for line := range strings.Lines(string(b)) {
+			if !strings.Contains(line, `service_name="deploy-test"`) {
+				continue
+			}
+			calls = calls || strings.HasPrefix(line, "traces_span_metrics_calls_total{")
+			exemplar = exemplar || strings.HasPrefix(line, "traces_span_metrics_duration_seconds_bucket{") && strings.Contains(line, `trace_id="`+traceID+`"`)
+		}
+		if !calls || !exemplar {
+			return fmt.Errorf("traces_span_metrics_calls_total %v, a duration bucket with exemplar trace_id=%s %v, in:\n%s", calls, traceID, exemplar, b)
+		}
+		return nil
+	})
+}
+
+// docker-compose.yml without Docker: master, workers and demo from the
+// glint built as the Dockerfile builds it, with compose's commands and
+// environment; the collector and Jaeger from otel/*.yaml; Prometheus from
+// deploy/prometheus with compose's flags. Every address is moved to
+// loopback; Prometheus scrapes and evaluates every second instead of every
+// 15 s, to be quick; Pyroscope and Grafana do not run.
+func TestComposeStackRunsOnLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole stack (-short)")
+	}
+	t.Parallel()
+	l := newLoopback(t)
+	fast := func(target string, doc *yaml.Node) {
+		if target == "/etc/prometheus/prometheus.yml" {
+			for _, key := range []string{"scrape_interval", "evaluation_interval", "refresh_interval"} {
+				setAll(doc, key, "1s")
+			}
+		}
+	}
+	// A short worker timeout, so that a stopped worker times out within the test.
+	l.extraArgs = map[string][]string{"master": {"--worker-timeout", "3s"}}
+	order := []string{"jaeger", "otel-collector", "prometheus", "master", "worker-1", "worker-2", "demo"}
+	procs := l.startServices(t, order, fast)
+
+	t.Run("healthchecks pass", func(t *testing.T) {
+		for _, name := range order {
+			hc := l.top.project.Services[name].HealthCheck
+			if hc == nil || len(hc.Test) < 2 || hc.Test[0] != "CMD" || hc.Test[1] != "glint" {
+				continue // the others' URLs answered before they counted as started
+			}
+			var args []string
+			for _, a := range hc.Test[2:] {
+				args = append(args, l.rewrite(name, a))
+			}
+			if out, err := exec.Command(procs[name].bin, args...).CombinedOutput(); err != nil {
+				t.Errorf("service %s: healthcheck glint %v: %v\n%s", name, args, err, out)
+			}
+		}
+	})
+
+	master := l.url("master", 7077)
+	var traceID string
+	t.Run("demo's pi runs on the workers' executors", func(t *testing.T) {
+		eventually(t, "a finished application on the master", func() error {
+			var st struct {
+				Completedapps []struct {
+					ID, Name, State, Traceid string
+					Executors                []struct{ Worker string }
+				}
+			}
+			if err := getJSON(master+"/json", &st); err != nil {
+				return err
+			}
+			for _, a := range st.Completedapps {
+				if a.State == "FINISHED" && len(a.Executors) > 0 {
+					traceID = a.Traceid
+					return nil
+				}
+			}
+			return fmt.Errorf("completed applications: %+v", st.Completedapps)
+		})
+	})
+	if traceID == "" {
+		t.Fatal("no application finished")
+	}
+
+	j := &jaeger.Client{URL: l.url("jaeger", 16686)}
+	t.Run("its trace reaches Jaeger through the collector", func(t *testing.T) {
+		want := []string{"glint-driver", "glint-executor", "glint-master", "glint-submit", "glint-worker"}
+		eventually(t, "the application's trace in Jaeger", func() error {
+			tr, err := j.Trace(context.Background(), traceID)
+			if err != nil {
+				return err
+			}
+			if got := servicesOf(tr); !slices.Equal(got, want) {
+				return fmt.Errorf("trace %s has spans of %v, want %v", traceID, got, want)
+			}
+			return nil
+		})
+	})
+
+	prom := l.url("prometheus", 9090)
+	query := func(q string) ([]map[string]string, error) {
+		var r struct {
+			Data struct {
+				Result []struct {
+					Metric map[string]string
+				}
+			}
+		}
+		if err := getJSON(prom+"/api/v1/query?query="+url.QueryEscape(q), &r); err != nil {
+			return nil, err
+		}
+		var out []map[string]string
+		for _, s := range r.Data.Result {
+			out = append(out, s.Metric)
+		}
+		return out, nil
+	}
+	expect := func(t *testing.T, q string, n int) {
+		t.Helper()
+		eventually(t, q, func() error {
+			got, err := query(q)
+			if err != nil {
+				return err
+			}
+			if len(got) != n {
+				return fmt.Errorf("%d series %v, want %d", len(got), got, n)
+			}
+			return nil
+		})
+	}
+
+	t.Run("Prometheus scrapes the master and the workers /sd lists", func(t *testing.T) {
+		expect(t, `up{job="glint-master",role="master"} == 1`, 1)
+		expect(t, `up{job="glint",role="worker",worker=~"worker-.+"} == 1`, 2)
+		expect(t, `glint_master_workers{state="alive"} == 2`, 1)
+		expect(t, `up{job=~"spanmetrics|otel-collector|jaeger|prometheus"} == 1`, 4)
+	})
+
+	t.Run("span metrics reach Prometheus", func(t *testing.T) {
+		expect(t, `sum by (service_name) (traces_span_metrics_calls_total{service_name="glint-master"})`, 1)
+		expect(t, `sum by (service_name) (traces_span_metrics_duration_seconds_bucket{service_name="glint-master"})`, 1)
+	})
+
+	t.Run("Prometheus finds executors through /sd and scrapes them", func(t *testing.T) {
+		// demo's pi is over in about a second; an application that keeps its
+		// executors for a few scrapes.
+		submit := exec.Command(procs["master"].bin, "submit", "--master", master, "--executor-cores", "1",
+			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "sleep", "6s", "2")
+		if err := submit.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = submit.Process.Kill(); _ = submit.Wait() }()
+		expect(t, `count(up{job="glint",role="executor"} == 1) >= 2`, 1)
+		expect(t, `count(glint_executor_tasks_running{role="executor"}) >= 2`, 1)
+	})
+
+	t.Run("Prometheus stores exemplars whose traces are in Jaeger", func(t *testing.T) {
+		for _, q := range []string{`traces_span_metrics_duration_seconds_bucket`, `{__name__=~"glint_.+_bucket"}`} {
+			eventually(t, "exemplars of "+q+" naming a trace in Jaeger", func() error {
+				var r struct {
+					Data []struct {
+						Exemplars []struct{ Labels map[string]string }
+					}
+				}
+				now := time.Now()
+				u := fmt.Sprintf("%s/api/v1/query_exemplars?query=%s&start=%d&end=%d", prom, url.QueryEscape(q), now.Add(-time.Hour).Unix(), now.Add(time.Minute).Unix())
+				if err := getJSON(u, &r); err != nil {
+					return err
+				}
+				for _, d := range r.Data {
+					for _, e := range d.Exemplars {
+						if id := e.Labels["trace_id"]; id != "" {
+							if _, err := j.Trace(context.Background(), id); err == nil {
+								return nil
+							}
+						}
+					}
+				}
+				return fmt.Errorf("no exemplar whose trace_id is in Jaeger: %+v", r.Data)
+			})
+		}
+	})
+
+	t.Run("Prometheus evaluates the alert rules", func(t *testing.T) {
+		eventually(t, "alert rules loaded and evaluated", func() error {
+			var r struct {
+				Data struct {
+					Groups []struct {
+						Rules []struct{ Name, Health, Type string }
+					}
+				}
+			}
+			if err := getJSON(prom+"/api/v1/rules", &r); err != nil {
+				return err
+			}
+			var ok []string
+			for _, g := range r.Data.Groups {
+				for _, rule := range g.Rules {
+					if rule.Type == "alerting" && rule.Health == "ok" {
+						ok = append(ok, rule.Name)
+					}
+				}
+			}
+			if len(ok) != 4 {
+				return fmt.Errorf("healthy alerting rules: %v, want 4: %+v", ok, r.Data.Groups)
+			}
+			return nil
+		})
+	})
+
+	t.Run("Jaeger's Monitor tab reads span metrics from Prometheus", func(t *testing.T) {
+		eventually(t, "call rates of glint-master from Jaeger's metrics API", func() error {
+			var r struct {
+				Metrics []struct {
+					MetricPoints []any `json:"metricPoints"`
+				} `json:"metrics"`
+			}
+			if err := getJSON(l.url("jaeger", 16686)+"/api/metrics/calls?service=glint-master&spanKind=server", &r); err != nil {
+				return err
+			}
+			if len(r.Metrics) == 0 || len(r.Metrics[0].MetricPoints) == 0 {
+				return fmt.Errorf("no call rates: %+v", r)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a stopped worker times out and GlintWorkerTimedOut fires", func(t *testing.T) {
+		worker := procs["worker-2"].pid
+		if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = syscall.Kill(worker, syscall.SIGCONT) }()
+		eventually(t, "GlintWorkerTimedOut firing", func() error {
+			var r struct {
+				Data struct {
+					Alerts []struct {
+						Labels map[string]string
+						State  string
+					}
+				}
+			}
+			if err := getJSON(prom+"/api/v1/alerts", &r); err != nil {
+				return err
+			}
+			for _, a := range r.Data.Alerts {
+				if a.Labels["alertname"] == "GlintWorkerTimedOut" && a.State == "firing" {
+					return nil
+				}
+			}
+			return fmt.Errorf("alerts: %+v", r.Data.Alerts)
+		})
+	})
+}
