@@ -578,14 +578,22 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 	})
 
 	t.Run("Prometheus finds executors through /sd and scrapes them", func(t *testing.T) {
-		// demo's pi is over in about a second; an application that keeps its
-		// executors for a few scrapes.
+		// demo's pi is over in about a second; this application keeps its
+		// executors until the checks passed, then it is stopped.
+		var out bytes.Buffer
 		submit := exec.Command(procs["master"].bin, "submit", "--master", master, "--executor-cores", "1",
-			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "sleep", "6s", "2")
+			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "sleep", "5m", "2")
+		submit.Stdout, submit.Stderr = &out, &out
 		if err := submit.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = submit.Process.Kill(); _ = submit.Wait() }()
+		defer func() {
+			_ = submit.Process.Signal(syscall.SIGTERM)
+			_ = submit.Wait()
+			if t.Failed() {
+				t.Logf("submit's output:\n%s", out.String())
+			}
+		}()
 		expect(t, `count(up{job="glint",role="executor"} == 1) >= 2`, 1)
 		expect(t, `count(glint_executor_tasks_running{role="executor"}) >= 2`, 1)
 	})
