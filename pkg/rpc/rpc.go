@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -45,9 +46,16 @@ func NewServer(handler http.Handler) *http.Server {
 }
 
 // Serve serves handler on ln until ctx is done, then shuts the server down,
-// giving in-flight requests a few seconds to finish.
+// giving in-flight requests a few seconds to finish. Idle HTTP/2 clients are
+// not waited for (the server would give each a second to hang up): once no
+// request is in flight, the remaining connections are closed.
 func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
-	srv := NewServer(handler)
+	var inflight atomic.Int64
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		handler.ServeHTTP(w, r)
+	}))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -57,7 +65,19 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	for inflight.Load() > 0 && sctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var err error
+	select {
+	case err = <-shut:
+	default:
+		srv.Close()
+		<-shut
+	}
+	if err != nil {
 		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -106,5 +109,61 @@ func TestErrorMapsSentinelsToCodes(t *testing.T) {
 		if got := connect.CodeOf(Error(err)); got != want {
 			t.Errorf("Error(%v) code %v, want %v", err, got, want)
 		}
+	}
+}
+
+func TestServeStopsWithoutWaitingForIdleClientsButFinishesRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "done")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, ln, h) }()
+	client := NewHTTPClient()
+	base := "http://" + ln.Addr().String()
+	resp, err := client.Get(base + "/fast") // leaves an idle HTTP/2 connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := client.Get(base + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		slow <- string(b)
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned (%v) while a request was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if got := <-slow; got != "done" {
+		t.Errorf("in-flight request got %q, want it finished", got)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(shutdownTimeout):
+		t.Fatal("Serve did not return after the last request finished")
 	}
 }
