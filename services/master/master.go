@@ -429,6 +429,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	e.message, e.exitStatus = message, exitStatus
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
+		telemetry.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
 	}
 	s.notifyExecutorUpdated(ctx, e, false, times)
 	if !executorFinished(state) {

@@ -16,6 +16,7 @@ type metrics struct {
 	workerTimeouts   prometheus.Counter
 	executorLaunches *prometheus.CounterVec
 	scheduleDuration prometheus.Histogram
+	executorStart    prometheus.Histogram
 
 	workers      *prometheus.Desc
 	workerCores  *prometheus.Desc
@@ -49,6 +50,12 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help:    "Time one schedule() pass took to place drivers and executors.",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
 		}),
+		executorStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "glint_master_executor_start_seconds",
+			Help: "Time from scheduling an executor to its worker reporting its process running. " +
+				"The master lives long, unlike drivers, so this launch latency is always scraped.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
 		workers:      prometheus.NewDesc("glint_master_workers", "Registered workers by state.", []string{"state"}, nil),
 		workerCores:  prometheus.NewDesc("glint_master_worker_cores", "Cores of each live worker, used or free.", []string{"worker", "state"}, nil),
 		workerMemory: prometheus.NewDesc("glint_master_worker_memory_bytes", "Memory of each live worker, used or free.", []string{"worker", "state"}, nil),
@@ -62,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	for _, result := range []string{launchOK, launchError} {
 		m.executorLaunches.WithLabelValues(result)
 	}
-	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, &stateCollector{m: m, s: s})
+	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, m.executorStart, &stateCollector{m: m, s: s})
 	return m
 }
 
