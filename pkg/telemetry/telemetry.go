@@ -144,14 +144,6 @@ func Fail(span trace.Span, err error) {
 	span.SetStatus(codes.Error, err.Error())
 }
 
-// TraceID returns the trace id of the span in ctx, or "" when there is none.
-func TraceID(ctx context.Context) string {
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		return sc.TraceID().String()
-	}
-	return ""
-}
-
 // ContextWithSpanContextOf returns ctx carrying, as its remote parent, the
 // span context stored in parent; it keeps the calls an asynchronous step makes
 // later (a master launching an application's executors) in the trace that
