@@ -1,6 +1,7 @@
 // Package dashboards builds Glint's Grafana dashboards in Go: the cluster
 // dashboard (workers, capacity, applications, executors) and the launch-latency
-// dashboard (launch phases, schedule and process start, tasks, span RED metrics).
+// dashboard (executor start, launch phases, schedule and process start, tasks,
+// span RED metrics).
 //
 // The JSON files beside this package are generated from these builders by
 // `go run ./dashboards/generate -dir dashboards` and provisioned into Grafana

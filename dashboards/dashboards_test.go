@@ -307,6 +307,8 @@ func TestDashboardsShowWhatTheyPromise(t *testing.T) {
 		{cluster, "Executors by state", []string{`sum by (state) (glint_master_executors)`}, true, "short", false, ""},
 		{cluster, "Heartbeat age by worker", []string{`glint_master_worker_heartbeat_age_seconds{worker=~"$worker"}`}, false, "s", false, ""},
 		{cluster, "Executor launches by result", []string{`sum by (result) (rate(glint_master_executor_launches_total`}, false, "ops", false, ""},
+		{launch, "Executor start time", []string{"histogram_quantile(0.5, sum by (le) (rate(glint_master_executor_start_seconds_bucket", "histogram_quantile(0.95, sum by (le) (rate(glint_master_executor_start_seconds_bucket", "histogram_quantile(0.99, sum by (le) (rate(glint_master_executor_start_seconds_bucket"}, false, "s", true, ""},
+		{launch, "Executor start time, scheduled to running", []string{`sum by (le) (rate(glint_master_executor_start_seconds_bucket[`}, false, "", true, "heatmap"},
 		{launch, "Launch p50 by phase", []string{`histogram_quantile(0.5, sum by (le, phase) (rate(glint_driver_executor_launch_seconds_bucket[`}, false, "s", false, ""},
 		{launch, "Launch p95 by phase", []string{`histogram_quantile(0.95, sum by (le, phase) (rate(glint_driver_executor_launch_seconds_bucket[`}, false, "s", false, ""},
 		{launch, "Launch p99 by phase", []string{`histogram_quantile(0.99, sum by (le, phase) (rate(glint_driver_executor_launch_seconds_bucket[`}, false, "s", true, ""},

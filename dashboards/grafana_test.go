@@ -400,7 +400,7 @@ func TestAlertRulesAreTheFourGlintAlerts(t *testing.T) {
 		{"GlintWorkerTimedOut", `increase(glint_master_worker_timeouts_total[5m])`, 0, 0},
 		{"GlintWorkerHeartbeatLate", `max by (worker) (glint_master_worker_heartbeat_age_seconds)`, heartbeatLateSeconds, 0},
 		{"GlintAppsWaiting", `glint_master_apps{state="waiting"}`, 0, 5 * time.Minute},
-		{"GlintExecutorLaunchSlow", `histogram_quantile(0.95, sum by (le) (rate(glint_driver_executor_launch_seconds_bucket{phase="total"}[5m])))`, 5, 10 * time.Minute},
+		{"GlintExecutorLaunchSlow", `histogram_quantile(0.95, sum by (le) (rate(glint_master_executor_start_seconds_bucket[5m])))`, 5, 10 * time.Minute},
 	} {
 		t.Run(tc.title, func(t *testing.T) {
 			var rules []alertRule

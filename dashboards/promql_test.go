@@ -42,6 +42,7 @@ var exportedMetrics = map[string][]string{
 // as _bucket (with le), _sum and _count series.
 var exportedHistograms = map[string][]string{
 	"glint_master_schedule_duration_seconds": nil,
+	"glint_master_executor_start_seconds":    nil,
 	"glint_worker_process_start_seconds":     nil,
 	"glint_driver_executor_launch_seconds":   {"phase"},
 	"glint_driver_task_duration_seconds":     nil,
