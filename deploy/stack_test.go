@@ -403,7 +403,7 @@ func servicesOf(tr *jaeger.Trace) []string {
 // dashboards use.
 func TestCollectorAndJaegerConfigsRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs Jaeger twice (-short)")
+		t.Skip("-short is the fast loop: this test starts two real Jaeger processes")
 	}
 	t.Parallel()
 	l := newLoopback(t)
@@ -460,7 +460,7 @@ func TestCollectorAndJaegerConfigsRun(t *testing.T) {
 // 15 s, to be quick; Pyroscope and Grafana do not run.
 func TestComposeStackRunsOnLoopback(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the whole stack (-short)")
+		t.Skip("-short is the fast loop: this test runs the whole stack (Jaeger, collector, Prometheus, cluster)")
 	}
 	t.Parallel()
 	l := newLoopback(t)

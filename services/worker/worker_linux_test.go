@@ -20,7 +20,7 @@ const prSetChildSubreaper = 36
 func becomeSubreaper(t *testing.T) {
 	t.Helper()
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		t.Skipf("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
+		t.Skipf("the kernel refused prctl(PR_SET_CHILD_SUBREAPER), which this test needs to see the grandchild die: %v", errno)
 	}
 	t.Cleanup(func() { syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 0, 0) })
 }
