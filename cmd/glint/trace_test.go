@@ -293,3 +293,37 @@ func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
 		return
 	}
 }
+
+func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startClusterWithEnv(t, j.env(), 2)
+	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
+		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "pi", "4")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
+	}
+	app := c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 }).CompletedApps[0]
+	tr := j.waitForTrace(t, app.TraceID, func(tr *jaeger.Trace) bool {
+		return hasStep(tr, "submit") && hasStep(tr, "/LaunchDriver") && count(tr, func(s jaeger.Span) bool {
+			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
+		}) == 2
+	})
+	byID := map[string]jaeger.Span{}
+	for _, s := range tr.Spans {
+		byID[s.SpanID] = s
+	}
+	// The driver's registration descends from the worker's start of the driver process.
+	for _, s := range tr.Spans {
+		if s.Service != telemetry.ServiceDriver || !strings.HasSuffix(s.OperationName, "/RegisterApplication") {
+			continue
+		}
+		for p := byID[s.Parent()]; p.SpanID != ""; p = byID[p.Parent()] {
+			if _, ok := p.Tag(string(telemetry.DriverID)); ok && p.OperationName == "process.start" && p.Service == telemetry.ServiceWorker {
+				return
+			}
+		}
+		t.Fatalf("the driver's RegisterApplication does not descend from the worker's process.start of the driver")
+	}
+	t.Fatalf("no RegisterApplication span of glint-driver in the submission's trace: %v", spanNames(tr))
+}
