@@ -24,6 +24,9 @@ func (t Transitions[S]) Check(what string, from, to S) error {
 	return fmt.Errorf("%s state %v → %v: %w", what, Name(from), Name(to), rpc.ErrFailedPrecondition)
 }
 
+// Label is a state as a Prometheus label value: WORKER_STATE_ALIVE → alive.
+func Label(state any) string { return strings.ToLower(Name(state)) }
+
 // Name strips an enum value's type prefix: WORKER_STATE_ALIVE → ALIVE,
 // EXECUTOR_STATE_RUNNING → RUNNING.
 func Name(v any) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -30,6 +31,18 @@ func TestNameStripsTheEnumPrefix(t *testing.T) {
 	} {
 		if got := Name(v); got != want {
 			t.Errorf("Name(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+func TestLabelIsTheLowercaseName(t *testing.T) {
+	for v, want := range map[any]string{
+		masterv1.WorkerState_WORKER_STATE_DEAD:              "dead",
+		masterv1.ApplicationState_APPLICATION_STATE_RUNNING: "running",
+		driverv1.TaskState_TASK_STATE_FINISHED:              "finished",
+	} {
+		if got := Label(v); got != want {
+			t.Errorf("Label(%v) = %s, want %s", v, got, want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -218,7 +219,7 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 			m.GetTaskId(), m.GetExecutorId(), rpc.ErrFailedPrecondition, rt.executor.id))
 	}
 	if m.GetState() != driverv1.TaskState_TASK_STATE_RUNNING && m.GetState() != driverv1.TaskState_TASK_STATE_LAUNCHING {
-		d.metrics.tasks.WithLabelValues(taskLabel(m.GetState())).Inc()
+		d.metrics.tasks.WithLabelValues(lifecycle.Label(m.GetState())).Inc()
 		telemetry.Observe(ctx, d.metrics.taskDuration, time.Since(rt.launched).Seconds())
 	}
 	switch m.GetState() {

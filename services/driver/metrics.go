@@ -1,13 +1,13 @@
 package driver
 
 import (
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
@@ -51,7 +51,7 @@ func newMetrics(reg prometheus.Registerer, d *Driver) *metrics {
 	}
 	for _, st := range []driverv1.TaskState{driverv1.TaskState_TASK_STATE_FINISHED, driverv1.TaskState_TASK_STATE_FAILED,
 		driverv1.TaskState_TASK_STATE_KILLED, driverv1.TaskState_TASK_STATE_LOST} {
-		m.tasks.WithLabelValues(taskLabel(st))
+		m.tasks.WithLabelValues(lifecycle.Label(st))
 	}
 	registered := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "glint_driver_executors_registered",
@@ -69,11 +69,6 @@ func newMetrics(reg prometheus.Registerer, d *Driver) *metrics {
 	})
 	reg.MustRegister(m.launch, m.tasks, m.taskDuration, registered)
 	return m
-}
-
-// taskLabel is a task state as a label value: TASK_STATE_FINISHED → finished.
-func taskLabel(st driverv1.TaskState) string {
-	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATE_"))
 }
 
 // observeLaunch records an executor's launch phases once every timestamp is

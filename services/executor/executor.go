@@ -26,6 +26,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -285,7 +286,7 @@ func (b *backend) runTask(ctx context.Context, m *executorv1.LaunchTaskRequest, 
 	default:
 		update.State, update.Message = driverv1.TaskState_TASK_STATE_FAILED, err.Error()
 	}
-	b.metrics.tasks.WithLabelValues(taskLabel(update.State)).Inc()
+	b.metrics.tasks.WithLabelValues(lifecycle.Label(update.State)).Inc()
 	b.updates.Post(ctx, func(ctx context.Context) {
 		if _, err := b.driver.StatusUpdate(ctx, connect.NewRequest(update)); err != nil {
 			if connect.CodeOf(err) == connect.CodeUnavailable {

@@ -1,11 +1,10 @@
 package executor
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // metrics are the executor's Prometheus metrics.
@@ -26,13 +25,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"state"}),
 	}
 	for _, st := range []driverv1.TaskState{driverv1.TaskState_TASK_STATE_FINISHED, driverv1.TaskState_TASK_STATE_FAILED, driverv1.TaskState_TASK_STATE_KILLED} {
-		m.tasks.WithLabelValues(taskLabel(st))
+		m.tasks.WithLabelValues(lifecycle.Label(st))
 	}
 	reg.MustRegister(m.tasksRunning, m.tasks)
 	return m
-}
-
-// taskLabel is a task state as a label value: TASK_STATE_FINISHED → finished.
-func taskLabel(st driverv1.TaskState) string {
-	return strings.ToLower(strings.TrimPrefix(st.String(), "TASK_STATE_"))
 }

@@ -501,10 +501,7 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	a.statusMessage = message
 	delete(s.apps, a.id)
 	s.appQueue = slices.DeleteFunc(s.appQueue, func(o *appInfo) bool { return o == a })
-	if len(s.completedApps) >= s.cfg.RetainedApplications {
-		s.completedApps = s.completedApps[max(s.cfg.RetainedApplications/10, 1):]
-	}
-	s.completedApps = append(s.completedApps, a)
+	s.completedApps = retain(s.completedApps, a, s.cfg.RetainedApplications)
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
 	}
@@ -577,10 +574,7 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	d.message = message
 	delete(s.drivers, d.id)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
-	if len(s.completedDrivers) >= s.cfg.RetainedDrivers {
-		s.completedDrivers = s.completedDrivers[max(s.cfg.RetainedDrivers/10, 1):]
-	}
-	s.completedDrivers = append(s.completedDrivers, d)
+	s.completedDrivers = retain(s.completedDrivers, d, s.cfg.RetainedDrivers)
 	if d.worker != nil {
 		d.worker.removeDriver(d)
 	}
@@ -594,4 +588,14 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 		}
 	}
 	s.scheduleLocked(ctx)
+}
+
+// retain appends v to completed, first dropping the oldest 10% (at least one)
+// when limit entries are kept already — spark.deploy.retainedApplications
+// and retainedDrivers.
+func retain[T any](completed []T, v T, limit int) []T {
+	if len(completed) >= limit {
+		completed = completed[max(limit/10, 1):]
+	}
+	return append(completed, v)
 }

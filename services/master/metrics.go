@@ -1,8 +1,6 @@
 package master
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -86,9 +84,6 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// label turns a state into a label value: APPLICATION_STATE_WAITING → waiting.
-func label(state any) string { return strings.ToLower(lifecycle.Name(state)) }
-
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m, s := c.m, c.s
 	s.mu.Lock()
@@ -117,7 +112,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range []masterv1.WorkerState{masterv1.WorkerState_WORKER_STATE_ALIVE, masterv1.WorkerState_WORKER_STATE_DEAD,
 		masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED, masterv1.WorkerState_WORKER_STATE_UNKNOWN} {
-		gauge(m.workers, float64(workers[st]), label(st))
+		gauge(m.workers, float64(workers[st]), lifecycle.Label(st))
 	}
 	gauge(m.cores, float64(coresUsed), "used")
 	gauge(m.cores, float64(cores-coresUsed), "free")
@@ -133,11 +128,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, st := range []masterv1.ApplicationState{masterv1.ApplicationState_APPLICATION_STATE_WAITING, masterv1.ApplicationState_APPLICATION_STATE_RUNNING} {
-		gauge(m.apps, float64(apps[st]), label(st))
+		gauge(m.apps, float64(apps[st]), lifecycle.Label(st))
 	}
 	for _, st := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING,
 		masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED} {
-		gauge(m.executors, float64(executors[st]), label(st))
+		gauge(m.executors, float64(executors[st]), lifecycle.Label(st))
 	}
 	drivers := map[masterv1.DriverState]int{}
 	for _, d := range s.drivers {
@@ -145,6 +140,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range []masterv1.DriverState{masterv1.DriverState_DRIVER_STATE_SUBMITTED, masterv1.DriverState_DRIVER_STATE_RUNNING,
 		masterv1.DriverState_DRIVER_STATE_RELAUNCHING} {
-		gauge(m.drivers, float64(drivers[st]), label(st))
+		gauge(m.drivers, float64(drivers[st]), lifecycle.Label(st))
 	}
 }

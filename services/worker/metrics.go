@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -72,6 +70,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		states[r.state]++
 	}
 	for _, st := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING} {
-		gauge(m.executors, float64(states[st]), strings.ToLower(lifecycle.Name(st)))
+		gauge(m.executors, float64(states[st]), lifecycle.Label(st))
 	}
 }
