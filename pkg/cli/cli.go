@@ -129,6 +129,10 @@ func flusher(log *slog.Logger, shutdown func(context.Context) error) func() {
 	}
 }
 
+// workerWatchInterval is how often an executor or cluster-mode driver checks
+// that the worker that launched it is alive.
+const workerWatchInterval = time.Second
+
 // flushTimeout bounds the final export of spans when a process exits.
 const flushTimeout = 5 * time.Second
 

@@ -69,7 +69,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	var procs []*child
+	var procs []*demoProcess
 	// Stop order: workers first, so each kills and reports its executors to a
 	// master that still listens; the master last.
 	defer func() {
@@ -167,8 +167,8 @@ func printTimelines(out io.Writer, submitted time.Time, timelines []driver.Timel
 	tw.Flush()
 }
 
-// child is a glint process the demo started.
-type child struct {
+// demoProcess is a glint process the demo started.
+type demoProcess struct {
 	name string
 	cmd  *exec.Cmd
 	url  string
@@ -177,7 +177,7 @@ type child struct {
 
 // startChild starts `exe args... --url-file F` with its output in dir/name.log
 // and waits until it serves.
-func startChild(ctx context.Context, dir, name, exe string, args ...string) (*child, error) {
+func startChild(ctx context.Context, dir, name, exe string, args ...string) (*demoProcess, error) {
 	log, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
@@ -190,7 +190,7 @@ func startChild(ctx context.Context, dir, name, exe string, args ...string) (*ch
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("demo: start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan error, 1)}
+	c := &demoProcess{name: name, cmd: cmd, done: make(chan error, 1)}
 	go func() { c.done <- cmd.Wait() }()
 	deadline := time.After(15 * time.Second)
 	for {
@@ -212,7 +212,7 @@ func startChild(ctx context.Context, dir, name, exe string, args ...string) (*ch
 }
 
 // stop sends SIGTERM and waits; after 15 s the process group is killed.
-func (c *child) stop() error {
+func (c *demoProcess) stop() error {
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("demo: stop %s: %w", c.name, err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/executor"
 )
@@ -19,7 +19,12 @@ func newExecutorCommand(g *globals) *cobra.Command {
 		Args:   cobra.NoArgs,
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
+			// First of all: an executor never outlives its worker.
+			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval)
+			if err != nil {
+				return err
+			}
+			defer stopWatching()
 			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceExecutor,
 				telemetry.AppID.String(cfg.AppID), telemetry.ExecutorID.Int(executorID))
 			if err != nil {
@@ -34,7 +39,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopProfiling()
-			if cfg.Listener, err = rpc.InheritedListener(); err != nil {
+			if cfg.Listener, err = child.InheritedListener(); err != nil {
 				return err
 			}
 			cfg.ExecutorID, cfg.Cores, cfg.Apps, cfg.Logger, cfg.TracerProvider = int32(executorID), int32(cores), g.apps, log, tp

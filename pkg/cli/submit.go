@@ -16,6 +16,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -196,6 +197,12 @@ func newDriverCommand(g *globals) *cobra.Command {
 		Short:  "Run a cluster-mode driver (started by workers)",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// First of all: a cluster-mode driver never outlives its worker.
+			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval)
+			if err != nil {
+				return err
+			}
+			defer stopWatching()
 			cfg, appArgs, err := f.driverConfig(g.apps, args)
 			if err != nil {
 				return err
@@ -204,7 +211,6 @@ func newDriverCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			ctx := cmd.Context()
 			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceDriver, telemetry.DriverID.String(driverID))
 			if err != nil {
 				return err

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -203,29 +202,4 @@ func URL(addr net.Addr, advertise string) string {
 		host = advertise
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-// ListenFDEnv names the environment variable that tells a process its worker
-// opened its listening socket for it, and which file descriptor it is; the
-// worker so knows the process's address before the process runs.
-const ListenFDEnv = "GLINT_LISTEN_FD"
-
-// InheritedListener returns the listener handed over in ListenFDEnv, or nil
-// when there is none.
-func InheritedListener() (net.Listener, error) {
-	v := os.Getenv(ListenFDEnv)
-	if v == "" {
-		return nil, nil
-	}
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", ListenFDEnv, v)
-	}
-	f := os.NewFile(uintptr(fd), "listener")
-	defer f.Close()
-	ln, err := net.FileListener(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s=%d: %w", ListenFDEnv, fd, err)
-	}
-	return ln, nil
 }

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -52,9 +51,6 @@ type Config struct {
 	Attempts int
 	// RetryInterval is the pause between attempts; default 1s.
 	RetryInterval time.Duration
-	// ParentWatchInterval is how often the executor checks that its worker (its
-	// parent process) is alive; default 1s.
-	ParentWatchInterval time.Duration
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 }
@@ -88,9 +84,6 @@ func (c *Config) validate() error {
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = time.Second
 	}
-	if c.ParentWatchInterval <= 0 {
-		c.ParentWatchInterval = time.Second
-	}
 	c.Instruments.SetDefaults()
 	return nil
 }
@@ -114,8 +107,9 @@ type backend struct {
 var _ executorv1connect.ExecutorServiceHandler = (*backend)(nil)
 
 // Run is the executor's whole life: serve, fetch properties, register, run
-// tasks until the driver stops it (nil), ctx ends (nil), or the driver or the
-// worker is lost (an error naming the step and the URL).
+// tasks until the driver stops it (nil), ctx ends (nil unless it ended with a
+// cause, such as its worker's death), or the driver is lost (an error naming
+// the step and the URL).
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
@@ -152,7 +146,6 @@ func Run(ctx context.Context, cfg Config) error {
 			b.log.Warn("stop serving", "err", err)
 		}
 	}()
-	go b.watchParent(ctx)
 
 	url := rpc.URL(ln.Addr(), cfg.Hostname)
 	if err := b.connect(ctx, url); err != nil {
@@ -224,25 +217,6 @@ func (b *backend) call(ctx context.Context, step string, fn func(context.Context
 		}
 	}
 	return fmt.Errorf("%s with driver %s: unreachable after %d attempts: %w", step, b.cfg.DriverURL, b.cfg.Attempts, err)
-}
-
-// watchParent stops the executor when its worker dies: the executor is then
-// re-parented, so its parent process id changes (Spark's WorkerWatcher).
-func (b *backend) watchParent(ctx context.Context) {
-	parent := os.Getppid()
-	t := time.NewTicker(b.cfg.ParentWatchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if os.Getppid() != parent {
-				b.stop(fmt.Errorf("worker %s (pid %d) died", b.cfg.WorkerURL, parent))
-				return
-			}
-		}
-	}
 }
 
 // LaunchTask starts a task on a free core.

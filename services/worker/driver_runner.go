@@ -13,6 +13,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -78,7 +79,7 @@ func (r *driverRunner) newLaunch() *launch {
 		env: []string{
 			"GLINT_WORK_DIR=" + r.dir,
 			"GLINT_DRIVER_ID=" + r.id,
-			"GLINT_WORKER_URL=" + r.s.cfg.URL,
+			child.WorkerURLEnv + "=" + r.s.cfg.URL,
 		},
 		now: r.s.cfg.Now,
 		attrs: []attribute.KeyValue{

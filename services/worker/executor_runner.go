@@ -17,6 +17,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -76,7 +77,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 				"GLINT_WORK_DIR=" + dir,
 				"GLINT_EXECUTOR_ID=" + execID,
 				"GLINT_APP_ID=" + m.GetAppId(),
-				"GLINT_WORKER_URL=" + s.cfg.URL,
+				child.WorkerURLEnv + "=" + s.cfg.URL,
 			},
 			now:        s.cfg.Now,
 			listenHost: s.host,

@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -46,14 +48,19 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	l.path = path
 	span.SetAttributes(semconv.ProcessExecutablePath(path))
 	cmd := &exec.Cmd{
-		Path:        l.path,
-		Args:        l.argv,
-		Env:         telemetry.InjectEnv(ctx, l.environ),
-		Dir:         l.dir,
-		Stdout:      l.stdout,
-		Stderr:      l.stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		Path:   l.path,
+		Args:   l.argv,
+		Env:    telemetry.InjectEnv(ctx, l.environ),
+		Dir:    l.dir,
+		Stdout: l.stdout,
+		Stderr: l.stderr,
+		// The kernel signals the process when the worker dies (Linux; strictly,
+		// when the thread that forked it ends, and no launching goroutine is
+		// ever locked to a thread), so it never outlives the worker; the
+		// process also watches for itself (child.WatchWorker).
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
+	cmd.Env = append(cmd.Env, child.WorkerPIDEnv+"="+strconv.Itoa(os.Getpid()))
 	var url string
 	if l.listenHost != "" {
 		socket, u, err := openListener(l.listenHost)
@@ -62,7 +69,7 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		}
 		defer socket.Close() // the process holds its own copy
 		cmd.ExtraFiles = []*os.File{socket}
-		cmd.Env = append(cmd.Env, rpc.ListenFDEnv+"=3")
+		cmd.Env = append(cmd.Env, child.ListenFDEnv+"=3")
 		url = u
 	}
 	if err := cmd.Start(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -74,5 +75,36 @@ func TestStartStepDoesNotStartAKilledProcess(t *testing.T) {
 	err := (startStep{}).Run(ctx, l)
 	if !errors.Is(err, errShutdown) || l.cmd != nil {
 		t.Errorf("start after kill: err %v, cmd %v; want errShutdown and no process", err, l.cmd)
+	}
+}
+
+func TestStartStepTellsTheKernelToEndTheProcessWithItsStarter(t *testing.T) {
+	dir := t.TempDir()
+	l := &launch{
+		dir: dir, path: testBinary(t), argv: []string{testBinary(t)},
+		environ: append(os.Environ(), childModeEnv+"=hold", "GLINT_WORK_DIR="+dir),
+		now:     time.Now,
+	}
+	// PR_SET_PDEATHSIG fires when the thread that forked the process ends: a
+	// goroutine that exits while locked to its thread ends that thread, as
+	// the worker's death would. The main thread is never ended (it is parked
+	// instead), so the start runs on another one.
+	started := make(chan error, 1)
+	for l.cmd == nil {
+		go func() {
+			runtime.LockOSThread()
+			if syscall.Gettid() == syscall.Getpid() {
+				started <- nil
+				return
+			}
+			started <- (startStep{}).Run(context.Background(), l)
+		}()
+		if err := <-started; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, killed := waitProcess(context.Background(), testLogger(), l.cmd, time.Minute)
+	if killed || e.signal != syscall.SIGTERM {
+		t.Errorf("process ended with %v (killed by the worker: %v); want SIGTERM from the kernel", e, killed)
 	}
 }

@@ -1,0 +1,139 @@
+// Package child is the contract between a worker and the processes it
+// launches (executors and cluster-mode drivers): the environment the worker
+// sets for them, and the child's side of it — the listening socket it
+// inherits and the watch that ends it when its worker dies.
+package child
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// The environment a worker gives every process it launches.
+const (
+	// ListenFDEnv tells a process that its worker opened its listening
+	// socket for it, and which file descriptor it is; the worker so knows the
+	// process's address before the process runs.
+	ListenFDEnv = "GLINT_LISTEN_FD"
+	// WorkerPIDEnv is the launching worker's process id: the process's parent
+	// for as long as the worker lives.
+	WorkerPIDEnv = "GLINT_WORKER_PID"
+	// WorkerURLEnv is the launching worker's URL.
+	WorkerURLEnv = "GLINT_WORKER_URL"
+)
+
+// WorkerEnv is the environment that tells a child which worker launched it.
+func WorkerEnv(pid int, url string) []string {
+	return []string{WorkerPIDEnv + "=" + strconv.Itoa(pid), WorkerURLEnv + "=" + url}
+}
+
+// InheritedListener returns the listener handed over in ListenFDEnv, or nil
+// when there is none.
+func InheritedListener() (net.Listener, error) {
+	v := os.Getenv(ListenFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", ListenFDEnv, v)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%d: %w", ListenFDEnv, fd, err)
+	}
+	return ln, nil
+}
+
+// ErrWorkerDied is the cause of a watched context's end when the worker died.
+var ErrWorkerDied = errors.New("worker died")
+
+// refusalsToDie is how many probes in a row must find nothing listening at the
+// worker's URL before the worker counts as gone: one refusal can be a worker
+// restarting its listener.
+const refusalsToDie = 2
+
+// WatchWorker is Spark's WorkerWatcher: it returns a context that ends, with
+// a cause wrapping ErrWorkerDied, when the worker that launched this process
+// dies, so that an executor or driver never outlives its worker. It checks
+// first, before returning, that the worker named in WorkerPIDEnv is still this
+// process's parent, so a worker that died while the process started is noticed
+// at once (an error); then, every interval, that the parent is unchanged and
+// that something still listens at WorkerURLEnv. The worker also asks the
+// kernel to signal its children when it dies (PR_SET_PDEATHSIG); this watch
+// covers what that cannot (a worker in another pid namespace, a signal
+// delivered before the process set up its handlers). A process not launched
+// by a worker (neither variable set) gets ctx back unwatched.
+func WatchWorker(ctx context.Context, interval time.Duration) (context.Context, context.CancelFunc, error) {
+	pid := 0
+	if v := os.Getenv(WorkerPIDEnv); v != "" {
+		var err error
+		if pid, err = strconv.Atoi(v); err != nil || pid <= 0 {
+			return nil, nil, fmt.Errorf("%s=%q: want a process id", WorkerPIDEnv, v)
+		}
+		if parent := os.Getppid(); parent != pid {
+			return nil, nil, fmt.Errorf("%w before this process started: worker pid %d, parent now %d", ErrWorkerDied, pid, parent)
+		}
+	}
+	url := os.Getenv(WorkerURLEnv)
+	ctx, cancel := context.WithCancelCause(ctx)
+	if pid == 0 && url == "" {
+		return ctx, func() { cancel(nil) }, nil
+	}
+	go watch(ctx, cancel, pid, url, interval)
+	return ctx, func() { cancel(nil) }, nil
+}
+
+func watch(ctx context.Context, cancel context.CancelCauseFunc, pid int, url string, interval time.Duration) {
+	client := &http.Client{Timeout: interval}
+	refusals := 0
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if pid != 0 && os.Getppid() != pid {
+			cancel(fmt.Errorf("%w: worker %s (pid %d) is no longer this process's parent", ErrWorkerDied, url, pid))
+			return
+		}
+		if url == "" {
+			continue
+		}
+		if refused(ctx, client, url) {
+			refusals++
+		} else {
+			refusals = 0
+		}
+		if refusals >= refusalsToDie {
+			cancel(fmt.Errorf("%w: nothing listens at worker %s", ErrWorkerDied, url))
+			return
+		}
+	}
+}
+
+// refused reports whether a probe of url/healthz found nothing listening. A
+// slow or failing answer is not a refusal: the worker is alive, only busy.
+func refused(ctx context.Context, client *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	resp.Body.Close()
+	return false
+}

@@ -1,0 +1,143 @@
+package child
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// roleEnv makes the test binary play a part in a test instead of running tests.
+const roleEnv = "GLINT_LAUNCH_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "child":
+		os.Exit(child())
+	case "worker":
+		os.Exit(worker())
+	}
+	os.Exit(m.Run())
+}
+
+// child watches its worker and says so on stdout, then prints why the watch
+// ended.
+func child() int {
+	ctx, stop, err := WatchWorker(context.Background(), 20*time.Millisecond)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 3
+	}
+	defer stop()
+	fmt.Println("watching")
+	<-ctx.Done()
+	fmt.Println("ended:", context.Cause(ctx))
+	return 0
+}
+
+// worker starts a child that names it as its worker, prints the child's pid
+// and waits to be killed. It does not ask for PR_SET_PDEATHSIG, so only the
+// watch can notice its death.
+func worker() int {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), roleEnv+"=child", WorkerPIDEnv+"="+strconv.Itoa(os.Getpid()))
+	out, err := os.Create(os.Getenv("CHILD_OUT"))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println(cmd.Process.Pid)
+	select {}
+}
+
+func TestAChildEndsWhenItsWorkerDies(t *testing.T) {
+	out := t.TempDir() + "/child.out"
+	w := exec.Command(os.Args[0])
+	w.Env = append(os.Environ(), roleEnv+"=worker", "CHILD_OUT="+out)
+	stdout, err := w.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("worker printed %q", line)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	waitForFile(t, out, "watching")
+	if err := w.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Wait()
+	if got := waitForFile(t, out, "ended:"); !strings.Contains(got, "worker died") {
+		t.Errorf("child's watch ended with %q, want worker died", got)
+	}
+}
+
+func TestAChildWhoseWorkerDiedBeforeItStartedFailsAtOnce(t *testing.T) {
+	// The test process is the child's parent, not the process named.
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), roleEnv+"=child", WorkerPIDEnv+"="+strconv.Itoa(os.Getppid()))
+	out, err := cmd.Output()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(string(out), "worker died before this process started") {
+		t.Errorf("child exit %d (%v), output %q; want 3 and the worker named dead", code, err, out)
+	}
+}
+
+func TestAChildEndsWhenNothingListensAtItsWorkersURL(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), roleEnv+"=child", WorkerURLEnv+"="+url)
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "nothing listens at worker "+url) {
+		t.Errorf("child: %v, output %q; want its watch ended by the closed worker port", err, out)
+	}
+}
+
+func TestABadWorkerPIDIsAnError(t *testing.T) {
+	t.Setenv(WorkerPIDEnv, "soon")
+	if _, _, err := WatchWorker(context.Background(), time.Second); err == nil || !strings.Contains(err.Error(), WorkerPIDEnv) {
+		t.Errorf("WatchWorker with %s=soon: %v", WorkerPIDEnv, err)
+	}
+}
+
+// waitForFile waits until path holds a line starting with prefix and returns it.
+func waitForFile(t *testing.T, path, prefix string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		for line := range strings.Lines(string(b)) {
+			if strings.HasPrefix(line, prefix) {
+				return strings.TrimSpace(line)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no line %q after 30s: %q", path, prefix, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
