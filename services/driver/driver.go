@@ -128,21 +128,14 @@ type Driver struct {
 
 	mu    sync.Mutex
 	appID string
-	// registeredAt is when the master gave the application its id, and
-	// firstRegistered when its first executor registered.
-	registeredAt    time.Time
-	firstRegistered time.Time
-	master          masterv1connect.MasterServiceClient
-	registered      chan struct{} // closed once the master gave an app id
-	removed         chan struct{} // closed when the master removed the application
-	removedWhy      string
-	stopping        bool // the driver unregistered the application itself
-	executors       map[int32]*executorData
-	totalCores      int32
-	taskSets        []*taskSet
-	running         map[int64]*runningTask
-	nextTaskID      int64
-	offersReady     chan struct{} // signalled when executors register or cores free up
+	// registeredAt is when the master gave the application its id.
+	registeredAt time.Time
+	master       masterv1connect.MasterServiceClient
+	registered   chan struct{} // closed once the master gave an app id
+	removed      chan struct{} // closed when the master removed the application
+	removedWhy   string
+	stopping     bool // the driver unregistered the application itself
+	backend
 }
 
 var _ driverv1connect.DriverServiceHandler = (*Driver)(nil)
@@ -159,16 +152,14 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("start driver: %w", err)
 	}
 	d := &Driver{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		tracer:      telemetry.Tracer(cfg.TracerProvider),
-		http:        rpc.NewHTTPClient(),
-		settings:    st,
-		running:     map[int64]*runningTask{},
-		registered:  make(chan struct{}),
-		removed:     make(chan struct{}),
-		executors:   map[int32]*executorData{},
-		offersReady: make(chan struct{}, 1),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		tracer:     telemetry.Tracer(cfg.TracerProvider),
+		http:       rpc.NewHTTPClient(),
+		settings:   st,
+		registered: make(chan struct{}),
+		removed:    make(chan struct{}),
+		backend:    newBackend(),
 	}
 	d.metrics = newMetrics(cfg.Registry, d)
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -262,22 +262,33 @@ func TestTasksOfALostExecutorRunElsewhere(t *testing.T) {
 }
 
 func TestApplicationRemovedFailsRunningJobs(t *testing.T) {
-	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) { return in, nil })
+	started := make(chan struct{}, 2)
+	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) {
+		started <- struct{}{}
+		<-ctx.Done() // the task runs until its executor stops
+		return nil, ctx.Err()
+	})
 	d := startDriver(t, a, nil)
+	startExecutor(t, d, a, 0, 1)
 	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
 	errc := make(chan error, 1)
 	go func() {
 		_, err := d.RunTasks(context.Background(), "task", inputs(2))
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-started // the job is queued and one of its tasks runs
 	if _, err := client.ApplicationRemoved(context.Background(), connect.NewRequest(&driverv1.ApplicationRemovedRequest{
 		AppId: d.AppID(), Message: "KILLED: killed on request",
 	})); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; err == nil || !strings.Contains(err.Error(), "killed on request") {
-		t.Errorf("got %v, want the job failed with the master's reason", err)
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "killed on request") {
+			t.Errorf("got %v, want the job failed with the master's reason", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running job did not end when the master removed the application")
 	}
 	if _, err := d.RunTasks(context.Background(), "task", inputs(1)); err == nil {
 		t.Error("a job started after removal ran")

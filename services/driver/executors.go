@@ -1,0 +1,235 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// Timeline is when each step of one executor's launch happened, from the
+// timestamps the master (Scheduled), the worker (Launched, Started) and this
+// driver (Registered, FirstTask) recorded. Zero means not (yet) reached.
+type Timeline struct {
+	ExecutorID     int32
+	WorkerID       string
+	Scheduled      time.Time
+	Launched       time.Time
+	Started        time.Time
+	PropsRetrieved time.Time
+	Registered     time.Time
+	FirstTask      time.Time
+	Ended          time.Time
+	EndMessage     string
+}
+
+// executorData is one executor as the backend knows it (Spark's ExecutorData).
+type executorData struct {
+	id         int32
+	workerID   string
+	hostPort   string
+	url        string
+	cores      int32
+	freeCores  int32
+	registered bool
+	launched   bool
+	removed    bool
+	state      masterv1.ExecutorState
+	client     executorv1connect.ExecutorServiceClient
+	mailbox    *rpc.Mailbox
+	timeline   Timeline
+	// trace is the span context of the executor's registration, the exemplar
+	// of its launch phases; observed is set once they were recorded.
+	trace    trace.SpanContext
+	observed bool
+}
+
+// executorLocked returns the executor with id, creating its record.
+func (d *Driver) executorLocked(id int32) *executorData {
+	e, ok := d.executors[id]
+	if !ok {
+		e = &executorData{id: id, timeline: Timeline{ExecutorID: id}}
+		d.executors[id] = e
+	}
+	return e
+}
+
+// RetrieveSparkProps gives a starting executor the application's properties.
+func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
+	if err := d.waitRegistered(ctx); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if err := ids.ValidateExecutor(req.Msg.GetExecutorId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if e := d.executorLocked(req.Msg.GetExecutorId()); e.timeline.PropsRetrieved.IsZero() {
+		e.timeline.PropsRetrieved = time.Now()
+	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(req.Msg.GetExecutorId())))
+	props := maps.Clone(d.cfg.Conf)
+	if props == nil {
+		props = map[string]string{}
+	}
+	props["glint.app.id"] = d.appID
+	props["glint.driver.url"] = d.url
+	props["spark.app.name"] = d.cfg.Name
+	return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{Properties: props}), nil
+}
+
+func (d *Driver) waitRegistered(ctx context.Context) error {
+	select {
+	case <-d.registered:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("driver not registered with a master yet: %w: %w", rpc.ErrUnavailable, ctx.Err())
+	}
+}
+
+// RegisterExecutor admits an executor of this application; a duplicate id or
+// another application's executor is refused, and the executor then exits.
+func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
+	m := req.Msg
+	if err := d.waitRegistered(ctx); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if m.GetCores() <= 0 {
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: cores %d must be positive", m.GetExecutorId(), rpc.ErrInvalidArgument, m.GetCores()))
+	}
+	url, err := rpc.NormalizeURL(m.GetExecutorUrl())
+	if err != nil {
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: %w", m.GetExecutorId(), rpc.ErrInvalidArgument, err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m.GetAppId() != d.appID {
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: unknown application %q (this driver runs %s)",
+			m.GetExecutorId(), rpc.ErrNotFound, m.GetAppId(), d.appID))
+	}
+	e := d.executorLocked(m.GetExecutorId())
+	switch {
+	case e.registered:
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: duplicate executor id", e.id, rpc.ErrAlreadyExists))
+	case e.removed:
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: the executor was already removed", e.id, rpc.ErrFailedPrecondition))
+	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), telemetry.Cores.Int(int(m.GetCores())))
+	e.registered, e.url, e.cores = true, url, m.GetCores()
+	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider)...)
+	e.mailbox = rpc.NewMailbox(context.Background())
+	e.timeline.Registered = time.Now()
+	e.trace = trace.SpanContextFromContext(ctx)
+	if d.firstRegistered.IsZero() {
+		d.firstRegistered = e.timeline.Registered
+	}
+	d.totalCores += e.cores
+	d.log.InfoContext(ctx, "registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
+	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+}
+
+// LaunchedExecutor marks a registered executor ready: its cores are offered
+// tasks only now, so no task reaches an executor that is not ready (SPARK-29287).
+func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.executors[req.Msg.GetExecutorId()]
+	if !ok || !e.registered || e.removed {
+		return nil, rpc.Error(fmt.Errorf("executor %d launched: %w: not registered", req.Msg.GetExecutorId(), rpc.ErrFailedPrecondition))
+	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)))
+	if !e.launched {
+		e.launched, e.freeCores = true, e.cores
+		d.signalOffersLocked()
+		d.makeOffersLocked(ctx)
+	}
+	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
+}
+
+// removeExecutorLocked forgets a finished executor; its running tasks fail
+// and are queued again.
+func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reason string) {
+	if e.removed {
+		return
+	}
+	e.removed = true
+	if e.registered {
+		d.totalCores -= e.cores
+	}
+	e.freeCores = 0
+	for id, rt := range d.running {
+		if rt.executor == e {
+			delete(d.running, id)
+			d.taskFailedLocked(ctx, rt, reason)
+		}
+	}
+	d.makeOffersLocked(ctx)
+}
+
+// stopExecutors tells every ready executor to stop (Spark's StopExecutors).
+func (d *Driver) stopExecutors(ctx context.Context) {
+	d.mu.Lock()
+	var execs []*executorData
+	for _, e := range d.executors {
+		if e.registered && !e.removed {
+			execs = append(execs, e)
+		}
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range execs {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if _, err := e.client.StopExecutor(cctx, connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
+				d.log.Debug("stop executor", "executor", e.id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// observeLaunchLocked records e's launch phases once all their times are known:
+// the worker's times arrive in ExecutorUpdated, which may come after the
+// executor already registered and got its first task.
+func (d *Driver) observeLaunchLocked(e *executorData) {
+	t := e.timeline
+	if e.observed || t.Scheduled.IsZero() || t.Launched.IsZero() || t.Started.IsZero() || t.FirstTask.IsZero() {
+		return
+	}
+	e.observed = true
+	d.metrics.observeLaunch(t, e.trace, d.registeredAt, d.firstRegistered)
+}
+
+// Timelines returns each executor's launch timeline, by executor id.
+func (d *Driver) Timelines() []Timeline {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Timeline, 0, len(d.executors))
+	for _, e := range d.executors {
+		t := e.timeline
+		t.WorkerID = e.workerID
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b Timeline) int { return int(a.ExecutorID - b.ExecutorID) })
+	return out
+}
