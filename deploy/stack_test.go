@@ -578,11 +578,12 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 	})
 
 	t.Run("Prometheus finds executors through /sd and scrapes them", func(t *testing.T) {
-		// demo's pi is over in about a second; this application keeps its
-		// executors until the checks passed, then it is stopped.
+		// demo's pi is over in about a second; this application holds its
+		// executors (its release file is never made) until the checks
+		// passed, then it is stopped.
 		var out bytes.Buffer
 		submit := exec.Command(procs["master"].bin, "submit", "--master", master, "--executor-cores", "1",
-			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "sleep", "5m", "2")
+			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "hold", filepath.Join(t.TempDir(), "never"), "2")
 		submit.Stdout, submit.Stderr = &out, &out
 		if err := submit.Start(); err != nil {
 			t.Fatal(err)

@@ -216,42 +216,34 @@ func TestDemoRunsAClusterAndLeavesNothingBehind(t *testing.T) {
 	}
 }
 
-func TestExecutorsExitWhenTheirWorkerDies(t *testing.T) {
+func TestExecutorsAndDriversExitWhenTheirWorkerDies(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1)
-	submit := exec.Command(glintBin, "submit", "--master", c.master.url, "--executor-cores", "1",
-		"--executor-memory", "256m", "--log-level", "warn", "sleep", "60s", "2")
-	if err := submit.Start(); err != nil {
-		t.Fatal(err)
+	// The tasks run until their worker dies: the release file is never made.
+	never := filepath.Join(t.TempDir(), "never")
+	if out, errOut, err := glint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--driver-memory", "256m",
+		"--executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "hold", never, "2"); err != nil {
+		t.Fatalf("submit: %v\n%s%s", err, out, errOut)
 	}
-	t.Cleanup(func() {
-		_ = submit.Process.Signal(syscall.SIGTERM)
-		_ = submit.Wait()
-	})
-	c.waitFor(t, "two executors running", func(s masterJSON) bool {
-		running := 0
-		for _, a := range s.ActiveApps {
-			for _, e := range a.Executors {
-				if e.State == "RUNNING" {
-					running++
-				}
-			}
-		}
-		return running == 2
-	})
+	// The worker is killed as soon as it has forked the driver and the
+	// executor, whether or not they have started watching it yet.
 	worker := c.workers[0].cmd.Process.Pid
-	executors := childrenOf(worker)
-	if len(executors) != 2 {
-		t.Fatalf("worker %d has children %v, want 2 executors", worker, executors)
+	var children []int
+	deadline := time.Now().Add(30 * time.Second)
+	for children = childrenOf(worker); len(children) < 2; children = childrenOf(worker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %d has children %v after 30s, want a driver and an executor\n%s", worker, children, readFile(c.workers[0].log))
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, pid := range executors {
+	deadline = time.Now().Add(30 * time.Second)
+	for _, pid := range children {
 		for syscall.Kill(pid, 0) == nil && !isZombieProcess(pid) {
 			if time.Now().After(deadline) {
-				t.Fatalf("executor %d still runs 20s after its worker died", pid)
+				t.Fatalf("process %d still runs 30s after its worker died", pid)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -9,7 +9,9 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -71,6 +73,22 @@ next:
 		}
 	}
 	return 0, false
+}
+
+// waitForSample scrapes target until the series name (without labels) has value want.
+func waitForSample(t testing.TB, target, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, _ := sample(t, scrape(t, target), name, nil)
+		if v == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s at %s is %v after 30s, want %v", name, target, v, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // promtoolCheck runs `promtool check metrics` (promtool from tools/go.mod) on a page.
@@ -142,8 +160,10 @@ func runInBackground(t testing.TB, env []string, args ...string) (wait func() er
 func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, "--worker-timeout", "2s")
+	// Each executor holds one task until the checks are done.
+	release := filepath.Join(t.TempDir(), "release")
 	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
-		"--executor-memory", "256m", "--total-executor-cores", "4", "--log-level", "warn", "sleep", "4s", "4")
+		"--executor-memory", "256m", "--total-executor-cores", "4", "--log-level", "warn", "hold", release, "4")
 	s := c.waitFor(t, "four executors running", func(s masterJSON) bool {
 		running := 0
 		for _, a := range s.ActiveApps {
@@ -181,20 +201,22 @@ func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 	promtoolCheck(t, "master", page)
 	for _, g := range groups {
 		target := "http://" + g.Targets[0]
+		if g.Labels["role"] == "executor" {
+			// Four one-core executors, four held tasks: each gets one once it registered.
+			waitForSample(t, target, "glint_executor_tasks_running", 1)
+		}
 		p := scrape(t, target)
 		promtoolCheck(t, g.Labels["role"]+" "+target, p)
-		switch g.Labels["role"] {
-		case "worker":
+		if g.Labels["role"] == "worker" {
 			if v, _ := sample(t, p, "glint_worker_cores", map[string]string{"state": "used"}); int(v) != perWorker[g.Labels["worker"]] {
 				t.Errorf("worker %s reports %v cores used, want %d", g.Labels["worker"], v, perWorker[g.Labels["worker"]])
-			}
-		case "executor":
-			if v, _ := sample(t, p, "glint_executor_tasks_running", nil); v != 1 {
-				t.Errorf("executor %s runs %v tasks, want 1", target, v)
 			}
 		}
 	}
 
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +272,10 @@ func TestLaunchExemplarsCarryTheLaunchesTraceID(t *testing.T) {
 	t.Parallel()
 	j := startJaeger(t)
 	c := startClusterWithEnv(t, j.env(), 1)
+	// The executors hold their tasks until the exemplars were seen.
+	release := filepath.Join(t.TempDir(), "release")
 	wait := runInBackground(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
-		"--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "sleep", "3s", "2")
+		"--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "hold", release, "2")
 	s := c.waitFor(t, "app running with a trace id", func(s masterJSON) bool {
 		return len(s.ActiveApps) == 1 && s.ActiveApps[0].TraceID != "" && len(s.ActiveApps[0].Executors) == 2
 	})
@@ -277,6 +301,9 @@ func TestLaunchExemplarsCarryTheLaunchesTraceID(t *testing.T) {
 				t.Errorf("%s exemplar trace id %s, want the app's %s", what, id, traceID)
 			}
 		}
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := wait(); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -120,8 +121,10 @@ func TestEveryMetricTheDashboardsAndAlertsNameIsExported(t *testing.T) {
 	t.Parallel()
 	queries := stackQueries(t)
 	c := startCluster(t, 2)
+	// The executors hold their tasks until they were scraped.
+	release := filepath.Join(t.TempDir(), "release")
 	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
-		"--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "sleep", "3s", "2")
+		"--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "hold", release, "2")
 	c.waitFor(t, "executors running", func(s masterJSON) bool {
 		return len(s.ActiveApps) == 1 && len(s.ActiveApps[0].Executors) == 2 &&
 			s.ActiveApps[0].Executors[0].State == "RUNNING" && s.ActiveApps[0].Executors[1].State == "RUNNING"
@@ -137,6 +140,9 @@ func TestEveryMetricTheDashboardsAndAlertsNameIsExported(t *testing.T) {
 	}
 	if !roles["worker"] || !roles["driver"] || !roles["executor"] {
 		t.Fatalf("scraped roles %v, want worker, driver and executor", roles)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := wait(); err != nil {
 		t.Fatal(err)

@@ -298,8 +298,10 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	t.Parallel()
 	j := startJaeger(t)
 	c := startClusterWithEnv(t, j.env(), 2)
+	// Both executors register before tasks run, so the driver stops both.
 	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
-		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "2", "--log-level", "warn", "pi", "4")
+		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "2",
+		"--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--log-level", "warn", "pi", "4")
 	if err != nil {
 		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
 	}

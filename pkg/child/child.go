@@ -5,6 +5,7 @@
 package child
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,7 +106,7 @@ func watch(ctx context.Context, cancel context.CancelCauseFunc, pid int, url str
 		case <-t.C:
 		}
 		if pid != 0 && os.Getppid() != pid {
-			cancel(fmt.Errorf("%w: worker %s (pid %d) is no longer this process's parent", ErrWorkerDied, url, pid))
+			cancel(fmt.Errorf("%w: worker pid %d (%s) is no longer this process's parent", ErrWorkerDied, pid, cmp.Or(url, "no URL given")))
 			return
 		}
 		if url == "" {

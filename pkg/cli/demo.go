@@ -186,7 +186,8 @@ func startChild(ctx context.Context, dir, name, exe string, args ...string) (*de
 	urlFile := filepath.Join(dir, name+".url")
 	cmd := exec.Command(exe, append(args, "--url-file", urlFile)...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The demo's processes end with it, even when it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("demo: start %s: %w", name, err)
 	}

@@ -1,5 +1,5 @@
-// Package examples holds Glint's built-in applications: pi (SparkPi), wordcount
-// and sleep.
+// Package examples holds Glint's built-in applications: pi (SparkPi), wordcount,
+// sleep and hold.
 package examples
 
 import (
@@ -22,7 +22,7 @@ import (
 
 // Apps returns the built-in applications.
 func Apps() []*app.App {
-	return []*app.App{Pi(), WordCount(), Sleep()}
+	return []*app.App{Pi(), WordCount(), Sleep(), Hold()}
 }
 
 // samplesPerSlice is SparkPi's 100000 points per slice.
@@ -216,6 +216,56 @@ func Sleep() *app.App {
 					return nil, nil
 				case <-ctx.Done():
 					return nil, ctx.Err()
+				}
+			},
+		},
+	}
+}
+
+// holdPoll is how often a hold task looks for its file.
+const holdPoll = 10 * time.Millisecond
+
+// Hold runs tasks that last until a file exists: executors stay busy exactly
+// as long as whoever holds them wants (a demo, or a test that must see an
+// application running), and are released by creating FILE on their host.
+func Hold() *app.App {
+	return &app.App{
+		Name:  "hold",
+		Usage: "hold FILE [TASKS]",
+		Run: func(ctx context.Context, c app.Context, args []string) error {
+			if len(args) < 1 || len(args) > 2 || args[0] == "" {
+				return fmt.Errorf("hold: want FILE [TASKS]")
+			}
+			tasks := 1
+			if len(args) == 2 {
+				var err error
+				if tasks, err = strconv.Atoi(args[1]); err != nil || tasks < 1 || tasks > 10_000 {
+					return fmt.Errorf("hold: TASKS %q must be an integer from 1 to 10000", args[1])
+				}
+			}
+			inputs := make([][]byte, tasks)
+			for i := range inputs {
+				inputs[i] = []byte(args[0])
+			}
+			if _, err := c.RunTasks(ctx, "hold", inputs); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.Stdout(), "Held %d tasks until %s existed\n", tasks, args[0])
+			return nil
+		},
+		Tasks: map[string]app.TaskFunc{
+			"hold": func(ctx context.Context, input []byte) ([]byte, error) {
+				t := time.NewTicker(holdPoll)
+				defer t.Stop()
+				for {
+					if _, err := os.Stat(string(input)); err == nil {
+						return nil, nil
+					}
+					select {
+					case <-t.C:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
 				}
 			},
 		},
