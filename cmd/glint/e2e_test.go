@@ -225,8 +225,8 @@ func (c *testCluster) waitFor(t testing.TB, what string, ok func(masterJSON) boo
 	}
 }
 
-// glint runs a glint client command to its end.
-func glint(t testing.TB, args ...string) (stdout, stderr string, err error) {
+// runGlint runs a glint client command to its end.
+func runGlint(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	return glintWithEnv(t, nil, args...)
 }

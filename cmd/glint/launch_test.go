@@ -18,7 +18,7 @@ var piResult = regexp.MustCompile(`Pi is roughly 3\.1[0-9]*`)
 func TestPiInClientModeRunsOnExecutorProcesses(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2)
-	stdout, stderr, err := glint(t, "submit", "--master", c.master.url, "--executor-cores", "1",
+	stdout, stderr, err := runGlint(t, "submit", "--master", c.master.url, "--executor-cores", "1",
 		"--executor-memory", "256m", "--log-level", "warn", "pi", "20")
 	if err != nil {
 		t.Fatalf("submit: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
@@ -71,7 +71,7 @@ func firstLine(t *testing.T, path string) string {
 func TestPiInClusterModeRunsTheDriverOnAWorker(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2)
-	stdout, stderr, err := glint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
+	stdout, stderr, err := runGlint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
 		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "2", "pi", "10")
 	if err != nil {
 		t.Fatalf("submit: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
@@ -102,7 +102,7 @@ func TestWordCountPrintsTheMostFrequentWords(t *testing.T) {
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, err := glint(t, "submit", "--master", c.master.url, "--executor-memory", "256m", "--log-level", "warn", "wordcount", file)
+	stdout, stderr, err := runGlint(t, "submit", "--master", c.master.url, "--executor-memory", "256m", "--log-level", "warn", "wordcount", file)
 	if err != nil {
 		t.Fatalf("submit: %v\n%s", err, stderr)
 	}
@@ -132,7 +132,7 @@ func TestOversizedExecutorsWaitWithAReasonUntilKilled(t *testing.T) {
 	if s.ActiveApps[0].State != "WAITING" {
 		t.Errorf("app state %s, want WAITING", s.ActiveApps[0].State)
 	}
-	if out, errOut, err := glint(t, "kill", "--master", c.master.url, s.ActiveApps[0].ID); err != nil {
+	if out, errOut, err := runGlint(t, "kill", "--master", c.master.url, s.ActiveApps[0].ID); err != nil {
 		t.Fatalf("kill: %v %s %s", err, out, errOut)
 	}
 	select {
@@ -177,14 +177,14 @@ func TestBadInputGetsAClearErrorAndNonZeroExit(t *testing.T) {
 		{"master bad timeout", []string{"master", "--worker-timeout", "-1s"}, "--worker-timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, stderr, err := glint(t, tc.args...)
+			_, stderr, err := runGlint(t, tc.args...)
 			if exitCode(err) == 0 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want non-zero and %q", exitCode(err), stderr, tc.want)
 			}
 		})
 	}
 	// None of it disturbed the cluster: an app still runs.
-	if stdout, stderr, err := glint(t, "submit", "--master", m, "--executor-memory", "256m", "--log-level", "warn", "pi", "2"); err != nil || !piResult.MatchString(stdout) {
+	if stdout, stderr, err := runGlint(t, "submit", "--master", m, "--executor-memory", "256m", "--log-level", "warn", "pi", "2"); err != nil || !piResult.MatchString(stdout) {
 		t.Errorf("pi after bad input: %v\n%s\n%s", err, stdout, stderr)
 	}
 }
@@ -192,11 +192,11 @@ func TestBadInputGetsAClearErrorAndNonZeroExit(t *testing.T) {
 func TestStatusShowsTheClusterAsTableAndJSON(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2)
-	stdout, _, err := glint(t, "status", "--master", c.master.url)
+	stdout, _, err := runGlint(t, "status", "--master", c.master.url)
 	if alive := regexp.MustCompile(`(?m)^worker-\S+\s+\S+\s+ALIVE`).FindAllString(stdout, -1); err != nil || len(alive) != 2 {
 		t.Errorf("status table (%v):\n%s", err, stdout)
 	}
-	stdout, _, err = glint(t, "status", "--master", c.master.url, "--json")
+	stdout, _, err = runGlint(t, "status", "--master", c.master.url, "--json")
 	if err != nil || !strings.Contains(stdout, `"workers"`) || !strings.Contains(stdout, "WORKER_STATE_ALIVE") {
 		t.Errorf("status --json (%v):\n%s", err, stdout)
 	}
@@ -204,7 +204,7 @@ func TestStatusShowsTheClusterAsTableAndJSON(t *testing.T) {
 
 func TestDemoRunsAClusterAndLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, err := glint(t, "demo")
+	stdout, stderr, err := runGlint(t, "demo")
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
 	}
@@ -221,7 +221,7 @@ func TestExecutorsAndDriversExitWhenTheirWorkerDies(t *testing.T) {
 	c := startCluster(t, 1)
 	// The tasks run until their worker dies: the release file is never made.
 	never := filepath.Join(t.TempDir(), "never")
-	if out, errOut, err := glint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--driver-memory", "256m",
+	if out, errOut, err := runGlint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--driver-memory", "256m",
 		"--executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "hold", never, "2"); err != nil {
 		t.Fatalf("submit: %v\n%s%s", err, out, errOut)
 	}
@@ -280,10 +280,10 @@ func isZombieProcess(pid int) bool {
 func TestHealthChecksAnEndpoint(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0)
-	if out, errOut, err := glint(t, "health", c.master.url+"/healthz"); err != nil || strings.TrimSpace(out) != "ok" {
+	if out, errOut, err := runGlint(t, "health", c.master.url+"/healthz"); err != nil || strings.TrimSpace(out) != "ok" {
 		t.Errorf("health of a live master: %v %q %q", err, out, errOut)
 	}
-	if _, errOut, err := glint(t, "health", c.master.url+"/nowhere"); exitCode(err) == 0 || !strings.Contains(errOut, "404") {
+	if _, errOut, err := runGlint(t, "health", c.master.url+"/nowhere"); exitCode(err) == 0 || !strings.Contains(errOut, "404") {
 		t.Errorf("health of a missing path: exit %d %q", exitCode(err), errOut)
 	}
 }
@@ -302,7 +302,7 @@ func TestSubmitEverySubmitsAgainUntilStopped(t *testing.T) {
 	if err := submit.Wait(); err != nil {
 		t.Errorf("submit --every after SIGTERM: %v", err)
 	}
-	_, errOut, err := glint(t, "submit", "--master", c.master.url, "--every", "1s", "--executor-memory", "0", "pi")
+	_, errOut, err := runGlint(t, "submit", "--master", c.master.url, "--every", "1s", "--executor-memory", "0", "pi")
 	if exitCode(err) == 0 || !strings.Contains(errOut, "--executor-memory") {
 		t.Errorf("bad flags with --every: exit %d %q", exitCode(err), errOut)
 	}

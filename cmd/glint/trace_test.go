@@ -230,7 +230,7 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 	}
 
 	t.Run("glint trace prints the waterfall and the breakdown", func(t *testing.T) {
-		out, errOut, err := glint(t, "trace", "--jaeger", j.query, app.ID)
+		out, errOut, err := runGlint(t, "trace", "--jaeger", j.query, app.ID)
 		if err != nil {
 			t.Fatalf("glint trace: %v\n%s", err, errOut)
 		}
@@ -243,11 +243,11 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 		if len(rows) != 4 {
 			t.Errorf("%d complete executor rows, want 4:\n%s", len(rows), out)
 		}
-		_, errOut, err = glint(t, "trace", "--jaeger", "http://127.0.0.1:1", app.ID)
+		_, errOut, err = runGlint(t, "trace", "--jaeger", "http://127.0.0.1:1", app.ID)
 		if exitCode(err) == 0 || !strings.Contains(errOut, "unreachable") {
 			t.Errorf("unreachable jaeger: exit %d, %q", exitCode(err), errOut)
 		}
-		_, errOut, err = glint(t, "trace", "--jaeger", j.query, "app-20200101000000-0001")
+		_, errOut, err = runGlint(t, "trace", "--jaeger", j.query, "app-20200101000000-0001")
 		if exitCode(err) == 0 || !strings.Contains(errOut, "no trace") {
 			t.Errorf("unknown app: exit %d, %q", exitCode(err), errOut)
 		}

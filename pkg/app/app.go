@@ -1,7 +1,7 @@
 // Package app is the API for writing Glint applications: one Go binary holds a
 // driver function, which runs sets of tasks on the cluster, and the task functions
-// its executors run. Register the binary's applications in a Registry and hand it
-// to cli.Main; the same binary then acts as driver (glint submit) and executor.
+// its executors run. Hand the binary's applications to glint.Main; the same
+// binary then acts as driver (glint submit) and executor.
 package app
 
 import (

@@ -1,6 +1,6 @@
 // Package cli is the glint command line: master, worker, executor, driver,
-// submit, status, kill and demo. A user's own application binary calls Main
-// with its applications and so becomes both driver and executor.
+// submit, status, kill, demo, trace and health, wired to the services. It
+// sits above services/; binaries reach it through glint.Main.
 package cli
 
 import (
