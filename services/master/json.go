@@ -93,88 +93,156 @@ func traceID(sc trace.SpanContext) string {
 	return sc.TraceID().String()
 }
 
-// serveJSON serves GET /json in the shape of Spark's master JSON.
+// masterJSON is GET /json: the master in the shape of Spark's master JSON.
+// Totals count ALIVE workers only.
+type masterJSON struct {
+	URL              string       `json:"url"`
+	Status           string       `json:"status"`
+	Workers          []workerJSON `json:"workers"`
+	AliveWorkers     int32        `json:"aliveworkers"`
+	Cores            int32        `json:"cores"`
+	CoresUsed        int32        `json:"coresused"`
+	Memory           int64        `json:"memory"`
+	MemoryUsed       int64        `json:"memoryused"`
+	ActiveApps       []appJSON    `json:"activeapps"`
+	CompletedApps    []appJSON    `json:"completedapps"`
+	ActiveDrivers    []driverJSON `json:"activedrivers"`
+	CompletedDrivers []driverJSON `json:"completeddrivers"`
+}
+
+// workerJSON is one worker in /json, DEAD ones included.
+type workerJSON struct {
+	ID            string `json:"id"`
+	Host          string `json:"host"`
+	Port          int32  `json:"port"`
+	WebUIAddress  string `json:"webuiaddress"`
+	Cores         int32  `json:"cores"`
+	CoresUsed     int32  `json:"coresused"`
+	CoresFree     int32  `json:"coresfree"`
+	Memory        int64  `json:"memory"`
+	MemoryUsed    int64  `json:"memoryused"`
+	MemoryFree    int64  `json:"memoryfree"`
+	State         string `json:"state"`
+	LastHeartbeat int64  `json:"lastheartbeat"`
+}
+
+// appJSON is one application in /json. MaxCores is null when spark.cores.max
+// is unset; Duration runs to now for an active application.
+type appJSON struct {
+	ID                string         `json:"id"`
+	Name              string         `json:"name"`
+	StartTime         int64          `json:"starttime"`
+	SubmitDate        string         `json:"submitdate"`
+	Cores             int32          `json:"cores"`
+	MaxCores          *int32         `json:"maxcores"`
+	MemoryPerExecutor int64          `json:"memoryperexecutor"`
+	State             string         `json:"state"`
+	Duration          int64          `json:"duration"`
+	DriverURL         string         `json:"driverurl"`
+	DriverID          string         `json:"driverid"`
+	StatusMessage     string         `json:"statusmessage"`
+	Executors         []executorJSON `json:"executors"`
+	TraceID           string         `json:"traceid"`
+}
+
+// executorJSON is one executor of an application in /json, ended ones
+// included; exitstatus is present once the process exited.
+type executorJSON struct {
+	ID         int32  `json:"id"`
+	Worker     string `json:"worker"`
+	HostPort   string `json:"hostport"`
+	Cores      int32  `json:"cores"`
+	Memory     int64  `json:"memory"`
+	State      string `json:"state"`
+	Message    string `json:"message"`
+	ExitStatus *int32 `json:"exitstatus,omitempty"`
+}
+
+// driverJSON is one cluster-mode driver in /json.
+type driverJSON struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	StartTime  int64  `json:"starttime"`
+	SubmitDate string `json:"submitdate"`
+	State      string `json:"state"`
+	Cores      int32  `json:"cores"`
+	Memory     int64  `json:"memory"`
+	Supervise  bool   `json:"supervise"`
+	Worker     string `json:"worker"`
+	Message    string `json:"message"`
+	TraceID    string `json:"traceid"`
+}
+
+// serveJSON serves GET /json.
 func (s *Server) serveJSON(w http.ResponseWriter, _ *http.Request) {
-	st := s.clusterState()
-	out := map[string]any{
-		"url": st.GetMasterUrl(), "status": st.GetStatus(),
-		"workers": []any{}, "activeapps": []any{}, "completedapps": []any{},
-		"activedrivers": []any{}, "completeddrivers": []any{},
-	}
-	var alive, cores, coresUsed int32
-	var memory, memoryUsed int64
-	workers := []any{}
-	for _, wk := range st.GetWorkers() {
-		if wk.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
-			alive++
-			cores += wk.GetCores()
-			coresUsed += wk.GetCoresUsed()
-			memory += wk.GetMemoryMib()
-			memoryUsed += wk.GetMemoryUsedMib()
-		}
-		workers = append(workers, map[string]any{
-			"id": wk.GetId(), "host": wk.GetHost(), "port": wk.GetPort(), "webuiaddress": wk.GetWorkerUrl(),
-			"cores": wk.GetCores(), "coresused": wk.GetCoresUsed(), "coresfree": wk.GetCores() - wk.GetCoresUsed(),
-			"memory": wk.GetMemoryMib(), "memoryused": wk.GetMemoryUsedMib(), "memoryfree": wk.GetMemoryMib() - wk.GetMemoryUsedMib(),
-			"state": lifecycle.Name(wk.GetState()), "lastheartbeat": wk.GetLastHeartbeat().AsTime().UnixMilli(),
-		})
-	}
-	out["workers"] = workers
-	out["aliveworkers"], out["cores"], out["coresused"], out["memory"], out["memoryused"] = alive, cores, coresUsed, memory, memoryUsed
-	out["activeapps"] = appsJSON(st.GetActiveApps())
-	out["completedapps"] = appsJSON(st.GetCompletedApps())
-	out["activedrivers"] = driversJSON(st.GetActiveDrivers())
-	out["completeddrivers"] = driversJSON(st.GetCompletedDrivers())
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(out)
+	if err := enc.Encode(statusJSON(s.clusterState(), time.Now())); err != nil {
+		s.log.Debug("write /json", "err", err)
+	}
 }
 
-func appsJSON(apps []*masterv1.ApplicationInfo) []any {
-	out := []any{}
-	for _, a := range apps {
-		start := a.GetStartTime().AsTime()
-		end := time.Now()
-		if a.GetEndTime() != nil {
-			end = a.GetEndTime().AsTime()
+// statusJSON is the cluster state st as /json shows it at now.
+func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON {
+	out := masterJSON{
+		URL: st.GetMasterUrl(), Status: st.GetStatus(), Workers: []workerJSON{},
+		ActiveApps: appsJSON(st.GetActiveApps(), now), CompletedApps: appsJSON(st.GetCompletedApps(), now),
+		ActiveDrivers: driversJSON(st.GetActiveDrivers()), CompletedDrivers: driversJSON(st.GetCompletedDrivers()),
+	}
+	for _, wk := range st.GetWorkers() {
+		if wk.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
+			out.AliveWorkers++
+			out.Cores += wk.GetCores()
+			out.CoresUsed += wk.GetCoresUsed()
+			out.Memory += wk.GetMemoryMib()
+			out.MemoryUsed += wk.GetMemoryUsedMib()
 		}
-		execs := []any{}
-		for _, e := range a.GetExecutors() {
-			ex := map[string]any{
-				"id": e.GetId(), "worker": e.GetWorkerId(), "hostport": e.GetHostPort(), "cores": e.GetCores(),
-				"memory": e.GetMemoryMib(), "state": lifecycle.Name(e.GetState()), "message": e.GetMessage(),
-			}
-			if e.ExitStatus != nil {
-				ex["exitstatus"] = e.GetExitStatus()
-			}
-			execs = append(execs, ex)
-		}
-		maxCores := any(nil)
-		if a.GetDescription().MaxCores != nil {
-			maxCores = a.GetDescription().GetMaxCores()
-		}
-		out = append(out, map[string]any{
-			"id": a.GetId(), "name": a.GetDescription().GetName(), "starttime": start.UnixMilli(),
-			"submitdate": start.UTC().Format(time.RFC1123), "cores": a.GetCoresGranted(), "maxcores": maxCores,
-			"memoryperexecutor": a.GetDescription().GetMemoryPerExecutorMib(), "state": lifecycle.Name(a.GetState()),
-			"duration": end.Sub(start).Milliseconds(), "driverurl": a.GetDriverUrl(), "driverid": a.GetDriverId(),
-			"statusmessage": a.GetStatusMessage(), "executors": execs, "traceid": a.GetTraceId(),
+		out.Workers = append(out.Workers, workerJSON{
+			ID: wk.GetId(), Host: wk.GetHost(), Port: wk.GetPort(), WebUIAddress: wk.GetWorkerUrl(),
+			Cores: wk.GetCores(), CoresUsed: wk.GetCoresUsed(), CoresFree: wk.GetCores() - wk.GetCoresUsed(),
+			Memory: wk.GetMemoryMib(), MemoryUsed: wk.GetMemoryUsedMib(), MemoryFree: wk.GetMemoryMib() - wk.GetMemoryUsedMib(),
+			State: lifecycle.Name(wk.GetState()), LastHeartbeat: wk.GetLastHeartbeat().AsTime().UnixMilli(),
 		})
 	}
 	return out
 }
 
-func driversJSON(drivers []*masterv1.DriverInfo) []any {
-	out := []any{}
+func appsJSON(apps []*masterv1.ApplicationInfo, now time.Time) []appJSON {
+	out := []appJSON{}
+	for _, a := range apps {
+		start, end := a.GetStartTime().AsTime(), now
+		if a.GetEndTime() != nil {
+			end = a.GetEndTime().AsTime()
+		}
+		execs := []executorJSON{}
+		for _, e := range a.GetExecutors() {
+			execs = append(execs, executorJSON{
+				ID: e.GetId(), Worker: e.GetWorkerId(), HostPort: e.GetHostPort(), Cores: e.GetCores(),
+				Memory: e.GetMemoryMib(), State: lifecycle.Name(e.GetState()), Message: e.GetMessage(), ExitStatus: e.ExitStatus,
+			})
+		}
+		out = append(out, appJSON{
+			ID: a.GetId(), Name: a.GetDescription().GetName(), StartTime: start.UnixMilli(),
+			SubmitDate: start.UTC().Format(time.RFC1123), Cores: a.GetCoresGranted(), MaxCores: a.GetDescription().MaxCores,
+			MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(), State: lifecycle.Name(a.GetState()),
+			Duration: end.Sub(start).Milliseconds(), DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(),
+			StatusMessage: a.GetStatusMessage(), Executors: execs, TraceID: a.GetTraceId(),
+		})
+	}
+	return out
+}
+
+func driversJSON(drivers []*masterv1.DriverInfo) []driverJSON {
+	out := []driverJSON{}
 	for _, d := range drivers {
 		start := d.GetSubmitTime().AsTime()
-		out = append(out, map[string]any{
-			"id": d.GetId(), "name": d.GetDescription().GetName(), "starttime": start.UnixMilli(),
-			"submitdate": start.UTC().Format(time.RFC1123), "state": lifecycle.Name(d.GetState()),
-			"cores": d.GetDescription().GetCores(), "memory": d.GetDescription().GetMemoryMib(),
-			"supervise": d.GetDescription().GetSupervise(), "worker": d.GetWorkerId(), "message": d.GetMessage(),
-			"traceid": d.GetTraceId(),
+		out = append(out, driverJSON{
+			ID: d.GetId(), Name: d.GetDescription().GetName(), StartTime: start.UnixMilli(),
+			SubmitDate: start.UTC().Format(time.RFC1123), State: lifecycle.Name(d.GetState()),
+			Cores: d.GetDescription().GetCores(), Memory: d.GetDescription().GetMemoryMib(),
+			Supervise: d.GetDescription().GetSupervise(), Worker: d.GetWorkerId(), Message: d.GetMessage(),
+			TraceID: d.GetTraceId(),
 		})
 	}
 	return out
