@@ -8,7 +8,6 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -118,7 +117,7 @@ func (s *Server) WorkerDecommissioning(ctx context.Context, req *connect.Request
 	for _, e := range w.executors {
 		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED); err == nil {
 			e.message = "worker " + id + " is stopping"
-			s.notifyExecutorUpdated(ctx, e, false, nil)
+			s.sendExecutorUpdated(ctx, e, false, nil)
 		}
 	}
 	return connect.NewResponse(&masterv1.WorkerDecommissioningResponse{}), nil
@@ -318,13 +317,7 @@ func (s *Server) KillDriver(ctx context.Context, req *connect.Request[masterv1.K
 		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_KILLED, "killed before it was launched")
 		return connect.NewResponse(&masterv1.KillDriverResponse{}), nil
 	}
-	w := d.worker
-	kill := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id}
-	w.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := w.client.KillDriver(ctx, connect.NewRequest(kill)); err != nil {
-			s.log.Warn("kill driver", "driver", d.id, "worker", w.id, "err", err)
-		}
-	})
+	s.sendKillDriver(ctx, d)
 	return connect.NewResponse(&masterv1.KillDriverResponse{}), nil
 }
 

@@ -1,0 +1,124 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// registerApplicationLocked admits a validated application (Spark's registerApplication).
+func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID string) *appInfo {
+	now := s.now()
+	a := &appInfo{
+		id: ids.App(now, s.nextAppNumber), desc: desc, driverURL: driverURL, driverID: driverID,
+		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: now, driverSeen: now,
+		trace:     trace.SpanContextFromContext(ctx),
+		executors: map[int32]*executorInfo{}, executorLimit: math.MaxInt,
+		client:  driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider)...),
+		mailbox: rpc.NewMailbox(s.ctx),
+	}
+	if desc.InitialExecutorLimit != nil {
+		a.executorLimit = int(desc.GetInitialExecutorLimit())
+	}
+	s.nextAppNumber++
+	s.apps[a.id] = a
+	s.appQueue = append(s.appQueue, a)
+	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
+	s.scheduleLocked(ctx)
+	return a
+}
+
+// removeApplicationLocked is Spark's removeApplication: the executors are
+// killed, the driver and every worker told, the app kept among the completed.
+func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state masterv1.ApplicationState, message string) {
+	if err := a.setState(state); err != nil {
+		s.log.Warn("remove application", "err", err)
+		return
+	}
+	s.log.Info("removing application", "app", a.id, "state", state.String(), "message", message)
+	a.endTime = s.now()
+	a.statusMessage = message
+	delete(s.apps, a.id)
+	s.appQueue = slices.DeleteFunc(s.appQueue, func(o *appInfo) bool { return o == a })
+	s.completedApps = retain(s.completedApps, a, s.cfg.RetainedApplications)
+	for _, e := range a.executors {
+		s.killExecutorLocked(ctx, e)
+	}
+	s.sendApplicationRemoved(ctx, a, state, message)
+	s.sendApplicationFinished(ctx, a)
+	s.scheduleLocked(ctx)
+}
+
+// launchExecutorLocked is Spark's launchExecutor: the executor is added to a
+// and w, the worker gets LaunchExecutor, the driver ExecutorAdded.
+func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *appInfo, cores int32, memoryMiB int64) {
+	e := a.addExecutor(w, cores, memoryMiB, s.now())
+	w.addExecutor(e)
+	if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {
+		if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_RUNNING); err != nil {
+			s.log.Warn("launch executor", "err", err)
+		}
+	}
+	s.log.InfoContext(ctx, "launching executor", "app", a.id, "executor", e.id, "worker", w.id, "cores", cores, "memory_mib", memoryMiB)
+	trace.SpanFromContext(ctx).AddEvent("executor placed", trace.WithAttributes(
+		telemetry.ExecutorID.Int(int(e.id)), telemetry.WorkerID.String(w.id), telemetry.Cores.Int(int(cores)), telemetry.MemoryMiB.Int64(memoryMiB)))
+	s.sendLaunchExecutor(ctx, e)
+	s.sendExecutorAdded(ctx, e)
+}
+
+// executorStateChangedLocked is Spark's ExecutorStateChanged handling,
+// including the spark.deploy.maxExecutorRetries rule.
+func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo, state masterv1.ExecutorState, message string, exitStatus *int32, times *executorTimes) error {
+	a := e.app
+	if _, ok := a.executors[e.id]; !ok || a.finished() {
+		return fmt.Errorf("executor %s/%d: %w (already removed)", a.id, e.id, rpc.ErrNotFound)
+	}
+	old := e.state
+	if err := e.setState(state); err != nil {
+		return err
+	}
+	e.message, e.exitStatus = message, exitStatus
+	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
+		a.retryCount = 0
+		telemetry.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
+	}
+	s.sendExecutorUpdated(ctx, e, false, times)
+	if !executorFinished(state) {
+		return nil
+	}
+	s.log.Info("executor finished", "app", a.id, "executor", e.id, "state", state.String(), "message", message)
+	a.removeExecutor(e)
+	e.worker.removeExecutor(e)
+	normalExit := exitStatus != nil && *exitStatus == 0
+	if !normalExit && old != masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED {
+		a.retryCount++
+		if s.cfg.MaxExecutorRetries >= 0 && a.retryCount >= s.cfg.MaxExecutorRetries && !a.hasRunningExecutor() {
+			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+				fmt.Sprintf("%d executors failed in a row and none is running; last: %s", a.retryCount, message))
+			return nil
+		}
+	}
+	s.scheduleLocked(ctx)
+	return nil
+}
+
+// killExecutorLocked is Spark's killExecutor: the worker is told to kill it and
+// the master forgets it at once.
+func (s *Server) killExecutorLocked(ctx context.Context, e *executorInfo) {
+	e.app.removeExecutor(e)
+	e.worker.removeExecutor(e)
+	if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_KILLED); err != nil {
+		s.log.Debug("kill executor", "err", err)
+	}
+	s.sendKillExecutor(ctx, e)
+}

@@ -1,0 +1,73 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.opentelemetry.io/otel/trace"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver).
+func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription) *driverInfo {
+	now := s.now()
+	d := &driverInfo{
+		id: ids.Driver(now, s.nextDriverNumber), desc: desc,
+		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
+	}
+	s.nextDriverNumber++
+	s.drivers[d.id] = d
+	s.waitingDrivers = append(s.waitingDrivers, d)
+	s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
+	s.scheduleLocked(ctx)
+	return d
+}
+
+// launchDriverLocked is Spark's launchDriver: d runs on w, which gets LaunchDriver.
+func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *driverInfo) {
+	s.log.InfoContext(ctx, "launching driver", "driver", d.id, "worker", w.id)
+	trace.SpanFromContext(ctx).AddEvent("driver placed", trace.WithAttributes(telemetry.WorkerID.String(w.id)))
+	w.addDriver(d)
+	if err := d.setState(masterv1.DriverState_DRIVER_STATE_RUNNING); err != nil {
+		s.log.Warn("launch driver", "err", err)
+	}
+	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
+	s.sendLaunchDriver(ctx, w, d)
+}
+
+// relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
+func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
+	n := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc)
+	s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
+}
+
+// removeDriverLocked is Spark's removeDriver; apps the driver registered end with it.
+func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state masterv1.DriverState, message string) {
+	if err := d.setState(state); err != nil {
+		s.log.Warn("remove driver", "err", err)
+		return
+	}
+	s.log.Info("removing driver", "driver", d.id, "state", state.String(), "message", message)
+	d.message = message
+	delete(s.drivers, d.id)
+	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
+	s.completedDrivers = retain(s.completedDrivers, d, s.cfg.RetainedDrivers)
+	if d.worker != nil {
+		d.worker.removeDriver(d)
+	}
+	appState := masterv1.ApplicationState_APPLICATION_STATE_FINISHED
+	if state != masterv1.DriverState_DRIVER_STATE_FINISHED {
+		appState = masterv1.ApplicationState_APPLICATION_STATE_FAILED
+	}
+	for _, a := range s.apps {
+		if a.driverID == d.id {
+			s.removeApplicationLocked(ctx, a, appState, fmt.Sprintf("driver %s ended %s", d.id, state))
+		}
+	}
+	s.scheduleLocked(ctx)
+}

@@ -1,0 +1,218 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// scheduleLocked is Spark's Master.schedule(): it snapshots free resources and
+// waiting demand, lets schedule decide, and launches what it placed.
+func (s *Server) scheduleLocked(ctx context.Context) {
+	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
+	for _, w := range s.workers {
+		if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
+			snap.Workers = append(snap.Workers, WorkerSlot{
+				ID: w.id, Cores: w.cores, MemoryMiB: w.memoryMiB,
+				CoresFree: w.cores - w.coresUsed, MemoryFreeMiB: w.memoryMiB - w.memoryUsedMiB,
+			})
+		}
+	}
+	for _, d := range s.waitingDrivers {
+		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
+	}
+	for _, a := range s.appQueue {
+		snap.Apps = append(snap.Apps, AppDemand{
+			ID: a.id, CoresLeft: a.coresLeft(), CoresPerExecutor: a.desc.GetCoresPerExecutor(),
+			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - len(a.executors),
+		})
+	}
+	started := time.Now()
+	plan := schedule(snap, s.cfg.Rand)
+	ended := time.Now()
+	// The pass's exemplar is the trace of the first application it served.
+	exemplar := trace.SpanContextFromContext(ctx)
+	for _, p := range plan.Drivers {
+		d := s.drivers[p.DriverID]
+		sctx, span := s.scheduleSpan(ctx, d.trace, started, telemetry.DriverID.String(d.id))
+		s.launchDriverLocked(sctx, s.idToWorker[p.WorkerID], d)
+		span.End(trace.WithTimestamp(ended))
+	}
+	for i := 0; i < len(plan.Executors); {
+		a := s.apps[plan.Executors[i].AppID]
+		sctx, span := s.scheduleSpan(ctx, a.trace, started, telemetry.AppID.String(a.id))
+		if i == 0 {
+			exemplar = span.SpanContext()
+		}
+		for ; i < len(plan.Executors) && plan.Executors[i].AppID == a.id; i++ {
+			p := plan.Executors[i]
+			s.launchExecutorLocked(sctx, s.idToWorker[p.WorkerID], a, p.Cores, p.MemoryMiB)
+		}
+		span.End(trace.WithTimestamp(ended))
+	}
+	telemetry.ObserveInTrace(exemplar, s.metrics.scheduleDuration, ended.Sub(started).Seconds())
+	for _, a := range s.appQueue {
+		// Only an application without executors is stuck; say why.
+		if len(a.executors) == 0 {
+			a.statusMessage = plan.Waiting[a.id]
+		} else {
+			a.statusMessage = ""
+		}
+	}
+}
+
+// scheduleSpan starts the "schedule" span of one application's (or driver's)
+// placements in one schedule() pass, timed as the pass. It belongs to the
+// application's trace (parent); when another event triggered the pass — a
+// worker registered, an executor of another app ended — it links to it.
+func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, started time.Time, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithTimestamp(started), trace.WithAttributes(attrs...)}
+	if parent.IsValid() {
+		if trigger := trace.SpanContextFromContext(ctx); trigger.IsValid() && trigger.TraceID() != parent.TraceID() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: trigger}))
+		}
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	return s.tracer.Start(ctx, "schedule", opts...)
+}
+
+// The send functions below are every message the master sends to workers and
+// drivers. Each is posted to the peer's mailbox, so a peer sees its messages
+// in the order the master sent them and no caller waits on a slow peer; the
+// call carries ctx's span context (the schedule span, for launches).
+
+// sendLaunchDriver tells w to launch d. A worker that rejects it or cannot be
+// reached ends the driver in ERROR.
+func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo) {
+	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id, Description: d.desc}
+	w.mailbox.Post(ctx, func(ctx context.Context) {
+		if _, err := w.client.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if d.worker == w && !driverFinished(d.state) {
+				s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
+					fmt.Sprintf("launch driver on worker %s: %v", w.id, err))
+			}
+		}
+	})
+}
+
+// sendLaunchExecutor tells e's worker to launch it. A worker that rejects it
+// or cannot be reached counts as a FAILED executor.
+func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
+	w, a := e.worker, e.app
+	req := &workerv1.LaunchExecutorRequest{
+		MasterUrl: s.cfg.URL, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
+	}
+	w.mailbox.Post(ctx, func(ctx context.Context) {
+		_, err := w.client.LaunchExecutor(ctx, connect.NewRequest(req))
+		if err == nil {
+			s.metrics.executorLaunches.WithLabelValues(launchOK).Inc()
+			return
+		}
+		s.metrics.executorLaunches.WithLabelValues(launchError).Inc()
+		s.log.Warn("launch executor failed", "app", a.id, "executor", e.id, "worker", w.id, "err", err)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
+			s.log.Debug("launch executor failure after executor ended", "err", err)
+		}
+	})
+}
+
+// sendExecutorAdded tells e's driver that e was placed.
+func (s *Server) sendExecutorAdded(ctx context.Context, e *executorInfo) {
+	w, a := e.worker, e.app
+	req := &driverv1.ExecutorAddedRequest{
+		AppId: a.id, ExecutorId: e.id, WorkerId: w.id, HostPort: w.address(),
+		Cores: e.cores, MemoryMib: e.memoryMiB, ScheduledAt: timestamppb.New(e.scheduledAt),
+	}
+	a.mailbox.Post(ctx, func(ctx context.Context) {
+		if _, err := a.client.ExecutorAdded(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Warn("tell driver executor added", "app", a.id, "executor", e.id, "err", err)
+		}
+	})
+}
+
+// executorTimes are the worker's timestamps for an executor's launch.
+type executorTimes struct {
+	launched, started *timestamppb.Timestamp
+}
+
+// sendExecutorUpdated tells e's driver e's state; workerLost says e's worker
+// was lost, times (if any) are the worker's launch timestamps.
+func (s *Server) sendExecutorUpdated(ctx context.Context, e *executorInfo, workerLost bool, times *executorTimes) {
+	a := e.app
+	req := &driverv1.ExecutorUpdatedRequest{
+		AppId: a.id, ExecutorId: e.id, State: e.state, Message: e.message, ExitStatus: e.exitStatus, WorkerLost: workerLost,
+	}
+	if times != nil {
+		req.LaunchedAt, req.StartedAt = times.launched, times.started
+	}
+	a.mailbox.Post(ctx, func(ctx context.Context) {
+		if _, err := a.client.ExecutorUpdated(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Warn("tell driver executor updated", "app", a.id, "executor", e.id, "err", err)
+		}
+	})
+}
+
+// sendApplicationRemoved tells a's driver that a ended in state.
+func (s *Server) sendApplicationRemoved(ctx context.Context, a *appInfo, state masterv1.ApplicationState, message string) {
+	req := &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: fmt.Sprintf("%s: %s", lifecycle.Name(state), message)}
+	a.mailbox.Post(ctx, func(ctx context.Context) {
+		if _, err := a.client.ApplicationRemoved(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Debug("tell driver application removed", "app", a.id, "err", err)
+		}
+	})
+}
+
+// sendApplicationFinished tells every ALIVE worker that a ended, so they
+// clean up after it.
+func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
+	req := &workerv1.ApplicationFinishedRequest{MasterUrl: s.cfg.URL, AppId: a.id}
+	for _, w := range s.workers {
+		if w.state != masterv1.WorkerState_WORKER_STATE_ALIVE {
+			continue
+		}
+		w.mailbox.Post(ctx, func(ctx context.Context) {
+			if _, err := w.client.ApplicationFinished(ctx, connect.NewRequest(req)); err != nil {
+				s.log.Warn("tell worker application finished", "worker", w.id, "err", err)
+			}
+		})
+	}
+}
+
+// sendKillExecutor tells e's worker to kill it.
+func (s *Server) sendKillExecutor(ctx context.Context, e *executorInfo) {
+	w := e.worker
+	req := &workerv1.KillExecutorRequest{MasterUrl: s.cfg.URL, AppId: e.app.id, ExecutorId: e.id}
+	w.mailbox.Post(ctx, func(ctx context.Context) {
+		if _, err := w.client.KillExecutor(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Debug("kill executor", "app", e.app.id, "executor", e.id, "worker", w.id, "err", err)
+		}
+	})
+}
+
+// sendKillDriver tells d's worker to kill it; the worker reports the end.
+func (s *Server) sendKillDriver(ctx context.Context, d *driverInfo) {
+	w := d.worker
+	req := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id}
+	w.mailbox.Post(ctx, func(ctx context.Context) {
+		if _, err := w.client.KillDriver(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Warn("kill driver", "driver", d.id, "worker", w.id, "err", err)
+		}
+	})
+}

@@ -1,0 +1,82 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// registerWorkerLocked admits w unless an ALIVE worker holds its address
+// (Spark's registerWorker).
+func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error {
+	s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool {
+		return o.address() == w.address() && o.state == masterv1.WorkerState_WORKER_STATE_DEAD
+	})
+	if old, ok := s.addressToWorker[w.address()]; ok {
+		if old.state != masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+			return fmt.Errorf("register worker %s: worker %s is already registered at %s: %w",
+				w.id, old.id, w.address(), rpc.ErrAlreadyExists)
+		}
+		s.removeWorkerLocked(ctx, old, "replaced by a new worker at the same address")
+	}
+	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider)...)
+	w.mailbox = rpc.NewMailbox(s.ctx)
+	s.workers = append(s.workers, w)
+	s.idToWorker[w.id] = w
+	s.addressToWorker[w.address()] = w
+	return nil
+}
+
+// removeWorkerLocked marks w DEAD: its executors are LOST, its drivers
+// relaunched (supervised) or ended, and everything is scheduled again.
+func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason string) {
+	s.log.Info("removing worker", "worker", w.id, "address", w.address(), "reason", reason)
+	if err := w.setState(masterv1.WorkerState_WORKER_STATE_DEAD); err != nil {
+		s.log.Warn("remove worker", "err", err)
+	}
+	delete(s.idToWorker, w.id)
+	delete(s.addressToWorker, w.address())
+	for _, e := range w.executors {
+		msg := fmt.Sprintf("worker %s lost: %s", w.id, reason)
+		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_LOST); err != nil {
+			s.log.Warn("remove worker", "err", err)
+		}
+		e.message = msg
+		s.sendExecutorUpdated(ctx, e, true, nil)
+		e.app.removeExecutor(e)
+	}
+	w.executors = map[executorKey]*executorInfo{}
+	for _, d := range w.drivers {
+		if d.desc.GetSupervise() {
+			s.relaunchDriverLocked(ctx, d)
+		} else {
+			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("worker %s lost: %s", w.id, reason))
+		}
+	}
+	w.drivers = map[string]*driverInfo{}
+	w.coresUsed, w.memoryUsedMiB = 0, 0
+	s.scheduleLocked(ctx)
+}
+
+// checkWorkerTimeouts is Spark's timeOutDeadWorkers.
+func (s *Server) checkWorkerTimeouts(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, w := range slices.Clone(s.workers) {
+		since := now.Sub(w.lastHeartbeat)
+		switch {
+		case w.state != masterv1.WorkerState_WORKER_STATE_DEAD && since > s.cfg.WorkerTimeout:
+			s.metrics.workerTimeouts.Inc()
+			s.removeWorkerLocked(ctx, w, fmt.Sprintf("no heartbeat in %s", since.Round(time.Millisecond)))
+		case w.state == masterv1.WorkerState_WORKER_STATE_DEAD &&
+			since > time.Duration(s.cfg.DeadWorkerPersistence+1)*s.cfg.WorkerTimeout:
+			s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool { return o == w })
+		}
+	}
+}
