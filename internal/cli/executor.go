@@ -12,7 +12,7 @@ import (
 
 func newExecutorCommand(g *globals) *cobra.Command {
 	var cfg executor.Config
-	var executorID, cores int
+	var args child.ExecutorArgs
 	cmd := &cobra.Command{
 		Use:    "executor",
 		Short:  "Run an executor backend (started by workers)",
@@ -26,7 +26,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			}
 			defer stopWatching()
 			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceExecutor,
-				telemetry.AppID.String(cfg.AppID), telemetry.ExecutorID.Int(executorID))
+				telemetry.AppID.String(args.AppID), telemetry.ExecutorID.Int(int(args.ExecutorID)))
 			if err != nil {
 				return err
 			}
@@ -34,7 +34,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			// and are flushed before the process exits.
 			defer stopTelemetry()
 			stopProfiling, err := g.profile(telemetry.ServiceExecutor,
-				map[string]string{"app_id": cfg.AppID, "executor_id": fmt.Sprint(executorID)}, log)
+				map[string]string{"app_id": args.AppID, "executor_id": fmt.Sprint(args.ExecutorID)}, log)
 			if err != nil {
 				return err
 			}
@@ -42,19 +42,14 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			if cfg.Listener, err = child.InheritedListener(); err != nil {
 				return err
 			}
-			cfg.ExecutorID, cfg.Cores, cfg.Apps, cfg.Logger, cfg.TracerProvider = int32(executorID), int32(cores), g.apps, log, tp
+			cfg.DriverURL, cfg.ExecutorID, cfg.Hostname, cfg.Cores, cfg.AppID, cfg.WorkerURL = args.DriverURL, args.ExecutorID, args.Hostname, args.Cores, args.AppID, args.WorkerURL
+			cfg.Apps, cfg.Logger, cfg.TracerProvider = g.apps, log, tp
 			if err := executor.Run(telemetry.ContextFromEnv(ctx), cfg); err != nil {
-				return fmt.Errorf("executor %d of %s: %w", executorID, cfg.AppID, err)
+				return fmt.Errorf("executor %d of %s: %w", args.ExecutorID, args.AppID, err)
 			}
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&cfg.DriverURL, "driver-url", "", "the driver's URL")
-	fl.IntVar(&executorID, "executor-id", -1, "this executor's id within its application")
-	fl.StringVar(&cfg.Hostname, "hostname", "", "host name the driver uses to reach this executor")
-	fl.IntVar(&cores, "cores", 0, "cores (task slots)")
-	fl.StringVar(&cfg.AppID, "app-id", "", "the application id")
-	fl.StringVar(&cfg.WorkerURL, "worker-url", "", "the launching worker's URL")
+	args.Flags(cmd.Flags())
 	return cmd
 }

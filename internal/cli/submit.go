@@ -131,7 +131,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	if err != nil {
 		return fmt.Errorf("--driver-memory: %w", err)
 	}
-	command := append([]string{exe, "driver", "--driver-id", "{{DRIVER_ID}}"}, f.appFlags.args()...)
+	command := append(append([]string{exe, "driver"}, child.DriverTemplate()...), f.appFlags.args()...)
 	command = append(command, args...)
 	name := f.name
 	if name == "" {
@@ -227,7 +227,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&driverID, "driver-id", "", "this driver's id, given by the master")
+	child.DriverIDFlag(cmd.Flags(), &driverID)
 	return cmd
 }
 

@@ -1,0 +1,97 @@
+package child
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Template variables: the worker replaces {{NAME}} in each argument of a
+// command template separately, never through a shell.
+const (
+	VarExecutorID = "EXECUTOR_ID" // an executor's id within its application
+	VarHostname   = "HOSTNAME"    // the worker's host
+	VarCores      = "CORES"       // the executor's cores
+	VarAppID      = "APP_ID"      // the application's id
+	VarWorkerURL  = "WORKER_URL"  // the worker's URL
+	VarDriverID   = "DRIVER_ID"   // a cluster-mode driver's id
+)
+
+// Placeholder returns "{{NAME}}", how a template names the variable name.
+func Placeholder(name string) string { return "{{" + name + "}}" }
+
+// Substitute replaces each {{NAME}} by vars[NAME] in each argument separately.
+func Substitute(args []string, vars map[string]string) []string {
+	pairs := make([]string, 0, 2*len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		pairs = append(pairs, Placeholder(k), vars[k])
+	}
+	r := strings.NewReplacer(pairs...)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// ExecutorArgs are the flags of `glint executor`: what a worker tells an
+// executor it launches, with the driver's URL that the driver put in its
+// command template. The driver builds the template with Template; the
+// executor command parses it with Flags.
+type ExecutorArgs struct {
+	DriverURL  string
+	ExecutorID int32
+	Hostname   string
+	Cores      int32
+	AppID      string
+	WorkerURL  string
+}
+
+// Executor flag names.
+const (
+	flagDriverURL  = "driver-url"
+	flagExecutorID = "executor-id"
+	flagHostname   = "hostname"
+	flagCores      = "cores"
+	flagAppID      = "app-id"
+	flagWorkerURL  = "worker-url"
+	flagDriverID   = "driver-id"
+)
+
+// ExecutorTemplate returns the arguments that follow an executor command
+// (such as ["/usr/local/bin/glint", "executor"]) in an application's command
+// template: the driver's URL, and placeholders for what the worker knows.
+func ExecutorTemplate(driverURL string) []string {
+	return []string{
+		"--" + flagDriverURL, driverURL,
+		"--" + flagExecutorID, Placeholder(VarExecutorID),
+		"--" + flagHostname, Placeholder(VarHostname),
+		"--" + flagCores, Placeholder(VarCores),
+		"--" + flagAppID, Placeholder(VarAppID),
+		"--" + flagWorkerURL, Placeholder(VarWorkerURL),
+	}
+}
+
+// Flags defines the executor's flags on fs; they fill in a.
+func (a *ExecutorArgs) Flags(fs *pflag.FlagSet) {
+	fs.StringVar(&a.DriverURL, flagDriverURL, "", "the driver's URL")
+	fs.Int32Var(&a.ExecutorID, flagExecutorID, -1, "this executor's id within its application")
+	fs.StringVar(&a.Hostname, flagHostname, "", "host name the driver uses to reach this executor")
+	fs.Int32Var(&a.Cores, flagCores, 0, "cores (task slots)")
+	fs.StringVar(&a.AppID, flagAppID, "", "the application id")
+	fs.StringVar(&a.WorkerURL, flagWorkerURL, "", "the launching worker's URL")
+}
+
+// DriverTemplate returns the arguments that follow a driver command (such as
+// ["/usr/local/bin/glint", "driver"]) in a cluster-mode driver's command
+// template, before the application's own flags.
+func DriverTemplate() []string {
+	return []string{"--" + flagDriverID, Placeholder(VarDriverID)}
+}
+
+// DriverIDFlag defines the cluster-mode driver's --driver-id flag on fs.
+func DriverIDFlag(fs *pflag.FlagSet, id *string) {
+	fs.StringVar(id, flagDriverID, "", "this driver's id, given by the master")
+}
