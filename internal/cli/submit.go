@@ -171,11 +171,10 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 			last = d.GetState()
 			fmt.Fprintf(g.stderr, "driver %s is %s %s\n", id, lifecycle.Name(last), d.GetWorkerId())
 		}
-		switch last {
-		case masterv1.DriverState_DRIVER_STATE_FINISHED:
+		if last == masterv1.DriverState_DRIVER_STATE_FINISHED {
 			return nil
-		case masterv1.DriverState_DRIVER_STATE_FAILED, masterv1.DriverState_DRIVER_STATE_KILLED,
-			masterv1.DriverState_DRIVER_STATE_ERROR, masterv1.DriverState_DRIVER_STATE_RELAUNCHING:
+		}
+		if lifecycle.DriverFinished(last) {
 			if d.GetMessage() != "" {
 				fmt.Fprintf(g.stderr, "driver %s: %s\n", id, d.GetMessage())
 			}

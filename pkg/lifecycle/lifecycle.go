@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -22,6 +23,30 @@ func (t Transitions[S]) Check(what string, from, to S) error {
 		return nil
 	}
 	return fmt.Errorf("%s state %v → %v: %w", what, Name(from), Name(to), rpc.ErrFailedPrecondition)
+}
+
+// ExecutorFinished is Spark's ExecutorState.isFinished: an executor in this
+// state runs no more (KILLED, FAILED, LOST or EXITED).
+func ExecutorFinished(s masterv1.ExecutorState) bool {
+	switch s {
+	case masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
+		return true
+	}
+	return false
+}
+
+// DriverFinished reports whether a driver runs no more under its id:
+// FINISHED, FAILED, KILLED, ERROR, or RELAUNCHING (the master relaunched it
+// under a new id after its worker was lost).
+func DriverFinished(s masterv1.DriverState) bool {
+	switch s {
+	case masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,
+		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_ERROR,
+		masterv1.DriverState_DRIVER_STATE_RELAUNCHING:
+		return true
+	}
+	return false
 }
 
 // Label is a state as a Prometheus label value: WORKER_STATE_ALIVE → alive.

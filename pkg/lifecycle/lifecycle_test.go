@@ -46,3 +46,26 @@ func TestLabelIsTheLowercaseName(t *testing.T) {
 		}
 	}
 }
+
+func TestFinishedStatesAreSparks(t *testing.T) {
+	for s, want := range map[masterv1.ExecutorState]bool{
+		masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING: false, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING: false,
+		masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED: false,
+		masterv1.ExecutorState_EXECUTOR_STATE_KILLED:         true, masterv1.ExecutorState_EXECUTOR_STATE_FAILED: true,
+		masterv1.ExecutorState_EXECUTOR_STATE_LOST: true, masterv1.ExecutorState_EXECUTOR_STATE_EXITED: true,
+	} {
+		if got := ExecutorFinished(s); got != want {
+			t.Errorf("ExecutorFinished(%v) = %v, want %v", s, got, want)
+		}
+	}
+	for s, want := range map[masterv1.DriverState]bool{
+		masterv1.DriverState_DRIVER_STATE_SUBMITTED: false, masterv1.DriverState_DRIVER_STATE_RUNNING: false,
+		masterv1.DriverState_DRIVER_STATE_FINISHED: true, masterv1.DriverState_DRIVER_STATE_FAILED: true,
+		masterv1.DriverState_DRIVER_STATE_KILLED: true, masterv1.DriverState_DRIVER_STATE_ERROR: true,
+		masterv1.DriverState_DRIVER_STATE_RELAUNCHING: true,
+	} {
+		if got := DriverFinished(s); got != want {
+			t.Errorf("DriverFinished(%v) = %v, want %v", s, got, want)
+		}
+	}
+}
