@@ -34,7 +34,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	s.appQueue = append(s.appQueue, a)
 	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 	return a
 }
 
@@ -56,7 +56,7 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	}
 	s.sendApplicationRemoved(ctx, a, state, message)
 	s.sendApplicationFinished(ctx, a)
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 }
 
 // launchExecutorLocked is Spark's launchExecutor: the executor is added to a
@@ -108,7 +108,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 			return nil
 		}
 	}
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 	return nil
 }
 

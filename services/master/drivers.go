@@ -24,7 +24,7 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 	s.waitingDrivers = append(s.waitingDrivers, d)
 	s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 	return d
 }
 
@@ -69,5 +69,5 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 			s.removeApplicationLocked(ctx, a, appState, fmt.Sprintf("driver %s ended %s", d.id, state))
 		}
 	}
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 }

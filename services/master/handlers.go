@@ -21,7 +21,7 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
 	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
 	if w, ok := s.idToWorker[m.GetWorkerId()]; ok {
@@ -51,7 +51,7 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 			resp.UnknownDriverIds = append(resp.UnknownDriverIds, id)
 		}
 	}
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 	return connect.NewResponse(resp), nil
 }
 
@@ -102,7 +102,7 @@ func (s *Server) WorkerDecommissioning(ctx context.Context, req *connect.Request
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	w, ok := s.idToWorker[id]
 	if !ok {
 		return nil, rpc.Error(fmt.Errorf("decommission worker %s: %w", id, rpc.ErrNotFound))
@@ -131,7 +131,7 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	a := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId())
 	return connect.NewResponse(&masterv1.RegisterApplicationResponse{AppId: a.id, MasterUrl: s.cfg.URL}), nil
 }
@@ -172,7 +172,7 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 // UnregisterApplication ends an application normally.
 func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request[masterv1.UnregisterApplicationRequest]) (*connect.Response[masterv1.UnregisterApplicationResponse], error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -184,7 +184,7 @@ func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request
 // KillApplication ends an application and kills its executors.
 func (s *Server) KillApplication(ctx context.Context, req *connect.Request[masterv1.KillApplicationRequest]) (*connect.Response[masterv1.KillApplicationResponse], error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -218,7 +218,7 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 		return nil, rpc.Error(fmt.Errorf("executor state change: %w: no state", rpc.ErrInvalidArgument))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(m.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -253,7 +253,7 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 			m.GetDriverId(), m.GetState(), rpc.ErrInvalidArgument))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	d, err := s.activeDriverLocked(m.GetDriverId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -300,7 +300,7 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: no command", d.GetName(), rpc.ErrInvalidArgument))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	driver := s.submitDriverLocked(ctx, d)
 	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
 }
@@ -308,7 +308,7 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 // KillDriver kills a waiting driver at once, or tells its worker to kill it.
 func (s *Server) KillDriver(ctx context.Context, req *connect.Request[masterv1.KillDriverRequest]) (*connect.Response[masterv1.KillDriverResponse], error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	d, err := s.activeDriverLocked(req.Msg.GetDriverId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -345,20 +345,20 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 		return nil, rpc.Error(fmt.Errorf("request executors: %w: total %d must not be negative", rpc.ErrInvalidArgument, n))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
 	a.executorLimit = int(req.Msg.GetRequestedTotal())
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil
 }
 
 // KillExecutors kills the named executors of an application.
 func (s *Server) KillExecutors(ctx context.Context, req *connect.Request[masterv1.KillExecutorsRequest]) (*connect.Response[masterv1.KillExecutorsResponse], error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -370,7 +370,7 @@ func (s *Server) KillExecutors(ctx context.Context, req *connect.Request[masterv
 			resp.KilledExecutorIds = append(resp.KilledExecutorIds, id)
 		}
 	}
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 	return connect.NewResponse(resp), nil
 }
 

@@ -17,6 +17,17 @@ import (
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
+// scheduleAndUnlock ends an event: when its changes set needSchedule it makes
+// the event's one schedule pass, then it releases mu. Every handler, timer and
+// send callback that changes state under mu releases mu with it.
+func (s *Server) scheduleAndUnlock(ctx context.Context) {
+	defer s.mu.Unlock()
+	if s.needSchedule {
+		s.needSchedule = false
+		s.scheduleLocked(ctx)
+	}
+}
+
 // scheduleLocked is Spark's Master.schedule(): it snapshots free resources and
 // waiting demand, lets schedule decide, and launches what it placed.
 func (s *Server) scheduleLocked(ctx context.Context) {
@@ -100,7 +111,7 @@ func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 		if _, err := w.client.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
 			s.mu.Lock()
-			defer s.mu.Unlock()
+			defer s.scheduleAndUnlock(ctx)
 			if d.worker == w && !driverFinished(d.state) {
 				s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
 					fmt.Sprintf("launch driver on worker %s: %v", w.id, err))
@@ -125,7 +136,7 @@ func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
 		s.metrics.executorLaunches.WithLabelValues(launchError).Inc()
 		s.log.Warn("launch executor failed", "app", a.id, "executor", e.id, "worker", w.id, "err", err)
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.scheduleAndUnlock(ctx)
 		if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
 			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
 			s.log.Debug("launch executor failure after executor ended", "err", err)

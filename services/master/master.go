@@ -65,6 +65,11 @@ type Server struct {
 	completedDrivers []*driverInfo
 	nextAppNumber    int
 	nextDriverNumber int
+	// needSchedule says that a change made under mu may let a waiting driver
+	// or application be placed. The …Locked mutators only set it; the event
+	// that took mu (an RPC, a timer tick, a failed send) releases it with
+	// scheduleAndUnlock, which makes the one schedule pass for the event.
+	needSchedule bool
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)

@@ -32,7 +32,7 @@ func (s *Server) checkDrivers(ctx context.Context) {
 	wg.Wait()
 	close(answered)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
 	for a := range answered {
 		a.driverSeen = now

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -113,4 +114,91 @@ func TestExecutorsLaunchedLaterJoinTheAppsTraceWithALinkToTheirTrigger(t *testin
 		}
 	}
 	t.Errorf("schedule has no %s", telemetry.AppID)
+}
+
+// TestScheduleOncePerEvent loses a worker that ran a supervised driver and
+// executors of two applications: the driver is relaunched, both applications
+// lose an executor, and all of it is placed again in one schedule pass — one
+// schedule span per driver and application placed, all timed as that pass,
+// and one observation of the pass's duration.
+func TestScheduleOncePerEvent(t *testing.T) {
+	c, recorder, _ := tracedCluster(t)
+	lost, kept, dp := newPeer(t), newPeer(t), newPeer(t)
+	c.registerWorker(t, lost, 7078, 4, 4096)
+	resp, err := c.client.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{Description: &masterv1.DriverDescription{
+		Name: "d", Cores: 1, MemoryMib: 512, Supervise: true, Command: &masterv1.Command{Args: []string{"/bin/true"}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost.expect(t, "LaunchDriver "+resp.Msg.GetDriverId())
+	var apps []string
+	for range 2 {
+		desc := appDesc(512, 1)
+		desc.MaxCores = ptr[int32](1)
+		app := c.registerApp(t, dp, desc)
+		lost.expect(t, "LaunchExecutor "+app+"/0")
+		apps = append(apps, app)
+	}
+	keptID := c.registerWorker(t, kept, 7079, 4, 4096)
+
+	c.clock.advance(61 * time.Second)
+	if _, err := c.client.Heartbeat(context.Background(), connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: keptID})); err != nil {
+		t.Fatal(err)
+	}
+	passes := scheduleDurationCount(t, c)
+	spansBefore := len(recorder.Ended())
+	c.srv.checkWorkerTimeouts(context.Background())
+
+	relaunched := c.srv.clusterState().GetActiveDrivers()
+	if len(relaunched) != 1 || relaunched[0].GetWorkerId() != keptID {
+		t.Fatalf("active drivers %v, want the relaunched one on %s", relaunched, keptID)
+	}
+	kept.expect(t, "LaunchDriver "+relaunched[0].GetId())
+	want := map[string]bool{string(telemetry.DriverID) + "=" + relaunched[0].GetId(): true}
+	for _, app := range apps {
+		kept.expect(t, "LaunchExecutor "+app+"/1")
+		want[string(telemetry.AppID)+"="+app] = true
+	}
+	var pass []sdktrace.ReadOnlySpan
+	for _, s := range recorder.Ended()[spansBefore:] {
+		if s.Name() == "schedule" {
+			pass = append(pass, s)
+		}
+	}
+	got := map[string]bool{}
+	for _, s := range pass {
+		for _, kv := range s.Attributes() {
+			if kv.Key == telemetry.DriverID || kv.Key == telemetry.AppID {
+				got[string(kv.Key)+"="+kv.Value.AsString()] = true
+			}
+		}
+		if !s.StartTime().Equal(pass[0].StartTime()) || !s.EndTime().Equal(pass[0].EndTime()) {
+			t.Errorf("schedule span %v runs %v–%v, not with the pass's first span (%v–%v)",
+				s.Attributes(), s.StartTime(), s.EndTime(), pass[0].StartTime(), pass[0].EndTime())
+		}
+	}
+	if len(pass) != len(want) || !maps.Equal(got, want) {
+		t.Errorf("%d schedule spans for %v, want one each for %v", len(pass), got, want)
+	}
+	if n := scheduleDurationCount(t, c) - passes; n != 1 {
+		t.Errorf("losing a worker ran %d schedule passes, want 1", n)
+	}
+}
+
+// scheduleDurationCount is how many schedule passes the master's registry
+// has observed.
+func scheduleDurationCount(t *testing.T, c *cluster) uint64 {
+	t.Helper()
+	families, err := c.srv.cfg.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "glint_master_schedule_duration_seconds" {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("no glint_master_schedule_duration_seconds in the registry")
+	return 0
 }

@@ -33,7 +33,7 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 }
 
 // removeWorkerLocked marks w DEAD: its executors are LOST, its drivers
-// relaunched (supervised) or ended, and everything is scheduled again.
+// relaunched (supervised) or ended, and a schedule pass is asked for.
 func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason string) {
 	s.log.Info("removing worker", "worker", w.id, "address", w.address(), "reason", reason)
 	if err := w.setState(masterv1.WorkerState_WORKER_STATE_DEAD); err != nil {
@@ -60,13 +60,13 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 	}
 	w.drivers = map[string]*driverInfo{}
 	w.coresUsed, w.memoryUsedMiB = 0, 0
-	s.scheduleLocked(ctx)
+	s.needSchedule = true
 }
 
 // checkWorkerTimeouts is Spark's timeOutDeadWorkers.
 func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
 	for _, w := range slices.Clone(s.workers) {
 		since := now.Sub(w.lastHeartbeat)
