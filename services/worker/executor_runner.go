@@ -2,16 +2,12 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -28,42 +24,28 @@ type executorKey struct {
 	id  int32
 }
 
-// executorRunner runs one executor process (Spark's ExecutorRunner): the
-// launch steps, then a wait for the process to end or be killed, then the
-// final report. Its mutable fields are guarded by the Server's mu.
+// executorRunner runs one executor process (Spark's ExecutorRunner): its
+// hooks report RUNNING and the final state to the master.
 type executorRunner struct {
-	s          *Server
-	appID      string
-	execID     int32
-	cores      int32
-	memoryMiB  int64
-	launch     *launch
-	launchedAt time.Time
-	log        *slog.Logger
-	ctx        context.Context
-	// kill ends ctx with the reason the executor is killed.
-	kill context.CancelCauseFunc
-
-	state      masterv1.ExecutorState
-	pid        int
-	message    string
-	exitStatus *int32
+	runner[masterv1.ExecutorState]
+	appID  string
+	execID int32
 }
+
+var _ hooks[masterv1.ExecutorState] = (*executorRunner)(nil)
 
 // newExecutorRunner prepares a runner for a validated LaunchExecutor request;
 // the runner's steps are traced under ctx, the request's span.
 func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecutorRequest) *executorRunner {
 	execID := strconv.Itoa(int(m.GetExecutorId()))
 	dir := filepath.Join(s.cfg.WorkDir, m.GetAppId(), execID)
-	ctx, kill := context.WithCancelCause(context.WithoutCancel(ctx))
-	return &executorRunner{
-		s: s, appID: m.GetAppId(), execID: m.GetExecutorId(), cores: m.GetCores(), memoryMiB: m.GetMemoryMib(),
-		launchedAt: s.cfg.Now(),
-		log:        s.log.With("app", m.GetAppId(), "executor", m.GetExecutorId()),
-		ctx:        ctx,
-		kill:       kill,
-		state:      masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING,
-		launch: &launch{
+	r := &executorRunner{appID: m.GetAppId(), execID: m.GetExecutorId()}
+	r.runner = runner[masterv1.ExecutorState]{
+		kind: &executorKind, hooks: r,
+		what:  fmt.Sprintf("executor %s/%d", m.GetAppId(), m.GetExecutorId()),
+		log:   s.log.With("app", m.GetAppId(), "executor", m.GetExecutorId()),
+		cores: m.GetCores(), memoryMiB: m.GetMemoryMib(),
+		spec: launch{
 			dir:      dir,
 			template: m.GetDescription().GetCommand(),
 			vars: map[string]string{
@@ -87,118 +69,50 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 			},
 		},
 	}
+	r.init(ctx, s)
+	return r
 }
 
 func (r *executorRunner) key() executorKey { return executorKey{app: r.appID, id: r.execID} }
 
-// run launches the executor, waits for it to end and reports how it ended.
-func (r *executorRunner) run() {
-	defer r.s.runners.Done()
-	defer r.kill(nil)
-	steps := []step{workdirStep{}, commandStep{}, logsStep{}, startStep{}, reportStep{running: r.running}}
-	timings, err := runSteps(r.ctx, r.s.tracer, r.log, steps, r.launch)
-	if err != nil {
-		if r.ctx.Err() != nil {
-			r.finish(r.ctx, masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
-				fmt.Sprintf("%v before its process started", context.Cause(r.ctx)), nil)
-			return
-		}
-		r.log.WarnContext(r.ctx, "executor failed to launch", "err", err)
-		r.finish(r.ctx, masterv1.ExecutorState_EXECUTOR_STATE_FAILED, err.Error(), nil)
-		return
+func (r *executorRunner) addLocked() bool {
+	if _, dup := r.s.executors[r.key()]; dup {
+		return false
 	}
-	r.log.InfoContext(r.ctx, "executor started", "pid", r.launch.cmd.Process.Pid, "path", r.launch.path,
-		"launch", r.launch.startedAt.Sub(r.launchedAt), slog.Group("steps", timings...))
-	telemetry.Observe(r.ctx, r.s.metrics.processStart, r.launch.startedAt.Sub(r.launchedAt).Seconds())
-	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithAttributes(r.launch.attrs...))
-	defer span.End()
-	e, killed := waitProcess(r.ctx, r.log, r.launch.cmd, r.s.cfg.KillGrace)
-	var reason error
-	if killed {
-		reason = context.Cause(r.ctx)
-	}
-	state, message := executorOutcome(e, reason)
-	endWait(span, e, state == masterv1.ExecutorState_EXECUTOR_STATE_FAILED, message)
-	r.finish(wctx, state, message, e.status())
+	r.s.executors[r.key()] = r
+	return true
 }
 
-// endWait records how a process ended on its process.wait span; a failure
-// sets the span's status to Error with an exception event.
-func endWait(span trace.Span, e exit, failed bool, message string) {
-	if status := e.status(); status != nil {
-		span.SetAttributes(attribute.Int("process.exit.code", int(*status)))
-	}
-	if failed {
-		telemetry.Fail(span, errors.New(message))
+func (r *executorRunner) removeLocked(ended bool) {
+	delete(r.s.executors, r.key())
+	if ended {
+		r.s.finishedExecutors = retain(r.s.finishedExecutors, r)
 	}
 }
 
-// executorOutcome is the final state of an executor whose process ended as e;
-// reason is why it was killed on request, nil if it was not.
-func executorOutcome(e exit, reason error) (masterv1.ExecutorState, string) {
-	switch {
-	case reason != nil:
-		return masterv1.ExecutorState_EXECUTOR_STATE_KILLED, fmt.Sprintf("%v; %v", reason, e)
-	case e.success():
-		return masterv1.ExecutorState_EXECUTOR_STATE_EXITED, e.String()
-	default:
-		return masterv1.ExecutorState_EXECUTOR_STATE_FAILED, e.String()
-	}
-}
-
-// running is the report step: the executor is RUNNING, and the master hears so.
-func (r *executorRunner) running(ctx context.Context, l *launch) {
-	r.s.mu.Lock()
-	r.setStateLocked(masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
-	r.pid = l.cmd.Process.Pid
-	r.s.mu.Unlock()
+// poststart tells the master the executor is RUNNING, with its launch and
+// start times, and records how long the start took.
+func (r *executorRunner) poststart(ctx context.Context, l *launch) {
+	telemetry.Observe(r.ctx, r.s.metrics.processStart, l.startedAt.Sub(r.launchedAt).Seconds())
 	r.reportState(ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
 }
 
-// finish records the executor's final state, frees its cores and memory and
-// reports the state to the master.
-func (r *executorRunner) finish(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
-	s := r.s
-	s.mu.Lock()
-	r.setStateLocked(state)
-	r.message, r.exitStatus = message, status
-	delete(s.executors, r.key())
-	s.coresUsed -= r.cores
-	s.memoryUsedMiB -= r.memoryMiB
-	s.finishedExecutors = retain(s.finishedExecutors, r)
-	s.mu.Unlock()
-	r.log.InfoContext(ctx, "executor finished", "state", lifecycle.Name(state), "message", message)
+// exited tells the master the executor's final state.
+func (r *executorRunner) exited(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
 	r.reportState(ctx, state, message, status)
-}
-
-func (r *executorRunner) setStateLocked(to masterv1.ExecutorState) {
-	if err := executorTransitions.Check(fmt.Sprintf("executor %s/%d", r.appID, r.execID), r.state, to); err != nil {
-		r.log.Error("executor state", "err", err)
-		return
-	}
-	r.state = to
 }
 
 // reportState queues ExecutorStateChanged for the master.
 func (r *executorRunner) reportState(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
 	req := &masterv1.ExecutorStateChangedRequest{
 		AppId: r.appID, ExecutorId: r.execID, State: state, Message: message, ExitStatus: status,
-		WorkerId: r.s.id, LaunchedAt: timestamppb.New(r.launchedAt), ExecutorUrl: r.launch.url,
+		WorkerId: r.s.id, LaunchedAt: timestamppb.New(r.launchedAt), ExecutorUrl: r.current.url,
 	}
-	if !r.launch.startedAt.IsZero() {
-		req.StartedAt = timestamppb.New(r.launch.startedAt)
+	if !r.current.startedAt.IsZero() {
+		req.StartedAt = timestamppb.New(r.current.startedAt)
 	}
-	what := fmt.Sprintf("executor %s/%d %s", r.appID, r.execID, lifecycle.Name(state))
-	r.s.report(ctx, what, func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
+	r.s.report(ctx, r.what+" "+lifecycle.Name(state), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
 		_, err := c.ExecutorStateChanged(ctx, connect.NewRequest(req))
 		return err
 	})
-}
-
-// retain appends r to finished, keeping the last retainedFinished.
-func retain[R any](finished []R, r R) []R {
-	if len(finished) >= retainedFinished {
-		finished = finished[len(finished)-retainedFinished+1:]
-	}
-	return append(finished, r)
 }

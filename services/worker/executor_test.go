@@ -189,9 +189,9 @@ func TestExecutorOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			state, message := executorOutcome(tt.exit, tt.reason)
+			state, message := executorKind.outcome(tt.exit, tt.reason)
 			if state != tt.wantState || message != tt.wantMessage {
-				t.Errorf("executorOutcome = %s %q, want %s %q", state, message, tt.wantState, tt.wantMessage)
+				t.Errorf("outcome = %s %q, want %s %q", state, message, tt.wantState, tt.wantMessage)
 			}
 			got := tt.exit.status()
 			if (got == nil) != (tt.wantStatus == nil) || (got != nil && *got != *tt.wantStatus) {

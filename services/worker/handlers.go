@@ -5,12 +5,10 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
-	"go.opentelemetry.io/otel/trace"
 
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
-	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // LaunchExecutor reserves the executor's cores and memory, answers at once and
@@ -21,18 +19,9 @@ func (s *Server) LaunchExecutor(ctx context.Context, req *connect.Request[worker
 	if err := validateLaunchExecutor(m); err != nil {
 		return nil, rpc.Error(err)
 	}
-	r := s.newExecutorRunner(ctx, m)
-	s.mu.Lock()
-	err := s.admitExecutorLocked(ctx, m.GetMasterUrl(), r)
-	s.mu.Unlock()
-	if err != nil {
-		r.kill(nil)
-		s.log.Warn("refused executor", "app", r.appID, "executor", r.execID, "err", err)
+	if err := s.newExecutorRunner(ctx, m).start(ctx, m.GetMasterUrl()); err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.log.InfoContext(ctx, "launching executor", "app", r.appID, "executor", r.execID, "cores", r.cores, "memory_mib", r.memoryMiB)
-	trace.SpanFromContext(ctx).SetAttributes(r.launch.attrs...)
-	go r.run()
 	return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
 }
 
@@ -53,23 +42,6 @@ func validateLaunchExecutor(m *workerv1.LaunchExecutorRequest) error {
 	return nil
 }
 
-// admitExecutorLocked registers r and reserves its resources, or says why not.
-func (s *Server) admitExecutorLocked(ctx context.Context, masterURL string, r *executorRunner) error {
-	what := fmt.Sprintf("launch executor %s/%d", r.appID, r.execID)
-	if err := s.acceptCommandLocked(ctx, masterURL); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, dup := s.executors[r.key()]; dup {
-		return fmt.Errorf("%s: %w: it is running", what, rpc.ErrAlreadyExists)
-	}
-	if err := s.reserveLocked(r.cores, r.memoryMiB); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	s.executors[r.key()] = r
-	s.runners.Add(1)
-	return nil
-}
-
 // KillExecutor kills an executor: SIGTERM to its process group, SIGKILL after
 // the grace period. An executor the worker does not run is NotFound (it may
 // just have exited).
@@ -81,19 +53,11 @@ func (s *Server) KillExecutor(ctx context.Context, req *connect.Request[workerv1
 	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
 		return nil, rpc.Error(fmt.Errorf("kill executor: %w", err))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	what := fmt.Sprintf("kill executor %s/%d", m.GetAppId(), m.GetExecutorId())
-	if err := s.awaitActiveLocked(ctx, m.GetMasterUrl()); err != nil {
-		return nil, rpc.Error(fmt.Errorf("%s: %w", what, err))
+	key := executorKey{app: m.GetAppId(), id: m.GetExecutorId()}
+	if err := killRunner(ctx, s, m.GetMasterUrl(), what, s.executors, key); err != nil {
+		return nil, rpc.Error(err)
 	}
-	r, ok := s.executors[executorKey{app: m.GetAppId(), id: m.GetExecutorId()}]
-	if !ok {
-		s.log.Debug("kill of an executor not running here", "app", m.GetAppId(), "executor", m.GetExecutorId())
-		return nil, rpc.Error(fmt.Errorf("%s: %w: not running on this worker", what, rpc.ErrNotFound))
-	}
-	s.log.Info("killing executor", "app", r.appID, "executor", r.execID)
-	r.kill(errKilledByMaster)
 	return connect.NewResponse(&workerv1.KillExecutorResponse{}), nil
 }
 
@@ -104,19 +68,9 @@ func (s *Server) LaunchDriver(ctx context.Context, req *connect.Request[workerv1
 	if err := validateLaunchDriver(m); err != nil {
 		return nil, rpc.Error(err)
 	}
-	r := s.newDriverRunner(ctx, m)
-	s.mu.Lock()
-	err := s.admitDriverLocked(ctx, m.GetMasterUrl(), r)
-	s.mu.Unlock()
-	if err != nil {
-		r.kill(nil)
-		s.log.Warn("refused driver", "driver", r.id, "err", err)
+	if err := s.newDriverRunner(ctx, m).start(ctx, m.GetMasterUrl()); err != nil {
 		return nil, rpc.Error(err)
 	}
-	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(r.id), telemetry.WorkerID.String(s.id))
-	s.log.InfoContext(ctx, "launching driver", "driver", r.id, "cores", r.desc.GetCores(), "memory_mib", r.desc.GetMemoryMib(),
-		"supervise", r.desc.GetSupervise())
-	go r.run()
 	return connect.NewResponse(&workerv1.LaunchDriverResponse{}), nil
 }
 
@@ -135,42 +89,15 @@ func validateLaunchDriver(m *workerv1.LaunchDriverRequest) error {
 	return nil
 }
 
-// admitDriverLocked registers r and reserves its resources, or says why not.
-func (s *Server) admitDriverLocked(ctx context.Context, masterURL string, r *driverRunner) error {
-	what := "launch driver " + r.id
-	if err := s.acceptCommandLocked(ctx, masterURL); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, dup := s.drivers[r.id]; dup {
-		return fmt.Errorf("%s: %w: it is running", what, rpc.ErrAlreadyExists)
-	}
-	if err := s.reserveLocked(r.desc.GetCores(), r.desc.GetMemoryMib()); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	s.drivers[r.id] = r
-	s.runners.Add(1)
-	return nil
-}
-
 // KillDriver kills a driver, supervised or not; it ends KILLED.
 func (s *Server) KillDriver(ctx context.Context, req *connect.Request[workerv1.KillDriverRequest]) (*connect.Response[workerv1.KillDriverResponse], error) {
 	m := req.Msg
 	if err := ids.ValidateDriver(m.GetDriverId()); err != nil {
 		return nil, rpc.Error(fmt.Errorf("kill driver: %w", err))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	what := "kill driver " + m.GetDriverId()
-	if err := s.awaitActiveLocked(ctx, m.GetMasterUrl()); err != nil {
-		return nil, rpc.Error(fmt.Errorf("%s: %w", what, err))
+	if err := killRunner(ctx, s, m.GetMasterUrl(), "kill driver "+m.GetDriverId(), s.drivers, m.GetDriverId()); err != nil {
+		return nil, rpc.Error(err)
 	}
-	r, ok := s.drivers[m.GetDriverId()]
-	if !ok {
-		s.log.Debug("kill of a driver not running here", "driver", m.GetDriverId())
-		return nil, rpc.Error(fmt.Errorf("%s: %w: not running on this worker", what, rpc.ErrNotFound))
-	}
-	s.log.Info("killing driver", "driver", r.id)
-	r.kill(errKilledByMaster)
 	return connect.NewResponse(&workerv1.KillDriverResponse{}), nil
 }
 

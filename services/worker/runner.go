@@ -11,6 +11,8 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -95,6 +97,290 @@ func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps 
 		log.DebugContext(sctx, "launch step done", "step", st.Name(), "duration", took)
 	}
 	return timings, nil
+}
+
+// kind is what tells an executor's runner from a driver's as data: the noun
+// in logs and errors and the states of the runner's phases, which move along
+// transitions (state.go). The hooks are what cannot be data.
+type kind[S comparable] struct {
+	noun        string // "executor" or "driver"
+	transitions lifecycle.Transitions[S]
+	// initial until the process runs, then running; relaunching while a
+	// supervised process waits to be restarted.
+	initial, running, relaunching S
+	// The final states: killed on request, launchFailed when no process
+	// started, exited for a zero exit code, failed otherwise.
+	killed, launchFailed, exited, failed S
+}
+
+// outcome is the final state and message of a process that ended as e;
+// reason is why it was killed on request, nil if it was not.
+func (k *kind[S]) outcome(e exit, reason error) (S, string) {
+	switch {
+	case reason != nil:
+		return k.killed, fmt.Sprintf("%v; %v", reason, e)
+	case e.success():
+		return k.exited, e.String()
+	default:
+		return k.failed, e.String()
+	}
+}
+
+// hooks are the phases in which one runner differs from another, as Nomad's
+// task-runner hooks are. The runner calls them in this order.
+type hooks[S comparable] interface {
+	// addLocked enters the runner in the worker's table when it is admitted;
+	// false if one with its key is already there.
+	addLocked() bool
+	// poststart runs inside the report step, once the process runs and is
+	// marked running: an executor tells the master.
+	poststart(ctx context.Context, l *launch)
+	// removeLocked takes the runner out of the worker's table: into the
+	// finished ones when it ended, forgotten when it was not admitted.
+	removeLocked(ended bool)
+	// exited reports the final state to the master.
+	exited(ctx context.Context, state S, message string, status *int32)
+}
+
+// runner runs one process, an executor (Spark's ExecutorRunner) or a
+// cluster-mode driver (DriverRunner), in phases: the prestart steps (workdir,
+// command, logs, process.start), the poststart report step, then the exit
+// phase, which waits for the process (process.wait) and either restarts a
+// supervised process that failed or finishes: records the final state, frees
+// the cores and memory and reports. Its mutable fields are guarded by the
+// Server's mu.
+type runner[S comparable] struct {
+	s          *Server
+	kind       *kind[S]
+	hooks      hooks[S]
+	what       string // "executor app-…/0", "driver driver-…"
+	log        *slog.Logger
+	cores      int32
+	memoryMiB  int64
+	supervise  bool   // restart the process when it fails
+	spec       launch // what every start of the process copies
+	launchedAt time.Time
+	ctx        context.Context
+	// kill ends ctx with the reason the process is killed.
+	kill context.CancelCauseFunc
+	// current is the process's latest start; only the runner's goroutine
+	// uses it.
+	current *launch
+
+	state      S
+	pid        int
+	restarts   int
+	message    string
+	exitStatus *int32
+}
+
+// init completes a runner whose kind, hooks, description and spec are set:
+// its steps are traced under ctx, the launch request's span, but outlive it.
+func (r *runner[S]) init(ctx context.Context, s *Server) {
+	r.s = s
+	r.launchedAt = s.cfg.Now()
+	r.state = r.kind.initial
+	r.ctx, r.kill = context.WithCancelCause(context.WithoutCancel(ctx))
+}
+
+// start admits the runner for the master at masterURL (the active master,
+// resources free, not already running), then runs it in the background. It
+// is the whole of LaunchExecutor and LaunchDriver but for the request.
+func (r *runner[S]) start(ctx context.Context, masterURL string) error {
+	s := r.s
+	s.mu.Lock()
+	err := r.admitLocked(ctx, masterURL)
+	s.mu.Unlock()
+	if err != nil {
+		r.kill(nil)
+		r.log.Warn("refused "+r.kind.noun, "err", err)
+		return err
+	}
+	attrs := []any{"cores", r.cores, "memory_mib", r.memoryMiB}
+	if r.supervise {
+		attrs = append(attrs, "supervise", true)
+	}
+	r.log.InfoContext(ctx, "launching "+r.kind.noun, attrs...)
+	trace.SpanFromContext(ctx).SetAttributes(r.spec.attrs...)
+	go r.run()
+	return nil
+}
+
+// admitLocked registers r and reserves its resources, or says why not.
+func (r *runner[S]) admitLocked(ctx context.Context, masterURL string) error {
+	s := r.s
+	what := "launch " + r.what
+	if err := s.acceptCommandLocked(ctx, masterURL); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !r.hooks.addLocked() {
+		return fmt.Errorf("%s: %w: it is running", what, rpc.ErrAlreadyExists)
+	}
+	if err := s.reserveLocked(r.cores, r.memoryMiB); err != nil {
+		r.hooks.removeLocked(false)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	s.runners.Add(1)
+	return nil
+}
+
+// stop kills the process with reason.
+func (r *runner[S]) stop(reason error) {
+	r.log.Info("killing "+r.kind.noun, "reason", reason)
+	r.kill(reason)
+}
+
+// run starts the process, restarting it while it is supervised and fails,
+// and finishes with its final state.
+func (r *runner[S]) run() {
+	defer r.s.runners.Done()
+	defer r.kill(nil)
+	begin := r.launchedAt
+	var wait time.Duration
+	for {
+		l := r.spec
+		r.current = &l
+		steps := []step{
+			// prestart: make and start the process
+			workdirStep{}, commandStep{}, logsStep{}, startStep{},
+			// poststart: it runs; the report step calls the poststart hook
+			reportStep{running: r.running},
+		}
+		timings, err := runSteps(r.ctx, r.s.tracer, r.log, steps, &l)
+		if err != nil {
+			if r.ctx.Err() != nil {
+				r.finish(r.ctx, r.kind.killed, fmt.Sprintf("%v before its process started", context.Cause(r.ctx)), nil)
+				return
+			}
+			r.log.WarnContext(r.ctx, r.kind.noun+" failed to launch", "err", err)
+			r.finish(r.ctx, r.kind.launchFailed, err.Error(), nil)
+			return
+		}
+		r.log.InfoContext(r.ctx, r.kind.noun+" started", "pid", l.cmd.Process.Pid, "path", l.path,
+			"launch", l.startedAt.Sub(begin), slog.Group("steps", timings...))
+		began := time.Now()
+		e, restart := r.exit(&l)
+		if !restart {
+			return
+		}
+		wait = restartWait(wait, time.Since(began), r.s.cfg.SuperviseBackoffCap)
+		r.relaunching(e, wait)
+		timer := time.NewTimer(wait)
+		select {
+		case <-r.ctx.Done():
+			timer.Stop()
+			r.finish(r.ctx, r.kind.killed,
+				fmt.Sprintf("%v while waiting to restart; last run %v", context.Cause(r.ctx), e), e.status())
+			return
+		case <-timer.C:
+		}
+		begin = r.s.cfg.Now()
+	}
+}
+
+// exit is the exit phase: it waits for the started process l to end or be
+// killed (the process.wait span), then finishes, unless the process is
+// supervised and failed: then it reports restart and leaves the rest to run.
+func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
+	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithAttributes(l.attrs...))
+	defer span.End()
+	e, killed := waitProcess(r.ctx, r.log, l.cmd, r.s.cfg.KillGrace)
+	var reason error
+	if killed {
+		reason = context.Cause(r.ctx)
+	}
+	state, message := r.kind.outcome(e, reason)
+	endWait(span, e, state == r.kind.failed, message)
+	if state == r.kind.failed && r.supervise {
+		return e, true
+	}
+	r.finish(wctx, state, message, e.status())
+	return e, false
+}
+
+// endWait records how a process ended on its process.wait span; a failure
+// sets the span's status to Error with an exception event.
+func endWait(span trace.Span, e exit, failed bool, message string) {
+	if status := e.status(); status != nil {
+		span.SetAttributes(attribute.Int("process.exit.code", int(*status)))
+	}
+	if failed {
+		telemetry.Fail(span, errors.New(message))
+	}
+}
+
+// running is the report step: the process is running; poststart follows.
+func (r *runner[S]) running(ctx context.Context, l *launch) {
+	r.s.mu.Lock()
+	r.setStateLocked(r.kind.running)
+	r.pid = l.cmd.Process.Pid
+	r.s.mu.Unlock()
+	r.hooks.poststart(ctx, l)
+}
+
+// relaunching records that a supervised process failed as e and will be
+// restarted after wait.
+func (r *runner[S]) relaunching(e exit, wait time.Duration) {
+	r.s.mu.Lock()
+	r.setStateLocked(r.kind.relaunching)
+	r.restarts++
+	r.pid = 0
+	r.message, r.exitStatus = e.String(), e.status()
+	restarts := r.restarts
+	r.s.mu.Unlock()
+	r.log.Warn("supervised "+r.kind.noun+" failed; restarting", "exit", e.String(), "wait", wait, "restarts", restarts)
+}
+
+// finish records the final state, frees the cores and memory and reports the
+// state to the master.
+func (r *runner[S]) finish(ctx context.Context, state S, message string, status *int32) {
+	s := r.s
+	s.mu.Lock()
+	r.setStateLocked(state)
+	r.message, r.exitStatus = message, status
+	r.hooks.removeLocked(true)
+	s.coresUsed -= r.cores
+	s.memoryUsedMiB -= r.memoryMiB
+	s.mu.Unlock()
+	r.log.InfoContext(ctx, r.kind.noun+" finished", "state", lifecycle.Name(state), "message", message)
+	r.hooks.exited(ctx, state, message, status)
+}
+
+func (r *runner[S]) setStateLocked(to S) {
+	if err := r.kind.transitions.Check(r.what, r.state, to); err != nil {
+		r.log.Error(r.kind.noun+" state", "err", err)
+		return
+	}
+	r.state = to
+}
+
+// stopper is a runner as KillExecutor and KillDriver find it.
+type stopper interface{ stop(reason error) }
+
+// killRunner kills the runner with key in table when the command comes from
+// the active master: the whole of KillExecutor and KillDriver but for the
+// request. A runner not in table is NotFound (it may just have ended).
+func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterURL, what string, table map[K]R, key K) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.awaitActiveLocked(ctx, masterURL); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	r, ok := table[key]
+	if !ok {
+		s.log.Debug("kill of a process not running here", "what", what)
+		return fmt.Errorf("%s: %w: not running on this worker", what, rpc.ErrNotFound)
+	}
+	r.stop(errKilledByMaster)
+	return nil
+}
+
+// retain appends r to finished, keeping the last retainedFinished.
+func retain[R any](finished []R, r R) []R {
+	if len(finished) >= retainedFinished {
+		finished = finished[len(finished)-retainedFinished+1:]
+	}
+	return append(finished, r)
 }
 
 // exit is how a process ended.

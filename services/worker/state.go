@@ -39,6 +39,34 @@ var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 	},
 }
 
+// executorKind: an executor's runner moves LAUNCHING → RUNNING → EXITED,
+// FAILED or KILLED; one that cannot start is FAILED.
+var executorKind = kind[masterv1.ExecutorState]{
+	noun:         "executor",
+	transitions:  executorTransitions,
+	initial:      masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING,
+	running:      masterv1.ExecutorState_EXECUTOR_STATE_RUNNING,
+	killed:       masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
+	launchFailed: masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+	exited:       masterv1.ExecutorState_EXECUTOR_STATE_EXITED,
+	failed:       masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
+}
+
+// driverKind: a driver's runner moves SUBMITTED → RUNNING → FINISHED, FAILED
+// or KILLED, through RELAUNCHING when supervised; one that cannot start is
+// ERROR.
+var driverKind = kind[masterv1.DriverState]{
+	noun:         "driver",
+	transitions:  driverTransitions,
+	initial:      masterv1.DriverState_DRIVER_STATE_SUBMITTED,
+	running:      masterv1.DriverState_DRIVER_STATE_RUNNING,
+	relaunching:  masterv1.DriverState_DRIVER_STATE_RELAUNCHING,
+	killed:       masterv1.DriverState_DRIVER_STATE_KILLED,
+	launchFailed: masterv1.DriverState_DRIVER_STATE_ERROR,
+	exited:       masterv1.DriverState_DRIVER_STATE_FINISHED,
+	failed:       masterv1.DriverState_DRIVER_STATE_FAILED,
+}
+
 // Why a process was killed on request; the reason starts its final message.
 var (
 	errKilledByMaster  = errors.New("killed at the master's request")
