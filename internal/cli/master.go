@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/master"
 )
@@ -84,24 +82,6 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 
-	// Stop order: the HTTP server stops taking requests first, then the
-	// master's timers end and its queued messages are dropped; both follow ctx.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var serveErr error
-	wg.Go(func() { serveErr = rpc.Serve(ctx, ln, m.Handler()) })
-	wg.Go(func() {
-		if err := m.Run(ctx); err != nil {
-			log.Error("master stopped", "err", err)
-		}
-	})
-	log.Info("master serving", "url", url, "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut)
-	if err := writeURLFile(f.urlFile, url); err != nil {
-		cancel()
-		wg.Wait()
-		return err
-	}
-	wg.Wait()
-	return serveErr
+	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut)
+	return serve(ctx, log, ln, url, f.urlFile, m)
 }

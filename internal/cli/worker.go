@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,26 +100,8 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 	defer stopProfiling()
 
-	// Stop order: on SIGTERM the worker first kills and reaps its executors and
-	// drivers and reports them to the master; only then does the HTTP server
-	// stop, so the children's last calls to their worker still get answers.
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	var serveErr error
-	wg.Go(func() { serveErr = rpc.Serve(serveCtx, ln, w.Handler()) })
-	log.Info("worker serving", "url", url, "id", w.ID(), "cores", f.cores, "memory_mib", memory)
-	err = writeURLFile(f.urlFile, url)
-	if err == nil {
-		err = w.Run(runCtx)
-	}
-	stopServe()
-	wg.Wait()
-	if err != nil {
-		return err
-	}
-	return serveErr
+	log.Info("worker starting", "id", w.ID(), "cores", f.cores, "memory_mib", memory)
+	return serve(ctx, log, ln, url, f.urlFile, w)
 }
 
 func workerMemory(s string) (int64, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -93,7 +94,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 		telemetry.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
 	}
 	s.sendExecutorUpdated(ctx, e, false, times)
-	if !executorFinished(state) {
+	if !lifecycle.ExecutorFinished(state) {
 		return nil
 	}
 	s.log.Info("executor finished", "app", a.id, "executor", e.id, "state", state.String(), "message", message)

@@ -9,6 +9,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -248,8 +249,9 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 // DriverStateChanged applies a worker's report that a driver ended.
 func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[masterv1.DriverStateChangedRequest]) (*connect.Response[masterv1.DriverStateChangedResponse], error) {
 	m := req.Msg
-	if !driverFinished(m.GetState()) {
-		return nil, rpc.Error(fmt.Errorf("driver %s state %s: %w: workers report only final driver states",
+	// RELAUNCHING is the master's to give (a driver relaunched under a new id).
+	if !lifecycle.DriverFinished(m.GetState()) || m.GetState() == masterv1.DriverState_DRIVER_STATE_RELAUNCHING {
+		return nil, rpc.Error(fmt.Errorf("driver %s state %s: %w: workers report only FINISHED, FAILED, KILLED or ERROR",
 			m.GetDriverId(), m.GetState(), rpc.ErrInvalidArgument))
 	}
 	s.mu.Lock()

@@ -112,7 +112,7 @@ func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
 			s.mu.Lock()
 			defer s.scheduleAndUnlock(ctx)
-			if d.worker == w && !driverFinished(d.state) {
+			if d.worker == w && !lifecycle.DriverFinished(d.state) {
 				s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
 					fmt.Sprintf("launch driver on worker %s: %v", w.id, err))
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
@@ -117,14 +118,14 @@ func New(cfg Config) (*Server, error) {
 
 // Handler returns the master's HTTP handler: its Connect service, /json and /healthz.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(masterv1connect.NewMasterServiceHandler(s, rpc.HandlerOptions(s.cfg.TracerProvider)...))
-	mux.HandleFunc("GET /json", s.serveJSON)
-	mux.HandleFunc("GET /sd", s.serveSD)
-	mux.Handle("GET /metrics", telemetry.MetricsHandler(s.cfg.Registry))
-	mux.HandleFunc("GET /json/", s.serveJSON)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	return mux
+	return rpc.NewHandler(rpc.Endpoints{
+		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
+			return masterv1connect.NewMasterServiceHandler(s, o...)
+		},
+		TracerProvider: s.cfg.TracerProvider,
+		Registry:       s.cfg.Registry,
+		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD},
+	})
 }
 
 // Run checks worker timeouts and driver liveness until ctx ends, then stops

@@ -61,26 +61,6 @@ var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 	},
 }
 
-// executorFinished is Spark's ExecutorState.isFinished.
-func executorFinished(s masterv1.ExecutorState) bool {
-	switch s {
-	case masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
-		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
-		return true
-	}
-	return false
-}
-
-// driverFinished reports whether a driver state is final.
-func driverFinished(s masterv1.DriverState) bool {
-	switch s {
-	case masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,
-		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_ERROR:
-		return true
-	}
-	return false
-}
-
 // workerInfo is one registered worker (Spark's WorkerInfo).
 type workerInfo struct {
 	id            string

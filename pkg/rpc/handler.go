@@ -1,0 +1,43 @@
+package rpc
+
+import (
+	"fmt"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// Endpoints is what one Glint process serves on its listener.
+type Endpoints struct {
+	// Service mounts the process's Connect service with the options it is
+	// given, as a generated New…ServiceHandler does:
+	//
+	//	func(o ...connect.HandlerOption) (string, http.Handler) {
+	//		return masterv1connect.NewMasterServiceHandler(s, o...)
+	//	}
+	Service func(...connect.HandlerOption) (string, http.Handler)
+	// TracerProvider traces every call the service answers.
+	TracerProvider trace.TracerProvider
+	// Registry is served at GET /metrics.
+	Registry *prometheus.Registry
+	// Pages are further routes, such as "GET /json", and their handlers.
+	Pages map[string]http.HandlerFunc
+}
+
+// NewHandler builds the one HTTP handler of a Glint process: the Connect
+// service with HandlerOptions, GET /healthz, GET /metrics and the pages. It is
+// the single place where what every listener needs is put in front of them.
+func NewHandler(e Endpoints) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(e.Service(HandlerOptions(e.TracerProvider)...))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(e.Registry))
+	for pattern, h := range e.Pages {
+		mux.HandleFunc(pattern, h)
+	}
+	return mux
+}
