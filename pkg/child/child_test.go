@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // roleEnv makes the test binary play a part in a test instead of running tests.
@@ -103,13 +104,11 @@ func TestAChildWhoseWorkerDiedBeforeItStartedFailsAtOnce(t *testing.T) {
 }
 
 func TestAChildEndsWhenNothingListensAtItsWorkersURL(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(os.Args[0])
+	// A reserved port nothing listens on, and nothing will while the test runs.
+	url := fmt.Sprintf("http://127.0.0.1:%d", tooltest.FreePorts(t, 1)[0])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = append(os.Environ(), roleEnv+"=child", WorkerURLEnv+"="+url)
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "nothing listens at worker "+url) {
