@@ -1,14 +1,19 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -88,4 +93,64 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func TestSupervisedDriverStartsAreSpansUnderLaunchDriver(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	c := startCluster(t, clusterConfig{worker: Config{SuperviseBackoffCap: 10 * time.Millisecond, Instruments: telemetry.Instruments{TracerProvider: tp}}})
+	resp, err := c.master.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{
+			Name: "worker-trace-driver", Cores: 1, MemoryMib: 64, Supervise: true, Command: driverCommand(t, "fail-once"),
+		},
+	}))
+	if err != nil {
+		t.Fatalf("submit driver: %v", err)
+	}
+	id := resp.Msg.GetDriverId()
+	eventually(t, "the driver's final report sent", func() bool {
+		return slices.ContainsFunc(recorder.Ended(), func(s sdktrace.ReadOnlySpan) bool {
+			return s.Name() == "glint.master.v1.MasterService/DriverStateChanged" && s.SpanKind() == trace.SpanKindClient
+		})
+	})
+
+	var launch sdktrace.ReadOnlySpan
+	counts := map[string]int{}
+	var waits []sdktrace.ReadOnlySpan
+	for _, s := range recorder.Ended() {
+		if s.Name() == "glint.worker.v1.WorkerService/LaunchDriver" {
+			launch = s
+		}
+	}
+	if launch == nil {
+		t.Fatalf("no LaunchDriver server span among %v", names(recorder.Ended()))
+	}
+	for _, s := range recorder.Ended() {
+		if s.Parent().SpanID() != launch.SpanContext().SpanID() {
+			continue
+		}
+		counts[s.Name()]++
+		if s.Name() == "process.wait" {
+			waits = append(waits, s)
+		}
+		if !slices.Contains(s.Attributes(), telemetry.DriverID.String(id)) {
+			t.Errorf("%s has no %s attribute", s.Name(), telemetry.DriverID)
+		}
+	}
+	// fail-once exits 3, is restarted and exits 0: two starts, each traced.
+	for _, step := range []string{"workdir", "command", "logs", "process.start", "report", "process.wait"} {
+		if counts[step] != 2 {
+			t.Errorf("%d %s spans under LaunchDriver, want 2 (one per start)", counts[step], step)
+		}
+	}
+	slices.SortFunc(waits, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	if len(waits) == 2 && (waits[0].Status().Code != codes.Error || waits[1].Status().Code == codes.Error) {
+		t.Errorf("process.wait statuses %v, %v; want the failed run Error, the finished one not", waits[0].Status(), waits[1].Status())
+	}
+	for _, s := range recorder.Ended() {
+		if s.Name() == "glint.master.v1.MasterService/DriverStateChanged" && s.SpanKind() == trace.SpanKindClient &&
+			len(waits) == 2 && s.Parent().SpanID() != waits[1].SpanContext().SpanID() {
+			t.Errorf("the final DriverStateChanged is not a child of the last process.wait span")
+		}
+	}
 }
