@@ -5,15 +5,16 @@
 package ids
 
 import (
-	"errors"
 	"fmt"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"regexp"
 	"strings"
 	"time"
 )
 
-// ErrInvalid is returned (wrapped) for an id that does not have its expected form.
-var ErrInvalid = errors.New("invalid id")
+// ErrInvalid is returned (wrapped) for an id that does not have its expected
+// form; it is a fault.ErrInvalidArgument.
+var ErrInvalid = fault.New(fault.ErrInvalidArgument, "invalid id")
 
 const stamp = "20060102150405"
 

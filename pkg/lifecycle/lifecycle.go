@@ -9,20 +9,20 @@ import (
 	"strings"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/fault"
 )
 
 // Transitions lists, for each state, the states it may move to. A state
 // missing from the table is final.
 type Transitions[S comparable] map[S][]S
 
-// Check returns an error wrapping rpc.ErrFailedPrecondition unless what may
+// Check returns an error wrapping fault.ErrFailedPrecondition unless what may
 // move from from to to.
 func (t Transitions[S]) Check(what string, from, to S) error {
 	if slices.Contains(t[from], to) {
 		return nil
 	}
-	return fmt.Errorf("%s state %v → %v: %w", what, Name(from), Name(to), rpc.ErrFailedPrecondition)
+	return fmt.Errorf("%s state %v → %v: %w", what, Name(from), Name(to), fault.ErrFailedPrecondition)
 }
 
 // ExecutorFinished is Spark's ExecutorState.isFinished: an executor in this

@@ -6,7 +6,7 @@ import (
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/fault"
 )
 
 func TestCheckAllowsOnlyListedMoves(t *testing.T) {
@@ -17,7 +17,7 @@ func TestCheckAllowsOnlyListedMoves(t *testing.T) {
 		t.Errorf("listed move refused: %v", err)
 	}
 	err := table.Check("worker w", masterv1.WorkerState_WORKER_STATE_DEAD, masterv1.WorkerState_WORKER_STATE_ALIVE)
-	if !errors.Is(err, rpc.ErrFailedPrecondition) || err.Error() != "worker w state DEAD → ALIVE: failed precondition" {
+	if !errors.Is(err, fault.ErrFailedPrecondition) || err.Error() != "worker w state DEAD → ALIVE: failed precondition" {
 		t.Errorf("move out of a final state: %v", err)
 	}
 }

@@ -4,15 +4,16 @@ package resources
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"os"
 	"strconv"
 	"strings"
 )
 
-// ErrInvalidSize is returned (wrapped) for a size that cannot be parsed or is not positive.
-var ErrInvalidSize = errors.New("invalid size")
+// ErrInvalidSize is returned (wrapped) for a size that cannot be parsed or is
+// not positive; it is a fault.ErrInvalidArgument.
+var ErrInvalidSize = fault.New(fault.ErrInvalidArgument, "invalid size")
 
 // unit multipliers in KiB, so that "512k" rounds to whole MiB like Spark's memoryStringToMb.
 var unitKiB = map[string]int64{

@@ -5,22 +5,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/glint-cluster/glint/pkg/ids"
-	"github.com/glint-cluster/glint/pkg/resources"
+	"github.com/glint-cluster/glint/pkg/fault"
 )
 
-// Sentinel errors that domain code wraps; Error maps them to Connect codes.
-var (
-	ErrNotFound           = errors.New("not found")
-	ErrAlreadyExists      = errors.New("already exists")
-	ErrInvalidArgument    = errors.New("invalid argument")
-	ErrFailedPrecondition = errors.New("failed precondition")
-	ErrResourceExhausted  = errors.New("resource exhausted")
-	ErrUnavailable        = errors.New("unavailable")
-)
-
-// Error turns a domain error into the Connect error a handler returns. It is the
-// only place a service's errors get their codes.
+// Error turns a domain error into the Connect error a handler returns, by the
+// fault it wraps. It is the only place a service's errors get their codes.
 func Error(err error) error {
 	if err == nil {
 		return nil
@@ -31,17 +20,17 @@ func Error(err error) error {
 	}
 	code := connect.CodeInternal
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, fault.ErrNotFound):
 		code = connect.CodeNotFound
-	case errors.Is(err, ErrAlreadyExists):
+	case errors.Is(err, fault.ErrAlreadyExists):
 		code = connect.CodeAlreadyExists
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ids.ErrInvalid), errors.Is(err, resources.ErrInvalidSize):
+	case errors.Is(err, fault.ErrInvalidArgument):
 		code = connect.CodeInvalidArgument
-	case errors.Is(err, ErrFailedPrecondition):
+	case errors.Is(err, fault.ErrFailedPrecondition):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, ErrResourceExhausted):
+	case errors.Is(err, fault.ErrResourceExhausted):
 		code = connect.CodeResourceExhausted
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, fault.ErrUnavailable):
 		code = connect.CodeUnavailable
 	}
 	return connect.NewError(code, err)

@@ -13,7 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/resources"
 )
 
 func TestNormalizeURLAcceptsSparkAndGlintForms(t *testing.T) {
@@ -97,14 +99,15 @@ func TestMailboxDropsMessagesAfterItsContextEnds(t *testing.T) {
 
 func TestErrorMapsSentinelsToCodes(t *testing.T) {
 	for err, want := range map[error]connect.Code{
-		fmt.Errorf("x: %w", ErrNotFound):           connect.CodeNotFound,
-		fmt.Errorf("x: %w", ErrAlreadyExists):      connect.CodeAlreadyExists,
-		fmt.Errorf("x: %w", ErrInvalidArgument):    connect.CodeInvalidArgument,
-		ids.ValidateApp("../x"):                    connect.CodeInvalidArgument,
-		fmt.Errorf("x: %w", ErrFailedPrecondition): connect.CodeFailedPrecondition,
-		fmt.Errorf("x: %w", ErrResourceExhausted):  connect.CodeResourceExhausted,
-		fmt.Errorf("x: %w", ErrUnavailable):        connect.CodeUnavailable,
-		errors.New("surprise"):                     connect.CodeInternal,
+		fmt.Errorf("x: %w", fault.ErrNotFound):                               connect.CodeNotFound,
+		fmt.Errorf("x: %w", fault.ErrAlreadyExists):                          connect.CodeAlreadyExists,
+		fmt.Errorf("x: %w", fault.ErrInvalidArgument):                        connect.CodeInvalidArgument,
+		ids.ValidateApp("../x"):                                              connect.CodeInvalidArgument,
+		func() error { _, err := resources.ParseSize("lots"); return err }(): connect.CodeInvalidArgument,
+		fmt.Errorf("x: %w", fault.ErrFailedPrecondition):                     connect.CodeFailedPrecondition,
+		fmt.Errorf("x: %w", fault.ErrResourceExhausted):                      connect.CodeResourceExhausted,
+		fmt.Errorf("x: %w", fault.ErrUnavailable):                            connect.CodeUnavailable,
+		errors.New("surprise"):                                               connect.CodeInternal,
 	} {
 		if got := connect.CodeOf(Error(err)); got != want {
 			t.Errorf("Error(%v) code %v, want %v", err, got, want)

@@ -12,6 +12,7 @@ import (
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -181,7 +182,7 @@ func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[dr
 // accepted: there is no other application they could be about.
 func (d *Driver) checkAppLocked(appID string) error {
 	if d.appID != "" && appID != d.appID {
-		return fmt.Errorf("application %s: %w: this driver runs %s", appID, rpc.ErrNotFound, d.appID)
+		return fmt.Errorf("application %s: %w: this driver runs %s", appID, fault.ErrNotFound, d.appID)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -99,7 +100,7 @@ func (d *Driver) waitRegistered(ctx context.Context) error {
 	case <-d.registered:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("driver not registered with a master yet: %w: %w", rpc.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("driver not registered with a master yet: %w: %w", fault.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -114,24 +115,24 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 		return nil, rpc.Error(err)
 	}
 	if m.GetCores() <= 0 {
-		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: cores %d must be positive", m.GetExecutorId(), rpc.ErrInvalidArgument, m.GetCores()))
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: cores %d must be positive", m.GetExecutorId(), fault.ErrInvalidArgument, m.GetCores()))
 	}
 	url, err := rpc.NormalizeURL(m.GetExecutorUrl())
 	if err != nil {
-		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: %w", m.GetExecutorId(), rpc.ErrInvalidArgument, err))
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: %w", m.GetExecutorId(), fault.ErrInvalidArgument, err))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m.GetAppId() != d.appID {
 		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: unknown application %q (this driver runs %s)",
-			m.GetExecutorId(), rpc.ErrNotFound, m.GetAppId(), d.appID))
+			m.GetExecutorId(), fault.ErrNotFound, m.GetAppId(), d.appID))
 	}
 	e := d.executorLocked(m.GetExecutorId())
 	switch {
 	case e.registered:
-		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: duplicate executor id", e.id, rpc.ErrAlreadyExists))
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: duplicate executor id", e.id, fault.ErrAlreadyExists))
 	case e.removed:
-		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: the executor was already removed", e.id, rpc.ErrFailedPrecondition))
+		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: the executor was already removed", e.id, fault.ErrFailedPrecondition))
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), telemetry.Cores.Int(int(m.GetCores())))
 	e.registered, e.url, e.cores = true, url, m.GetCores()
@@ -154,7 +155,7 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 	defer d.mu.Unlock()
 	e, ok := d.executors[req.Msg.GetExecutorId()]
 	if !ok || !e.registered || e.removed {
-		return nil, rpc.Error(fmt.Errorf("executor %d launched: %w: not registered", req.Msg.GetExecutorId(), rpc.ErrFailedPrecondition))
+		return nil, rpc.Error(fmt.Errorf("executor %d launched: %w: not registered", req.Msg.GetExecutorId(), fault.ErrFailedPrecondition))
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)))
 	if !e.launched {

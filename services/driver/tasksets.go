@@ -14,6 +14,7 @@ import (
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -63,11 +64,11 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 	defer d.mu.Unlock()
 	rt, ok := d.running[m.GetTaskId()]
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("status update for task %d: %w", m.GetTaskId(), rpc.ErrNotFound))
+		return nil, rpc.Error(fmt.Errorf("status update for task %d: %w", m.GetTaskId(), fault.ErrNotFound))
 	}
 	if rt.executor.id != m.GetExecutorId() {
 		return nil, rpc.Error(fmt.Errorf("status update for task %d from executor %d: %w: it runs on executor %d",
-			m.GetTaskId(), m.GetExecutorId(), rpc.ErrFailedPrecondition, rt.executor.id))
+			m.GetTaskId(), m.GetExecutorId(), fault.ErrFailedPrecondition, rt.executor.id))
 	}
 	if m.GetState() != driverv1.TaskState_TASK_STATE_RUNNING && m.GetState() != driverv1.TaskState_TASK_STATE_LAUNCHING {
 		d.metrics.tasks.WithLabelValues(lifecycle.Label(m.GetState())).Inc()

@@ -24,6 +24,7 @@ import (
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -226,15 +227,15 @@ func (b *backend) LaunchTask(ctx context.Context, req *connect.Request[executorv
 		attribute.Int64("glint.task.id", m.GetTaskId()), attribute.String("glint.task.name", m.GetName()))
 	fn, ok := b.cfg.Apps.Task(m.GetName())
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: no task function %q in this binary", m.GetTaskId(), rpc.ErrNotFound, m.GetName()))
+		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: no task function %q in this binary", m.GetTaskId(), fault.ErrNotFound, m.GetName()))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, dup := b.tasks[m.GetTaskId()]; dup {
-		return nil, rpc.Error(fmt.Errorf("launch task %d: %w", m.GetTaskId(), rpc.ErrAlreadyExists))
+		return nil, rpc.Error(fmt.Errorf("launch task %d: %w", m.GetTaskId(), fault.ErrAlreadyExists))
 	}
 	if len(b.tasks) >= int(b.cfg.Cores) {
-		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: all %d cores are busy", m.GetTaskId(), rpc.ErrResourceExhausted, b.cfg.Cores))
+		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: all %d cores are busy", m.GetTaskId(), fault.ErrResourceExhausted, b.cfg.Cores))
 	}
 	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	b.tasks[m.GetTaskId()] = func() { cancel(errKilled) }
@@ -288,7 +289,7 @@ func (b *backend) KillTask(_ context.Context, req *connect.Request[executorv1.Ki
 	defer b.mu.Unlock()
 	kill, ok := b.tasks[req.Msg.GetTaskId()]
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("kill task %d: %w", req.Msg.GetTaskId(), rpc.ErrNotFound))
+		return nil, rpc.Error(fmt.Errorf("kill task %d: %w", req.Msg.GetTaskId(), fault.ErrNotFound))
 	}
 	kill()
 	return connect.NewResponse(&executorv1.KillTaskResponse{}), nil

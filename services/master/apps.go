@@ -10,6 +10,7 @@ import (
 
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -82,7 +83,7 @@ func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *app
 func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo, state masterv1.ExecutorState, message string, exitStatus *int32, times *executorTimes) error {
 	a := e.app
 	if _, ok := a.executors[e.id]; !ok || a.finished() {
-		return fmt.Errorf("executor %s/%d: %w (already removed)", a.id, e.id, rpc.ErrNotFound)
+		return fmt.Errorf("executor %s/%d: %w (already removed)", a.id, e.id, fault.ErrNotFound)
 	}
 	old := e.state
 	if err := e.setState(state); err != nil {

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -62,14 +63,14 @@ func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 	}
 	if m.GetCores() <= 0 || m.GetMemoryMib() <= 0 {
 		return "", fmt.Errorf("worker %s: cores (%d) and memory (%d MiB) must be positive: %w",
-			m.GetWorkerId(), m.GetCores(), m.GetMemoryMib(), rpc.ErrInvalidArgument)
+			m.GetWorkerId(), m.GetCores(), m.GetMemoryMib(), fault.ErrInvalidArgument)
 	}
 	if m.GetHost() == "" || m.GetPort() <= 0 || m.GetPort() > 65535 {
-		return "", fmt.Errorf("worker %s: host %q and port %d must be set: %w", m.GetWorkerId(), m.GetHost(), m.GetPort(), rpc.ErrInvalidArgument)
+		return "", fmt.Errorf("worker %s: host %q and port %d must be set: %w", m.GetWorkerId(), m.GetHost(), m.GetPort(), fault.ErrInvalidArgument)
 	}
 	url, err := rpc.NormalizeURL(m.GetWorkerUrl())
 	if err != nil {
-		return "", fmt.Errorf("worker %s: %w: %w", m.GetWorkerId(), rpc.ErrInvalidArgument, err)
+		return "", fmt.Errorf("worker %s: %w: %w", m.GetWorkerId(), fault.ErrInvalidArgument, err)
 	}
 	return url, nil
 }
@@ -91,7 +92,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 		s.log.Info("heartbeat from removed worker; asking it to re-register", "worker", id)
 		return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
 	}
-	return nil, rpc.Error(fmt.Errorf("heartbeat from worker %s: %w: it is not registered with this master", id, rpc.ErrNotFound))
+	return nil, rpc.Error(fmt.Errorf("heartbeat from worker %s: %w: it is not registered with this master", id, fault.ErrNotFound))
 }
 
 // WorkerDecommissioning is Spark's WorkerDecommissioning: the worker is
@@ -106,7 +107,7 @@ func (s *Server) WorkerDecommissioning(ctx context.Context, req *connect.Request
 	defer s.scheduleAndUnlock(ctx)
 	w, ok := s.idToWorker[id]
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("decommission worker %s: %w", id, rpc.ErrNotFound))
+		return nil, rpc.Error(fmt.Errorf("decommission worker %s: %w", id, fault.ErrNotFound))
 	}
 	if w.state == masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED {
 		return connect.NewResponse(&masterv1.WorkerDecommissioningResponse{}), nil
@@ -140,7 +141,7 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error) {
 	d := m.GetDescription()
 	bad := func(format string, args ...any) (string, error) {
-		return "", fmt.Errorf("register application %q: %s: %w", d.GetName(), fmt.Sprintf(format, args...), rpc.ErrInvalidArgument)
+		return "", fmt.Errorf("register application %q: %s: %w", d.GetName(), fmt.Sprintf(format, args...), fault.ErrInvalidArgument)
 	}
 	switch {
 	case d == nil:
@@ -203,10 +204,10 @@ func (s *Server) activeAppLocked(id string) (*appInfo, error) {
 	}
 	for _, a := range s.completedApps {
 		if a.id == id {
-			return nil, fmt.Errorf("application %s already ended %s: %w", id, a.state, rpc.ErrFailedPrecondition)
+			return nil, fmt.Errorf("application %s already ended %s: %w", id, a.state, fault.ErrFailedPrecondition)
 		}
 	}
-	return nil, fmt.Errorf("application %s: %w", id, rpc.ErrNotFound)
+	return nil, fmt.Errorf("application %s: %w", id, fault.ErrNotFound)
 }
 
 // ExecutorStateChanged applies a worker's report on one of its executors.
@@ -216,7 +217,7 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 		return nil, rpc.Error(err)
 	}
 	if m.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_UNSPECIFIED {
-		return nil, rpc.Error(fmt.Errorf("executor state change: %w: no state", rpc.ErrInvalidArgument))
+		return nil, rpc.Error(fmt.Errorf("executor state change: %w: no state", fault.ErrInvalidArgument))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
@@ -226,16 +227,16 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 	}
 	e, ok := a.executors[m.GetExecutorId()]
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", a.id, m.GetExecutorId(), rpc.ErrNotFound))
+		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", a.id, m.GetExecutorId(), fault.ErrNotFound))
 	}
 	if e.worker.id != m.GetWorkerId() {
 		return nil, rpc.Error(fmt.Errorf("executor %s/%d runs on worker %s, not %s: %w",
-			a.id, e.id, e.worker.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
+			a.id, e.id, e.worker.id, m.GetWorkerId(), fault.ErrFailedPrecondition))
 	}
 	if raw := m.GetExecutorUrl(); raw != "" {
 		url, err := rpc.NormalizeURL(raw)
 		if err != nil {
-			return nil, rpc.Error(fmt.Errorf("executor %s/%d url: %w: %w", a.id, e.id, rpc.ErrInvalidArgument, err))
+			return nil, rpc.Error(fmt.Errorf("executor %s/%d url: %w: %w", a.id, e.id, fault.ErrInvalidArgument, err))
 		}
 		e.url = url
 	}
@@ -252,7 +253,7 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 	// RELAUNCHING is the master's to give (a driver relaunched under a new id).
 	if !lifecycle.DriverFinished(m.GetState()) || m.GetState() == masterv1.DriverState_DRIVER_STATE_RELAUNCHING {
 		return nil, rpc.Error(fmt.Errorf("driver %s state %s: %w: workers report only FINISHED, FAILED, KILLED or ERROR",
-			m.GetDriverId(), m.GetState(), rpc.ErrInvalidArgument))
+			m.GetDriverId(), m.GetState(), fault.ErrInvalidArgument))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
@@ -261,7 +262,7 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 		return nil, rpc.Error(err)
 	}
 	if d.worker == nil || d.worker.id != m.GetWorkerId() {
-		return nil, rpc.Error(fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), rpc.ErrFailedPrecondition))
+		return nil, rpc.Error(fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), fault.ErrFailedPrecondition))
 	}
 	s.removeDriverLocked(ctx, d, m.GetState(), m.GetMessage())
 	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
@@ -275,9 +276,9 @@ func (s *Server) activeDriverLocked(id string) (*driverInfo, error) {
 		return d, nil
 	}
 	if d := s.completedDriverLocked(id); d != nil {
-		return nil, fmt.Errorf("driver %s already ended %s: %w", id, d.state, rpc.ErrFailedPrecondition)
+		return nil, fmt.Errorf("driver %s already ended %s: %w", id, d.state, fault.ErrFailedPrecondition)
 	}
-	return nil, fmt.Errorf("driver %s: %w", id, rpc.ErrNotFound)
+	return nil, fmt.Errorf("driver %s: %w", id, fault.ErrNotFound)
 }
 
 func (s *Server) completedDriverLocked(id string) *driverInfo {
@@ -294,12 +295,12 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 	d := req.Msg.GetDescription()
 	switch {
 	case d == nil || d.GetName() == "":
-		return nil, rpc.Error(fmt.Errorf("submit driver: %w: no name", rpc.ErrInvalidArgument))
+		return nil, rpc.Error(fmt.Errorf("submit driver: %w: no name", fault.ErrInvalidArgument))
 	case d.GetCores() <= 0 || d.GetMemoryMib() <= 0:
 		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: driver cores (%d) and memory (%d MiB) must be positive",
-			d.GetName(), rpc.ErrInvalidArgument, d.GetCores(), d.GetMemoryMib()))
+			d.GetName(), fault.ErrInvalidArgument, d.GetCores(), d.GetMemoryMib()))
 	case len(d.GetCommand().GetArgs()) == 0 || d.GetCommand().GetArgs()[0] == "":
-		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: no command", d.GetName(), rpc.ErrInvalidArgument))
+		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: no command", d.GetName(), fault.ErrInvalidArgument))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
@@ -336,7 +337,7 @@ func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1
 		d = s.completedDriverLocked(id)
 	}
 	if d == nil {
-		return nil, rpc.Error(fmt.Errorf("driver %s: %w", id, rpc.ErrNotFound))
+		return nil, rpc.Error(fmt.Errorf("driver %s: %w", id, fault.ErrNotFound))
 	}
 	return connect.NewResponse(&masterv1.DriverStatusResponse{Driver: driverProto(d)}), nil
 }
@@ -344,7 +345,7 @@ func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1
 // RequestExecutors sets the number of executors an application may have.
 func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[masterv1.RequestExecutorsRequest]) (*connect.Response[masterv1.RequestExecutorsResponse], error) {
 	if n := req.Msg.GetRequestedTotal(); n < 0 {
-		return nil, rpc.Error(fmt.Errorf("request executors: %w: total %d must not be negative", rpc.ErrInvalidArgument, n))
+		return nil, rpc.Error(fmt.Errorf("request executors: %w: total %d must not be negative", fault.ErrInvalidArgument, n))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)

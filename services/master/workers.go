@@ -8,6 +8,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -20,7 +21,7 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 	if old, ok := s.addressToWorker[w.address()]; ok {
 		if old.state != masterv1.WorkerState_WORKER_STATE_UNKNOWN {
 			return fmt.Errorf("register worker %s: worker %s is already registered at %s: %w",
-				w.id, old.id, w.address(), rpc.ErrAlreadyExists)
+				w.id, old.id, w.address(), fault.ErrAlreadyExists)
 		}
 		s.removeWorkerLocked(ctx, old, "replaced by a new worker at the same address")
 	}

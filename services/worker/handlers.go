@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -34,7 +35,7 @@ func validateLaunchExecutor(m *workerv1.LaunchExecutorRequest) error {
 	}
 	if m.GetCores() <= 0 || m.GetMemoryMib() <= 0 {
 		return fmt.Errorf("launch executor %s/%d: cores (%d) and memory (%d MiB) must be positive: %w",
-			m.GetAppId(), m.GetExecutorId(), m.GetCores(), m.GetMemoryMib(), rpc.ErrInvalidArgument)
+			m.GetAppId(), m.GetExecutorId(), m.GetCores(), m.GetMemoryMib(), fault.ErrInvalidArgument)
 	}
 	if err := validateCommand(m.GetDescription().GetCommand()); err != nil {
 		return fmt.Errorf("launch executor %s/%d: %w", m.GetAppId(), m.GetExecutorId(), err)
@@ -81,7 +82,7 @@ func validateLaunchDriver(m *workerv1.LaunchDriverRequest) error {
 	d := m.GetDescription()
 	if d.GetCores() <= 0 || d.GetMemoryMib() <= 0 {
 		return fmt.Errorf("launch driver %s: cores (%d) and memory (%d MiB) must be positive: %w",
-			m.GetDriverId(), d.GetCores(), d.GetMemoryMib(), rpc.ErrInvalidArgument)
+			m.GetDriverId(), d.GetCores(), d.GetMemoryMib(), fault.ErrInvalidArgument)
 	}
 	if err := validateCommand(d.GetCommand()); err != nil {
 		return fmt.Errorf("launch driver %s: %w", m.GetDriverId(), err)
@@ -126,7 +127,7 @@ func (s *Server) ApplicationFinished(ctx context.Context, req *connect.Request[w
 func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.MasterChangedRequest]) (*connect.Response[workerv1.MasterChangedResponse], error) {
 	url, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
 	if err != nil {
-		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", rpc.ErrInvalidArgument, err))
+		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", fault.ErrInvalidArgument, err))
 	}
 	s.mu.Lock()
 	old := s.active
@@ -145,13 +146,13 @@ func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.
 // masters other than the active one.
 func (s *Server) acceptCommandLocked(ctx context.Context, masterURL string) error {
 	if s.closing {
-		return fmt.Errorf("worker %s is shutting down: %w", s.id, rpc.ErrUnavailable)
+		return fmt.Errorf("worker %s is shutting down: %w", s.id, fault.ErrUnavailable)
 	}
 	if err := s.awaitActiveLocked(ctx, masterURL); err != nil {
 		return err
 	}
 	if s.closing {
-		return fmt.Errorf("worker %s is shutting down: %w", s.id, rpc.ErrUnavailable)
+		return fmt.Errorf("worker %s is shutting down: %w", s.id, fault.ErrUnavailable)
 	}
 	return nil
 }
@@ -161,7 +162,7 @@ func (s *Server) reserveLocked(cores int32, memoryMiB int64) error {
 	freeCores, freeMemory := s.cfg.Cores-s.coresUsed, s.cfg.MemoryMiB-s.memoryUsedMiB
 	if cores > freeCores || memoryMiB > freeMemory {
 		return fmt.Errorf("%w: wants %d cores and %d MiB, %d cores and %d MiB are free",
-			rpc.ErrResourceExhausted, cores, memoryMiB, freeCores, freeMemory)
+			fault.ErrResourceExhausted, cores, memoryMiB, freeCores, freeMemory)
 	}
 	s.coresUsed += cores
 	s.memoryUsedMiB += memoryMiB

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -253,7 +254,7 @@ func (s *Server) awaitActiveLocked(ctx context.Context, url string) error {
 			if active == "" {
 				active = "none: the worker is not registered"
 			}
-			return fmt.Errorf("master %q is not the worker's active master (%s): %w", url, active, rpc.ErrFailedPrecondition)
+			return fmt.Errorf("master %q is not the worker's active master (%s): %w", url, active, fault.ErrFailedPrecondition)
 		}
 		s.mu.Unlock()
 		select {

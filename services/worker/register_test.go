@@ -9,7 +9,7 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/services/master"
 )
 
@@ -122,8 +122,8 @@ func TestCommandsWaitOutARegistrationInFlight(t *testing.T) {
 	}{
 		{"from the active master", func(s *Server) func() { s.active = masterURL; return func() {} }, false, nil},
 		{"from another master, no registration in flight", func(s *Server) func() { s.active = "http://127.0.0.1:1"; return func() {} },
-			false, rpc.ErrFailedPrecondition},
-		{"before any registration", func(*Server) func() { return func() {} }, false, rpc.ErrFailedPrecondition},
+			false, fault.ErrFailedPrecondition},
+		{"before any registration", func(*Server) func() { return func() {} }, false, fault.ErrFailedPrecondition},
 		{"registration in flight: the command waits for it", func(s *Server) func() {
 			s.registering = make(chan struct{})
 			return func() {}
@@ -135,7 +135,7 @@ func TestCommandsWaitOutARegistrationInFlight(t *testing.T) {
 		{"registration in flight fails", func(s *Server) func() {
 			s.registering = make(chan struct{})
 			return func() { s.endRegistration("", 0) }
-		}, false, rpc.ErrFailedPrecondition},
+		}, false, fault.ErrFailedPrecondition},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
-	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -213,7 +213,7 @@ func (r *runner[S]) admitLocked(ctx context.Context, masterURL string) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if !r.hooks.addLocked() {
-		return fmt.Errorf("%s: %w: it is running", what, rpc.ErrAlreadyExists)
+		return fmt.Errorf("%s: %w: it is running", what, fault.ErrAlreadyExists)
 	}
 	if err := s.reserveLocked(r.cores, r.memoryMiB); err != nil {
 		r.hooks.removeLocked(false)
@@ -368,7 +368,7 @@ func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterU
 	r, ok := table[key]
 	if !ok {
 		s.log.Debug("kill of a process not running here", "what", what)
-		return fmt.Errorf("%s: %w: not running on this worker", what, rpc.ErrNotFound)
+		return fmt.Errorf("%s: %w: not running on this worker", what, fault.ErrNotFound)
 	}
 	r.stop(errKilledByMaster)
 	return nil

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/fault"
 )
 
 // commandStep turns the command template into the process's argument vector
@@ -72,16 +72,16 @@ func mergeEnv(lists ...[]string) []string {
 func validateCommand(c *masterv1.Command) error {
 	args := c.GetArgs()
 	if len(args) == 0 || args[0] == "" {
-		return fmt.Errorf("no command: %w", rpc.ErrInvalidArgument)
+		return fmt.Errorf("no command: %w", fault.ErrInvalidArgument)
 	}
 	for i, a := range args {
 		if strings.ContainsRune(a, 0) {
-			return fmt.Errorf("command argument %d holds a NUL byte: %w", i, rpc.ErrInvalidArgument)
+			return fmt.Errorf("command argument %d holds a NUL byte: %w", i, fault.ErrInvalidArgument)
 		}
 	}
 	for k, v := range c.GetEnv() {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("command environment variable %q is malformed: %w", k, rpc.ErrInvalidArgument)
+			return fmt.Errorf("command environment variable %q is malformed: %w", k, fault.ErrInvalidArgument)
 		}
 	}
 	return nil
