@@ -28,6 +28,13 @@ const (
 	WorkerPIDEnv = "GLINT_WORKER_PID"
 	// WorkerURLEnv is the launching worker's URL.
 	WorkerURLEnv = "GLINT_WORKER_URL"
+	// WorkDirEnv is the process's work directory (its stdout and stderr are there).
+	WorkDirEnv = "GLINT_WORK_DIR"
+	// AppIDEnv and ExecutorIDEnv name an executor.
+	AppIDEnv      = "GLINT_APP_ID"
+	ExecutorIDEnv = "GLINT_EXECUTOR_ID"
+	// DriverIDEnv names a cluster-mode driver.
+	DriverIDEnv = "GLINT_DRIVER_ID"
 )
 
 // WorkerEnv is the environment that tells a child which worker launched it.

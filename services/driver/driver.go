@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -295,14 +297,5 @@ func parseSparkDuration(v string) (time.Duration, error) {
 
 // executorCommand is the command template the master hands to workers.
 func (d *Driver) executorCommand() *masterv1.Command {
-	args := append([]string{}, d.cfg.ExecutorCommand...)
-	args = append(args,
-		"--driver-url", d.url,
-		"--executor-id", "{{EXECUTOR_ID}}",
-		"--hostname", "{{HOSTNAME}}",
-		"--cores", "{{CORES}}",
-		"--app-id", "{{APP_ID}}",
-		"--worker-url", "{{WORKER_URL}}",
-	)
-	return &masterv1.Command{Args: args}
+	return &masterv1.Command{Args: append(slices.Clone(d.cfg.ExecutorCommand), child.ExecutorTemplate(d.url)...)}
 }

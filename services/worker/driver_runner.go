@@ -60,10 +60,10 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 		spec: launch{
 			dir:      dir,
 			template: desc.GetCommand(),
-			vars:     map[string]string{"DRIVER_ID": id, "WORKER_URL": s.cfg.URL},
+			vars:     map[string]string{child.VarDriverID: id, child.VarWorkerURL: s.cfg.URL},
 			env: []string{
-				"GLINT_WORK_DIR=" + dir,
-				"GLINT_DRIVER_ID=" + id,
+				child.WorkDirEnv + "=" + dir,
+				child.DriverIDEnv + "=" + id,
 				child.WorkerURLEnv + "=" + s.cfg.URL,
 			},
 			now: s.cfg.Now,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
 )
 
@@ -24,7 +25,7 @@ func (commandStep) Name() string { return "command" }
 // Run fills in l.argv and l.environ: the worker's environment, then the
 // command's, then the GLINT_* variables, a later value replacing an earlier one.
 func (commandStep) Run(_ context.Context, l *launch) error {
-	argv := substitute(l.template.GetArgs(), l.vars)
+	argv := child.Substitute(l.template.GetArgs(), l.vars)
 	cmdEnv := make([]string, 0, len(l.template.GetEnv()))
 	for _, k := range slices.Sorted(maps.Keys(l.template.GetEnv())) {
 		cmdEnv = append(cmdEnv, k+"="+l.template.GetEnv()[k])
@@ -32,20 +33,6 @@ func (commandStep) Run(_ context.Context, l *launch) error {
 	l.argv = argv
 	l.environ = mergeEnv(os.Environ(), cmdEnv, l.env)
 	return nil
-}
-
-// substitute replaces {{NAME}} by vars[NAME] in each argument separately.
-func substitute(args []string, vars map[string]string) []string {
-	pairs := make([]string, 0, 2*len(vars))
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		pairs = append(pairs, "{{"+k+"}}", vars[k])
-	}
-	r := strings.NewReplacer(pairs...)
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = r.Replace(a)
-	}
-	return out
 }
 
 // mergeEnv concatenates "KEY=value" lists; a later value of a key replaces an
