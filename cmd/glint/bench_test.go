@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/pkg/examples"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
@@ -50,8 +51,8 @@ func BenchmarkLaunchLatency(b *testing.B) {
 // driver and returns the summed LaunchExecutor-to-registered time and the
 // number of executors.
 func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (time.Duration, int) {
-	d, err := driver.Start(context.Background(), driver.Config{
-		Masters: []string{c.master.url}, Host: "127.0.0.1", App: examples.Pi(), ExecutorCores: 1, MaxCores: 4,
+	d, err := servicetest.NewDriver(b, driver.Config{
+		Masters: []string{c.master.url}, App: examples.Pi(), Args: []string{"4"}, ExecutorCores: 1, MaxCores: 4,
 		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, Instruments: telemetry.Instruments{TracerProvider: tp},
 		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
 	})
@@ -59,13 +60,12 @@ func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (tim
 		b.Fatal(err)
 	}
 	ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
-	err = d.RunApp(ctx, []string{"4"})
+	err = d.Run(ctx)
 	span.End()
-	timelines := d.Timelines()
-	d.Stop(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
+	timelines := d.Timelines()
 	var sum time.Duration
 	n := 0
 	for _, t := range timelines {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/pflag"
 
@@ -51,38 +53,58 @@ func (f *appFlags) args() []string {
 }
 
 // driverConfig validates the flags and the APP argument into a driver config.
-func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Config, []string, error) {
+func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Config, error) {
 	var cfg driver.Config
 	if len(args) == 0 {
-		return cfg, nil, fmt.Errorf("no APP given; built-in apps: %s", appNames(apps))
+		return cfg, fmt.Errorf("no APP given; built-in apps: %s", appNames(apps))
 	}
 	a, ok := apps.App(args[0])
 	if !ok {
-		return cfg, nil, fmt.Errorf("unknown app %q; apps: %s", args[0], appNames(apps))
+		return cfg, fmt.Errorf("unknown app %q; apps: %s", args[0], appNames(apps))
 	}
 	masters, err := rpc.ParseURLs(f.masters)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("--master: %w", err)
+		return cfg, fmt.Errorf("--master: %w", err)
 	}
 	if f.executorCores < 0 {
-		return cfg, nil, fmt.Errorf("--executor-cores %d: must be positive", f.executorCores)
+		return cfg, fmt.Errorf("--executor-cores %d: must be positive", f.executorCores)
 	}
 	if f.totalExecutorCores < 0 {
-		return cfg, nil, fmt.Errorf("--total-executor-cores %d: must be positive", f.totalExecutorCores)
+		return cfg, fmt.Errorf("--total-executor-cores %d: must be positive", f.totalExecutorCores)
 	}
 	memory, err := resources.ParseSize(f.executorMemory)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("--executor-memory: %w", err)
+		return cfg, fmt.Errorf("--executor-memory: %w", err)
 	}
 	conf, err := parseConf(f.conf)
 	if err != nil {
-		return cfg, nil, err
+		return cfg, err
 	}
 	cfg = driver.Config{
 		Masters: masters, App: a, Name: f.name, ExecutorMemoryMiB: memory,
-		ExecutorCores: int32(f.executorCores), MaxCores: int32(f.totalExecutorCores), Conf: conf,
+		ExecutorCores: int32(f.executorCores), MaxCores: int32(f.totalExecutorCores), Conf: conf, Args: args[1:],
 	}
-	return cfg, args[1:], nil
+	return cfg, nil
+}
+
+// serveDriver serves a driver for cfg on an ephemeral port of the local
+// address that routes to the first master, and runs its application.
+func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config) (*driver.Driver, error) {
+	host, err := rpc.AdvertiseHost(cfg.Masters[0])
+	if err != nil {
+		return nil, err
+	}
+	ln, url, err := listen(":0", host)
+	if err != nil {
+		return nil, err
+	}
+	cfg.URL = url
+	d, err := driver.New(cfg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return d, serve(ctx, log, ln, url, "", d)
 }
 
 func appNames(apps *app.Registry) string {

@@ -123,7 +123,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	ctx, span := telemetry.Tracer(tp).Start(ctx, "submit", trace.WithAttributes(attribute.String("glint.app.name", pi.Name)))
 	defer span.End()
 	cfg := driver.Config{
-		Masters: []string{masterURL}, Host: "127.0.0.1", App: pi, ExecutorCores: 1,
+		Masters: []string{masterURL}, App: pi, ExecutorCores: 1,
 		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512,
 		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
 	}
@@ -132,19 +132,14 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		return err
 	}
 	defer stopDriverTelemetry()
+	cfg.Args = []string{fmt.Sprint(f.slices)}
 	submitted := time.Now()
-	d, err := driver.Start(ctx, cfg)
+	d, err := serveDriver(ctx, log, cfg)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Fprintf(g.stdout, "Submitted pi %d as %s\n", f.slices, d.AppID())
-	runErr := d.RunApp(ctx, []string{fmt.Sprint(f.slices)})
-	timelines := d.Timelines()
-	d.Stop(context.WithoutCancel(ctx))
-	if runErr != nil {
-		return fmt.Errorf("demo: %w", runErr)
-	}
-	printTimelines(g.stdout, submitted, timelines)
+	fmt.Fprintf(g.stdout, "Ran pi %d as %s\n", f.slices, d.AppID())
+	printTimelines(g.stdout, submitted, d.Timelines())
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/executor"
 )
@@ -39,12 +40,28 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopProfiling()
-			if cfg.Listener, err = child.InheritedListener(); err != nil {
+			// The worker opened this executor's socket (child.ListenFDEnv);
+			// run by hand, it listens on an ephemeral port.
+			ln, err := child.InheritedListener()
+			if err != nil {
 				return err
 			}
-			cfg.DriverURL, cfg.ExecutorID, cfg.Hostname, cfg.Cores, cfg.AppID, cfg.WorkerURL = args.DriverURL, args.ExecutorID, args.Hostname, args.Cores, args.AppID, args.WorkerURL
-			cfg.Apps, cfg.Logger, cfg.TracerProvider = g.apps, log, tp
-			if err := executor.Run(telemetry.ContextFromEnv(ctx), cfg); err != nil {
+			url := ""
+			if ln == nil {
+				ln, url, err = listen(":0", args.Hostname)
+				if err != nil {
+					return err
+				}
+			} else {
+				url = rpc.URL(ln.Addr(), args.Hostname)
+			}
+			cfg.ExecutorArgs, cfg.URL, cfg.Apps, cfg.Logger, cfg.TracerProvider = args, url, g.apps, log, tp
+			s, err := executor.New(cfg)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			if err := serve(telemetry.ContextFromEnv(ctx), log, ln, url, "", s); err != nil {
 				return fmt.Errorf("executor %d of %s: %w", args.ExecutorID, args.AppID, err)
 			}
 			return nil

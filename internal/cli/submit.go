@@ -46,7 +46,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 				return runSubmit(cmd.Context(), g, f, args)
 			}
 			// Bad flags fail at once rather than on every run.
-			if _, _, err := f.driverConfig(g.apps, args); err != nil {
+			if _, err := f.driverConfig(g.apps, args); err != nil {
 				return err
 			}
 			repeat(cmd.Context(), g, f.every, func(ctx context.Context) error { return runSubmit(ctx, g, f, args) })
@@ -65,7 +65,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 }
 
 func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (err error) {
-	cfg, appArgs, err := f.driverConfig(g.apps, args)
+	cfg, err := f.driverConfig(g.apps, args)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,8 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 		return err
 	}
 	defer stopDriverTelemetry()
-	return driver.Run(ctx, cfg, appArgs)
+	_, err = serveDriver(ctx, log, cfg)
+	return err
 }
 
 // clientMode completes cfg for a driver that runs in this process: executors
@@ -202,7 +203,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
-			cfg, appArgs, err := f.driverConfig(g.apps, args)
+			cfg, err := f.driverConfig(g.apps, args)
 			if err != nil {
 				return err
 			}
@@ -222,7 +223,8 @@ func newDriverCommand(g *globals) *cobra.Command {
 			defer stopProfiling()
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
 			// A cluster-mode driver continues the trace of its submission.
-			return driver.Run(telemetry.ContextFromEnv(ctx), cfg, appArgs)
+			_, err = serveDriver(telemetry.ContextFromEnv(ctx), log, cfg)
+			return err
 		},
 	}
 	f.register(cmd.Flags())

@@ -106,9 +106,9 @@ func ClientOptions(tp trace.TracerProvider) []connect.ClientOption {
 	return []connect.ClientOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
 }
 
-// HandlerOptions are the options every Connect handler in Glint is built with:
+// handlerOptions are the options every Connect handler in Glint is built with:
 // its calls are traced through tp, as children of the caller's span.
-func HandlerOptions(tp trace.TracerProvider) []connect.HandlerOption {
+func handlerOptions(tp trace.TracerProvider) []connect.HandlerOption {
 	return []connect.HandlerOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
 }
 

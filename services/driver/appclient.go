@@ -18,7 +18,9 @@ import (
 
 // register is StandaloneAppClient's registerWithMaster: every master in turn,
 // RegisterAttempts rounds, until one admits the application.
-func (d *Driver) register(ctx context.Context) error {
+// Register registers the application with the first master that answers,
+// trying the masters in turn for RegisterAttempts rounds; Run calls it.
+func (d *Driver) Register(ctx context.Context) error {
 	desc := &masterv1.ApplicationDescription{
 		Name:                 d.cfg.Name,
 		MemoryPerExecutorMib: d.cfg.ExecutorMemoryMiB,
@@ -30,7 +32,7 @@ func (d *Driver) register(ctx context.Context) error {
 	if d.cfg.ExecutorCores > 0 {
 		desc.CoresPerExecutor = &d.cfg.ExecutorCores
 	}
-	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.url, DriverId: d.cfg.DriverID}
+	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID}
 	var errs []error
 	for round := 1; round <= d.cfg.RegisterAttempts; round++ {
 		for _, url := range d.cfg.Masters {

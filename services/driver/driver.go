@@ -9,13 +9,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -24,7 +26,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Spark property names the driver reads from --conf.
@@ -39,13 +40,12 @@ const (
 type Config struct {
 	// Masters are the master URLs to register with, tried in order.
 	Masters []string
-	// Host is the address executors and the master use to reach the driver;
-	// default: the local address that routes to the first master.
-	Host string
-	// Listen is the address to serve on; default ":0".
-	Listen string
-	// App is the application the driver runs.
-	App *app.App
+	// URL is where the driver serves DriverService: executors and the master
+	// reach it there.
+	URL string
+	// App is the application the driver runs, with Args as its arguments.
+	App  *app.App
+	Args []string
 	// Name is the application's display name; default App.Name.
 	Name string
 	// ExecutorMemoryMiB is spark.executor.memory; default 1024.
@@ -90,16 +90,11 @@ func (c *Config) setDefaults() error {
 	if c.ExecutorMemoryMiB < 0 || c.ExecutorCores < 0 || c.MaxCores < 0 {
 		return errors.New("executor memory, executor cores and total executor cores must be positive")
 	}
-	if c.Host == "" {
-		host, err := rpc.AdvertiseHost(c.Masters[0])
-		if err != nil {
-			return err
-		}
-		c.Host = host
+	url, err := rpc.NormalizeURL(c.URL)
+	if err != nil {
+		return fmt.Errorf("driver URL: %w", err)
 	}
-	if c.Listen == "" {
-		c.Listen = ":0"
-	}
+	c.URL = url
 	if c.RegisterAttempts <= 0 {
 		c.RegisterAttempts = 3
 	}
@@ -120,13 +115,8 @@ type Driver struct {
 	log     *slog.Logger
 	tracer  trace.Tracer
 	metrics *metrics
-	url     string
 	http    *http.Client
 	settings
-
-	// serving ends the HTTP server.
-	stopServing context.CancelFunc
-	served      chan error
 
 	mu    sync.Mutex
 	appID string
@@ -143,15 +133,14 @@ type Driver struct {
 var _ driverv1connect.DriverServiceHandler = (*Driver)(nil)
 var _ app.Context = (*Driver)(nil)
 
-// Start serves the driver endpoint and registers the application with a
-// master. It returns once the application has its id.
-func Start(ctx context.Context, cfg Config) (*Driver, error) {
+// New returns a driver for cfg; Run runs its application.
+func New(cfg Config) (*Driver, error) {
 	if err := cfg.setDefaults(); err != nil {
-		return nil, fmt.Errorf("start driver: %w", err)
+		return nil, fmt.Errorf("driver: %w", err)
 	}
 	st, err := parseSettings(cfg.Conf)
 	if err != nil {
-		return nil, fmt.Errorf("start driver: %w", err)
+		return nil, fmt.Errorf("driver: %w", err)
 	}
 	d := &Driver{
 		cfg:        cfg,
@@ -164,28 +153,40 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		backend:    newBackend(),
 	}
 	d.metrics = newMetrics(cfg.Registry, d)
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("start driver: listen on %s: %w", cfg.Listen, err)
-	}
-	d.url = rpc.URL(ln.Addr(), cfg.Host)
-	mux := http.NewServeMux()
-	mux.Handle(driverv1connect.NewDriverServiceHandler(d, rpc.HandlerOptions(d.cfg.TracerProvider)...))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("GET /metrics", telemetry.MetricsHandler(cfg.Registry))
-	serveCtx, stop := context.WithCancel(context.Background())
-	d.stopServing, d.served = stop, make(chan error, 1)
-	go func() { d.served <- rpc.Serve(serveCtx, ln, mux) }()
-
-	if err := d.register(ctx); err != nil {
-		d.shutdown()
-		return nil, err
-	}
 	return d, nil
 }
 
+// Handler serves DriverService, /healthz and /metrics.
+func (d *Driver) Handler() http.Handler {
+	return rpc.NewHandler(rpc.Endpoints{
+		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
+			return driverv1connect.NewDriverServiceHandler(d, o...)
+		},
+		TracerProvider: d.cfg.TracerProvider,
+		Registry:       d.cfg.Registry,
+	})
+}
+
+// Run runs the application from start to stop, served by Handler: it
+// registers with a master, waits until enough executors registered, runs the
+// application's driver function with Args, and stops (Stop).
+func (d *Driver) Run(ctx context.Context) error {
+	if err := d.Register(ctx); err != nil {
+		return err
+	}
+	defer d.Stop(context.WithoutCancel(ctx))
+	d.log.Info("application registered", "app", d.AppID(), "name", d.cfg.Name)
+	if err := d.waitReady(ctx); err != nil {
+		return err
+	}
+	if err := d.cfg.App.Run(ctx, d, d.cfg.Args); err != nil {
+		return fmt.Errorf("application %s (%s): %w", d.cfg.Name, d.AppID(), err)
+	}
+	return nil
+}
+
 // URL is where the driver serves DriverService.
-func (d *Driver) URL() string { return d.url }
+func (d *Driver) URL() string { return d.cfg.URL }
 
 // AppID is the id the master gave the application.
 func (d *Driver) AppID() string {
@@ -204,43 +205,12 @@ func (d *Driver) Conf(key string) (string, bool) {
 func (d *Driver) Stdout() io.Writer { return d.cfg.Stdout }
 
 // Stop ends the application: the master is asked for no more executors, the
-// executors are told to stop (they exit 0 and end EXITED), the master is told
-// the application finished, and the endpoint shuts down.
+// executors are told to stop (they exit 0 and end EXITED), and the master is
+// told the application finished.
 func (d *Driver) Stop(ctx context.Context) {
 	d.releaseExecutors(ctx)
 	d.stopExecutors(ctx)
 	d.unregister(ctx)
-	d.shutdown()
-}
-
-func (d *Driver) shutdown() {
-	d.stopServing()
-	if err := <-d.served; err != nil {
-		d.log.Warn("stop serving", "err", err)
-	}
-}
-
-// Run runs one application from start to stop.
-func Run(ctx context.Context, cfg Config, args []string) error {
-	d, err := Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer d.Stop(context.WithoutCancel(ctx))
-	return d.RunApp(ctx, args)
-}
-
-// RunApp waits until enough executors registered, then runs the
-// application's driver function.
-func (d *Driver) RunApp(ctx context.Context, args []string) error {
-	d.log.Info("application registered", "app", d.AppID(), "name", d.cfg.Name)
-	if err := d.waitReady(ctx); err != nil {
-		return err
-	}
-	if err := d.cfg.App.Run(ctx, d, args); err != nil {
-		return fmt.Errorf("application %s (%s): %w", d.cfg.Name, d.AppID(), err)
-	}
-	return nil
 }
 
 // settings are the Spark properties the driver itself obeys.
@@ -297,5 +267,5 @@ func parseSparkDuration(v string) (time.Duration, error) {
 
 // executorCommand is the command template the master hands to workers.
 func (d *Driver) executorCommand() *masterv1.Command {
-	return &masterv1.Command{Args: append(slices.Clone(d.cfg.ExecutorCommand), child.ExecutorTemplate(d.url)...)}
+	return &masterv1.Command{Args: append(slices.Clone(d.cfg.ExecutorCommand), child.ExecutorTemplate(d.cfg.URL)...)}
 }

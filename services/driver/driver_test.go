@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,10 +12,13 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/executor"
@@ -26,36 +28,17 @@ import (
 // startMaster serves a real master on a loopback port.
 func startMaster(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	m, err := master.New(master.Config{URL: url, SpreadOut: true, MaxExecutorRetries: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = rpc.Serve(ctx, ln, m.Handler()) })
-	wg.Go(func() { _ = m.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return url
+	return servicetest.Master(t, master.Config{SpreadOut: true, MaxExecutorRetries: 10})
 }
 
 // startDriver starts a driver for a; the cluster has no workers, so the test
 // starts executors itself.
 func startDriver(t *testing.T, a *app.App, conf map[string]string) *driver.Driver {
 	t.Helper()
-	d, err := driver.Start(context.Background(), driver.Config{
-		Masters: []string{startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: a,
+	return servicetest.Driver(t, driver.Config{
+		Masters: []string{startMaster(t)}, App: a,
 		ExecutorCommand: []string{"/bin/false"}, Conf: conf, ExecutorMemoryMiB: 256,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
-	return d
 }
 
 // startExecutor runs an executor backend for d in this process, on loopback,
@@ -71,9 +54,13 @@ func startExecutor(t *testing.T, d *driver.Driver, a *app.App, id, cores int32) 
 	var runErr error
 	go func() {
 		defer close(done)
-		runErr = executor.Run(ctx, executor.Config{
-			DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
-			WorkerURL: "http://127.0.0.1:1", Apps: apps, Listen: "127.0.0.1:0", RetryInterval: 10 * time.Millisecond,
+		ln, _ := servicetest.Listen(t)
+		runErr = servicetest.RunExecutor(ctx, ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{
+				DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
+				WorkerURL: "http://127.0.0.1:1",
+			},
+			Apps: apps, RetryInterval: 10 * time.Millisecond,
 		})
 	}()
 	t.Cleanup(func() {
@@ -283,8 +270,8 @@ func TestBadSparkPropertiesAreRejected(t *testing.T) {
 		{"spark.scheduler.minRegisteredResourcesRatio": "1.5"},
 		{"spark.scheduler.maxRegisteredResourcesWaitingTime": "-3s"},
 	} {
-		_, err := driver.Start(context.Background(), driver.Config{
-			Masters: []string{"http://127.0.0.1:1"}, Host: "127.0.0.1", App: echoApp(nil), ExecutorCommand: []string{"x"}, Conf: conf,
+		_, err := driver.New(driver.Config{
+			Masters: []string{"http://127.0.0.1:1"}, URL: "http://127.0.0.1:2", App: echoApp(nil), ExecutorCommand: []string{"x"}, Conf: conf,
 		})
 		if err == nil || !strings.Contains(err.Error(), "--conf") {
 			t.Errorf("conf %v: got %v, want a --conf error", conf, err)
@@ -293,27 +280,23 @@ func TestBadSparkPropertiesAreRejected(t *testing.T) {
 }
 
 func TestDriverRegistersWithTheFirstMasterThatAnswers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + ln.Addr().String()
-	ln.Close()
-	d, err := driver.Start(context.Background(), driver.Config{
-		Masters: []string{down, startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: echoApp(nil),
+	// A reserved port nothing listens on, and nothing will while the test runs.
+	down := fmt.Sprintf("http://127.0.0.1:%d", tooltest.FreePorts(t, 1)[0])
+	d := servicetest.Driver(t, driver.Config{
+		Masters: []string{down, startMaster(t)}, App: echoApp(nil),
 		ExecutorCommand: []string{"/bin/false"}, RegisterAttempts: 1,
 	})
-	if err != nil {
-		t.Fatalf("start with one master down: %v", err)
-	}
-	defer d.Stop(context.Background())
 	if !strings.HasPrefix(d.AppID(), "app-") {
 		t.Errorf("app id %q", d.AppID())
 	}
-	_, err = driver.Start(context.Background(), driver.Config{
-		Masters: []string{down}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: echoApp(nil),
+	d, err := servicetest.NewDriver(t, driver.Config{
+		Masters: []string{down}, App: echoApp(nil),
 		ExecutorCommand: []string{"/bin/false"}, RegisterAttempts: 2, RegisterInterval: 10 * time.Millisecond,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Register(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "all masters are unresponsive after 2 rounds") {
 		t.Errorf("got %v, want all masters unresponsive", err)
 	}

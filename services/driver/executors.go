@@ -90,7 +90,7 @@ func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[dr
 		props = map[string]string{}
 	}
 	props["glint.app.id"] = d.appID
-	props["glint.driver.url"] = d.url
+	props["glint.driver.url"] = d.cfg.URL
 	props["spark.app.name"] = d.cfg.Name
 	return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{Properties: props}), nil
 }

@@ -8,7 +8,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/executor"
@@ -18,14 +20,10 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
-	d, err := driver.Start(context.Background(), driver.Config{
-		Masters: []string{startMaster(t)}, Host: "127.0.0.1", Listen: "127.0.0.1:0", App: a,
+	d := servicetest.Driver(t, driver.Config{
+		Masters: []string{startMaster(t)}, App: a,
 		ExecutorCommand: []string{"/bin/false"}, ExecutorMemoryMiB: 256, Instruments: telemetry.Instruments{TracerProvider: tp},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(context.Background())
 	// The tasks are queued before any executor exists, so the executor's
 	// LaunchedExecutor is what offers them.
 	ran := make(chan error, 1)
@@ -37,9 +35,10 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		_ = executor.Run(ctx, executor.Config{
-			DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID(),
-			Apps: apps, Listen: "127.0.0.1:0", Instruments: telemetry.Instruments{TracerProvider: tp},
+		ln, _ := servicetest.Listen(t)
+		_ = servicetest.RunExecutor(ctx, ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
+			Apps:         apps, Instruments: telemetry.Instruments{TracerProvider: tp},
 		})
 	}()
 	if err := <-ran; err != nil {

@@ -209,12 +209,14 @@ func (s *Server) ID() string { return s.id }
 // Handler returns the worker's HTTP handler: its Connect service, GET /json
 // and GET /healthz.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(workerv1connect.NewWorkerServiceHandler(s, rpc.HandlerOptions(s.cfg.TracerProvider)...))
-	mux.HandleFunc("GET /json", s.serveJSON)
-	mux.Handle("GET /metrics", telemetry.MetricsHandler(s.cfg.Registry))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	return mux
+	return rpc.NewHandler(rpc.Endpoints{
+		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
+			return workerv1connect.NewWorkerServiceHandler(s, o...)
+		},
+		TracerProvider: s.cfg.TracerProvider,
+		Registry:       s.cfg.Registry,
+		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON},
+	})
 }
 
 // Run registers with a master (retrying on Spark's schedule), heartbeats, and
