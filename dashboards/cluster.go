@@ -81,7 +81,7 @@ func Cluster() (dashboard.Dashboard, error) {
 			ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdFixed).FixedColor("red"))).
 		WithRow(dashboard.NewRowBuilder("Applications and executors")).
 		WithPanel(graph("Applications and drivers by state",
-			"Active applications (WAITING, RUNNING) and cluster-mode drivers (SUBMITTED, RUNNING, RELAUNCHING).",
+			"Active applications (WAITING, RUNNING) and cluster-mode drivers (SUBMITTED, RUNNING).",
 			"short", thirdWidth,
 			query(`sum by (state) (glint_master_apps)`, "app {{state}}"),
 			query(`sum by (state) (glint_master_drivers)`, "driver {{state}}")).

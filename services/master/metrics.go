@@ -138,8 +138,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range s.drivers {
 		drivers[d.state]++
 	}
-	for _, st := range []masterv1.DriverState{masterv1.DriverState_DRIVER_STATE_SUBMITTED, masterv1.DriverState_DRIVER_STATE_RUNNING,
-		masterv1.DriverState_DRIVER_STATE_RELAUNCHING} {
+	for _, st := range []masterv1.DriverState{masterv1.DriverState_DRIVER_STATE_SUBMITTED, masterv1.DriverState_DRIVER_STATE_RUNNING} {
 		gauge(m.drivers, float64(drivers[st]), lifecycle.Label(st))
 	}
 }

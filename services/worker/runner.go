@@ -104,9 +104,9 @@ func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps 
 type kind[S comparable] struct {
 	noun        string // "executor" or "driver"
 	transitions lifecycle.Transitions[S]
-	// initial until the process runs, then running; relaunching while a
+	// initial until the process runs, then running; restarting while a
 	// supervised process waits to be restarted.
-	initial, running, relaunching S
+	initial, running, restarting S
 	// The final states: killed on request, launchFailed when no process
 	// started, exited for a zero exit code, failed otherwise.
 	killed, launchFailed, exited, failed S
@@ -263,7 +263,7 @@ func (r *runner[S]) run() {
 			return
 		}
 		wait = restartWait(wait, time.Since(began), r.s.cfg.SuperviseBackoffCap)
-		r.relaunching(e, wait)
+		r.restarting(e, wait)
 		timer := time.NewTimer(wait)
 		select {
 		case <-r.ctx.Done():
@@ -317,11 +317,11 @@ func (r *runner[S]) running(ctx context.Context, l *launch) {
 	r.hooks.poststart(ctx, l)
 }
 
-// relaunching records that a supervised process failed as e and will be
+// restarting records that a supervised process failed as e and will be
 // restarted after wait.
-func (r *runner[S]) relaunching(e exit, wait time.Duration) {
+func (r *runner[S]) restarting(e exit, wait time.Duration) {
 	r.s.mu.Lock()
-	r.setStateLocked(r.kind.relaunching)
+	r.setStateLocked(r.kind.restarting)
 	r.restarts++
 	r.pid = 0
 	r.message, r.exitStatus = e.String(), e.status()

@@ -23,7 +23,8 @@ var executorTransitions = lifecycle.Transitions[masterv1.ExecutorState]{
 }
 
 // driverTransitions: a driver is SUBMITTED until its process started, and
-// RELAUNCHING while a supervised driver waits to be restarted.
+// RESTARTING while a supervised driver waits to be restarted (RELAUNCHING is
+// the master's: a driver relaunched elsewhere under a new id).
 var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 	masterv1.DriverState_DRIVER_STATE_SUBMITTED: {
 		masterv1.DriverState_DRIVER_STATE_RUNNING, masterv1.DriverState_DRIVER_STATE_KILLED,
@@ -31,9 +32,9 @@ var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 	},
 	masterv1.DriverState_DRIVER_STATE_RUNNING: {
 		masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,
-		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_RELAUNCHING,
+		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_RESTARTING,
 	},
-	masterv1.DriverState_DRIVER_STATE_RELAUNCHING: {
+	masterv1.DriverState_DRIVER_STATE_RESTARTING: {
 		masterv1.DriverState_DRIVER_STATE_RUNNING, masterv1.DriverState_DRIVER_STATE_KILLED,
 		masterv1.DriverState_DRIVER_STATE_ERROR,
 	},
@@ -53,14 +54,14 @@ var executorKind = kind[masterv1.ExecutorState]{
 }
 
 // driverKind: a driver's runner moves SUBMITTED → RUNNING → FINISHED, FAILED
-// or KILLED, through RELAUNCHING when supervised; one that cannot start is
+// or KILLED, through RESTARTING when supervised; one that cannot start is
 // ERROR.
 var driverKind = kind[masterv1.DriverState]{
 	noun:         "driver",
 	transitions:  driverTransitions,
 	initial:      masterv1.DriverState_DRIVER_STATE_SUBMITTED,
 	running:      masterv1.DriverState_DRIVER_STATE_RUNNING,
-	relaunching:  masterv1.DriverState_DRIVER_STATE_RELAUNCHING,
+	restarting:   masterv1.DriverState_DRIVER_STATE_RESTARTING,
 	killed:       masterv1.DriverState_DRIVER_STATE_KILLED,
 	launchFailed: masterv1.DriverState_DRIVER_STATE_ERROR,
 	exited:       masterv1.DriverState_DRIVER_STATE_FINISHED,

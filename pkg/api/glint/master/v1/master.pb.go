@@ -208,7 +208,7 @@ func (ExecutorState) EnumDescriptor() ([]byte, []int) {
 	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{2}
 }
 
-// DriverState is Spark's DriverState.
+// DriverState is Spark's DriverState, plus RESTARTING.
 type DriverState int32
 
 const (
@@ -216,11 +216,16 @@ const (
 	DriverState_DRIVER_STATE_SUBMITTED   DriverState = 1
 	DriverState_DRIVER_STATE_RUNNING     DriverState = 2
 	DriverState_DRIVER_STATE_FINISHED    DriverState = 3
+	// The master relaunched the driver under a new id after its worker was
+	// lost; final for the old id.
 	DriverState_DRIVER_STATE_RELAUNCHING DriverState = 4
 	DriverState_DRIVER_STATE_UNKNOWN     DriverState = 5
 	DriverState_DRIVER_STATE_KILLED      DriverState = 6
 	DriverState_DRIVER_STATE_FAILED      DriverState = 7
 	DriverState_DRIVER_STATE_ERROR       DriverState = 8
+	// A worker restarts a supervised driver that exited, after a backoff,
+	// under the same id; the worker's own state, never reported to the master.
+	DriverState_DRIVER_STATE_RESTARTING DriverState = 9
 )
 
 // Enum value maps for DriverState.
@@ -235,6 +240,7 @@ var (
 		6: "DRIVER_STATE_KILLED",
 		7: "DRIVER_STATE_FAILED",
 		8: "DRIVER_STATE_ERROR",
+		9: "DRIVER_STATE_RESTARTING",
 	}
 	DriverState_value = map[string]int32{
 		"DRIVER_STATE_UNSPECIFIED": 0,
@@ -246,6 +252,7 @@ var (
 		"DRIVER_STATE_KILLED":      6,
 		"DRIVER_STATE_FAILED":      7,
 		"DRIVER_STATE_ERROR":       8,
+		"DRIVER_STATE_RESTARTING":  9,
 	}
 )
 
@@ -2675,7 +2682,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x15EXECUTOR_STATE_FAILED\x10\x04\x12\x17\n" +
 	"\x13EXECUTOR_STATE_LOST\x10\x05\x12\x19\n" +
 	"\x15EXECUTOR_STATE_EXITED\x10\x06\x12!\n" +
-	"\x1dEXECUTOR_STATE_DECOMMISSIONED\x10\a*\xfe\x01\n" +
+	"\x1dEXECUTOR_STATE_DECOMMISSIONED\x10\a*\x9b\x02\n" +
 	"\vDriverState\x12\x1c\n" +
 	"\x18DRIVER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DRIVER_STATE_SUBMITTED\x10\x01\x12\x18\n" +
@@ -2685,7 +2692,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x14DRIVER_STATE_UNKNOWN\x10\x05\x12\x17\n" +
 	"\x13DRIVER_STATE_KILLED\x10\x06\x12\x17\n" +
 	"\x13DRIVER_STATE_FAILED\x10\a\x12\x16\n" +
-	"\x12DRIVER_STATE_ERROR\x10\b2\xb2\v\n" +
+	"\x12DRIVER_STATE_ERROR\x10\b\x12\x1b\n" +
+	"\x17DRIVER_STATE_RESTARTING\x10\t2\xb2\v\n" +
 	"\rMasterService\x12a\n" +
 	"\x0eRegisterWorker\x12&.glint.master.v1.RegisterWorkerRequest\x1a'.glint.master.v1.RegisterWorkerResponse\x12R\n" +
 	"\tHeartbeat\x12!.glint.master.v1.HeartbeatRequest\x1a\".glint.master.v1.HeartbeatResponse\x12v\n" +
