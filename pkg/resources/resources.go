@@ -87,3 +87,24 @@ func totalMemoryMiB(path string) (int64, error) {
 	}
 	return 0, fmt.Errorf("read total memory: no MemTotal in %s", path)
 }
+
+// Usage is a worker's cores and memory (MiB), total, used and free, under
+// the field names of Spark's /json; the master's and the worker's /json both
+// embed it.
+type Usage struct {
+	Cores      int32 `json:"cores"`
+	CoresUsed  int32 `json:"coresused"`
+	CoresFree  int32 `json:"coresfree"`
+	Memory     int64 `json:"memory"`
+	MemoryUsed int64 `json:"memoryused"`
+	MemoryFree int64 `json:"memoryfree"`
+}
+
+// NewUsage returns the usage of cores and memory MiB of which coresUsed and
+// memoryUsed are in use.
+func NewUsage(cores, coresUsed int32, memory, memoryUsed int64) Usage {
+	return Usage{
+		Cores: cores, CoresUsed: coresUsed, CoresFree: cores - coresUsed,
+		Memory: memory, MemoryUsed: memoryUsed, MemoryFree: memory - memoryUsed,
+	}
+}

@@ -46,3 +46,10 @@ func TestDefaultWorkerMemoryLeavesOneGiB(t *testing.T) {
 		t.Errorf("DefaultWorkerMemoryMiB() = %d, total %d", got, total)
 	}
 }
+
+func TestUsageCountsWhatIsFree(t *testing.T) {
+	u := NewUsage(8, 3, 4096, 1024)
+	if u.CoresFree != 5 || u.MemoryFree != 3072 || u.Cores != 8 || u.CoresUsed != 3 || u.Memory != 4096 || u.MemoryUsed != 1024 {
+		t.Errorf("NewUsage(8, 3, 4096, 1024) = %+v", u)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/resources"
 )
 
 // clusterState is the master's whole view, as GetClusterState and /json show it.
@@ -93,6 +94,17 @@ func traceID(sc trace.SpanContext) string {
 	return sc.TraceID().String()
 }
 
+// workerJSON is one worker in /json, DEAD ones included.
+type workerJSON struct {
+	ID           string `json:"id"`
+	Host         string `json:"host"`
+	Port         int32  `json:"port"`
+	WebUIAddress string `json:"webuiaddress"`
+	resources.Usage
+	State         string `json:"state"`
+	LastHeartbeat int64  `json:"lastheartbeat"`
+}
+
 // masterJSON is GET /json: the master in the shape of Spark's master JSON.
 // Totals count ALIVE workers only.
 type masterJSON struct {
@@ -108,22 +120,6 @@ type masterJSON struct {
 	CompletedApps    []appJSON    `json:"completedapps"`
 	ActiveDrivers    []driverJSON `json:"activedrivers"`
 	CompletedDrivers []driverJSON `json:"completeddrivers"`
-}
-
-// workerJSON is one worker in /json, DEAD ones included.
-type workerJSON struct {
-	ID            string `json:"id"`
-	Host          string `json:"host"`
-	Port          int32  `json:"port"`
-	WebUIAddress  string `json:"webuiaddress"`
-	Cores         int32  `json:"cores"`
-	CoresUsed     int32  `json:"coresused"`
-	CoresFree     int32  `json:"coresfree"`
-	Memory        int64  `json:"memory"`
-	MemoryUsed    int64  `json:"memoryused"`
-	MemoryFree    int64  `json:"memoryfree"`
-	State         string `json:"state"`
-	LastHeartbeat int64  `json:"lastheartbeat"`
 }
 
 // appJSON is one application in /json. MaxCores is null when spark.cores.max
@@ -200,8 +196,7 @@ func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON 
 		}
 		out.Workers = append(out.Workers, workerJSON{
 			ID: wk.GetId(), Host: wk.GetHost(), Port: wk.GetPort(), WebUIAddress: wk.GetWorkerUrl(),
-			Cores: wk.GetCores(), CoresUsed: wk.GetCoresUsed(), CoresFree: wk.GetCores() - wk.GetCoresUsed(),
-			Memory: wk.GetMemoryMib(), MemoryUsed: wk.GetMemoryUsedMib(), MemoryFree: wk.GetMemoryMib() - wk.GetMemoryUsedMib(),
+			Usage: resources.NewUsage(wk.GetCores(), wk.GetCoresUsed(), wk.GetMemoryMib(), wk.GetMemoryUsedMib()),
 			State: lifecycle.Name(wk.GetState()), LastHeartbeat: wk.GetLastHeartbeat().AsTime().UnixMilli(),
 		})
 	}

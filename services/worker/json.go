@@ -8,20 +8,16 @@ import (
 	"slices"
 
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/resources"
 )
 
 // workerJSON is GET /json: the worker in the shape of Spark's worker JSON.
 type workerJSON struct {
-	ID                string         `json:"id"`
-	Host              string         `json:"host"`
-	Port              int            `json:"port"`
-	MasterURL         string         `json:"masterurl"`
-	Cores             int32          `json:"cores"`
-	CoresUsed         int32          `json:"coresused"`
-	CoresFree         int32          `json:"coresfree"`
-	Memory            int64          `json:"memory"`
-	MemoryUsed        int64          `json:"memoryused"`
-	MemoryFree        int64          `json:"memoryfree"`
+	ID        string `json:"id"`
+	Host      string `json:"host"`
+	Port      int    `json:"port"`
+	MasterURL string `json:"masterurl"`
+	resources.Usage
 	Executors         []executorJSON `json:"executors"`
 	FinishedExecutors []executorJSON `json:"finishedexecutors"`
 	Drivers           []driverJSON   `json:"drivers"`
@@ -59,8 +55,7 @@ func (s *Server) status() workerJSON {
 	defer s.mu.Unlock()
 	out := workerJSON{
 		ID: s.id, Host: s.host, Port: s.port, MasterURL: s.active,
-		Cores: s.cfg.Cores, CoresUsed: s.coresUsed, CoresFree: s.cfg.Cores - s.coresUsed,
-		Memory: s.cfg.MemoryMiB, MemoryUsed: s.memoryUsedMiB, MemoryFree: s.cfg.MemoryMiB - s.memoryUsedMiB,
+		Usage:     resources.NewUsage(s.cfg.Cores, s.coresUsed, s.cfg.MemoryMiB, s.memoryUsedMiB),
 		Executors: []executorJSON{}, FinishedExecutors: []executorJSON{},
 		Drivers: []driverJSON{}, FinishedDrivers: []driverJSON{},
 	}
