@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -195,6 +196,9 @@ func (s *Server) KillApplication(ctx context.Context, req *connect.Request[maste
 	return connect.NewResponse(&masterv1.KillApplicationResponse{}), nil
 }
 
+// errEnded is the error for an application or driver that already ended.
+var errEnded = fault.New(fault.ErrFailedPrecondition, "already ended")
+
 func (s *Server) activeAppLocked(id string) (*appInfo, error) {
 	if err := ids.ValidateApp(id); err != nil {
 		return nil, err
@@ -204,7 +208,7 @@ func (s *Server) activeAppLocked(id string) (*appInfo, error) {
 	}
 	for _, a := range s.completedApps {
 		if a.id == id {
-			return nil, fmt.Errorf("application %s already ended %s: %w", id, a.state, fault.ErrFailedPrecondition)
+			return nil, fmt.Errorf("application %s %w %s", id, errEnded, a.state)
 		}
 	}
 	return nil, fmt.Errorf("application %s: %w", id, fault.ErrNotFound)
@@ -222,6 +226,12 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(m.GetAppId())
+	if errors.Is(err, errEnded) && lifecycle.ExecutorFinished(m.GetState()) {
+		// The application ended first (it finished or was killed) and its
+		// executors exit after it: normal life, not a failed report.
+		s.log.Debug("executor of an ended application exited", "app", m.GetAppId(), "executor", m.GetExecutorId(), "state", lifecycle.Name(m.GetState()))
+		return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+	}
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -258,6 +268,11 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	d, err := s.activeDriverLocked(m.GetDriverId())
+	if errors.Is(err, errEnded) {
+		// Killed on request, or relaunched elsewhere: its worker reports the end.
+		s.log.Debug("ended driver's end reported", "driver", m.GetDriverId(), "state", lifecycle.Name(m.GetState()))
+		return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
+	}
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -276,7 +291,7 @@ func (s *Server) activeDriverLocked(id string) (*driverInfo, error) {
 		return d, nil
 	}
 	if d := s.completedDriverLocked(id); d != nil {
-		return nil, fmt.Errorf("driver %s already ended %s: %w", id, d.state, fault.ErrFailedPrecondition)
+		return nil, fmt.Errorf("driver %s %w %s", id, errEnded, d.state)
 	}
 	return nil, fmt.Errorf("driver %s: %w", id, fault.ErrNotFound)
 }

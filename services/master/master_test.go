@@ -430,6 +430,17 @@ func TestUnregisteredAppKillsExecutorsAndIsRetained(t *testing.T) {
 	if st := c.srv.clusterState(); st.GetWorkers()[0].GetCoresUsed() != 0 {
 		t.Errorf("cores used %d after the app ended", st.GetWorkers()[0].GetCoresUsed())
 	}
+	// Its executor's exit, reported after the app ended, is normal life; a
+	// report that it runs is not.
+	report := &masterv1.ExecutorStateChangedRequest{AppId: first, ExecutorId: 0, WorkerId: c.srv.clusterState().GetWorkers()[0].GetId()}
+	report.State = masterv1.ExecutorState_EXECUTOR_STATE_KILLED
+	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(report)); err != nil {
+		t.Errorf("the exit of an ended app's executor: %v, want it accepted", err)
+	}
+	report.State = masterv1.ExecutorState_EXECUTOR_STATE_RUNNING
+	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(report)); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("an ended app's executor reported running: %v, want FailedPrecondition", err)
+	}
 	for range 12 {
 		id := c.registerApp(t, dp, appDesc(512, 1))
 		if _, err := c.client.KillApplication(context.Background(), connect.NewRequest(&masterv1.KillApplicationRequest{AppId: id})); err != nil {
@@ -481,6 +492,13 @@ func TestDriversAreLaunchedKilledAndRelaunchedUnderANewID(t *testing.T) {
 	old := status(supervised)
 	if lifecycle.Name(old.GetState()) != "RELAUNCHING" || !strings.Contains(old.GetMessage(), "relaunched as driver-") {
 		t.Errorf("supervised driver on a lost worker: %s %q", lifecycle.Name(old.GetState()), old.GetMessage())
+	}
+	// The lost worker, back, reports the old driver's end: accepted, and the
+	// driver stays RELAUNCHING.
+	if _, err := c.client.DriverStateChanged(context.Background(), connect.NewRequest(&masterv1.DriverStateChangedRequest{
+		DriverId: supervised, State: masterv1.DriverState_DRIVER_STATE_KILLED, WorkerId: old.GetWorkerId(),
+	})); err != nil || lifecycle.Name(status(supervised).GetState()) != "RELAUNCHING" {
+		t.Errorf("the end of a relaunched driver reported: %v, state %s", err, lifecycle.Name(status(supervised).GetState()))
 	}
 	_, err := c.client.DriverStatus(context.Background(), connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: "driver-x/../1"}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
