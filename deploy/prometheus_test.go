@@ -41,13 +41,15 @@ func TestAlertRulesFireAndStayQuiet(t *testing.T) {
 }
 
 // Every alert the brief asks for exists, with a severity and a templated
-// summary and description, and the unit tests exercise each one.
+// summary and description, and the unit tests exercise each one and the value
+// of every recording rule.
 func TestAlertRulesAreComplete(t *testing.T) {
 	root := tooltest.Root(t)
 	var rules struct {
 		Groups []struct {
 			Rules []struct {
 				Alert       string
+				Record      string
 				Expr        string
 				Labels      map[string]string
 				Annotations map[string]string
@@ -61,11 +63,18 @@ func TestAlertRulesAreComplete(t *testing.T) {
 				Alertname string
 				ExpAlerts []any `yaml:"exp_alerts"`
 			} `yaml:"alert_rule_test"`
+			PromQLExprTest []struct {
+				Expr string
+			} `yaml:"promql_expr_test"`
 		}
 	}
 	decode(t, filepath.Join(root, "deploy/prometheus/rules/glint_test.yml"), &tests)
 	fires, quiet := map[string]bool{}, map[string]bool{}
+	var exprTests []string
 	for _, tc := range tests.Tests {
+		for _, e := range tc.PromQLExprTest {
+			exprTests = append(exprTests, e.Expr)
+		}
 		for _, a := range tc.AlertRuleTest {
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname] = true
@@ -77,6 +86,13 @@ func TestAlertRulesAreComplete(t *testing.T) {
 	var alerts []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
+			if r.Record != "" {
+				// A recording rule's value is tested by a promql_expr_test.
+				if !slices.ContainsFunc(exprTests, func(e string) bool { return strings.Contains(e, r.Record) }) {
+					t.Errorf("glint_test.yml tests no value of recording rule %s", r.Record)
+				}
+				continue
+			}
 			alerts = append(alerts, r.Alert)
 			if r.Labels["severity"] == "" {
 				t.Errorf("%s has no severity label", r.Alert)
@@ -95,7 +111,7 @@ func TestAlertRulesAreComplete(t *testing.T) {
 		}
 	}
 	slices.Sort(alerts)
-	want := []string{"GlintAppsWaiting", "GlintExecutorLaunchSlow", "GlintWorkerHeartbeatLate", "GlintWorkerTimedOut"}
+	want := []string{"GlintAppsWaiting", "GlintExecutorLaunchSlow", "GlintExecutorStartBudgetBurnFast", "GlintExecutorStartBudgetBurnSlow", "GlintWorkerHeartbeatLate", "GlintWorkerTimedOut"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %v, want %v", alerts, want)
 	}
