@@ -30,14 +30,15 @@ type Endpoints struct {
 
 // NewHandler builds the one HTTP handler of a Glint process: the Connect
 // service with handlerOptions, GET /healthz, GET /metrics and the pages. It is
-// the single place where what every listener needs is put in front of them.
+// the single place where what every listener needs is put in front of them:
+// bounded request bodies and deadlines (limits.go).
 func NewHandler(e Endpoints) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(e.Service(handlerOptions(e.TracerProvider)...))
+	mux.Handle(e.Service(append(handlerOptions(e.TracerProvider), limitOptions()...)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(e.Registry))
 	for pattern, h := range e.Pages {
 		mux.HandleFunc(pattern, h)
 	}
-	return mux
+	return bounded(mux)
 }

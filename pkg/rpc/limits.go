@@ -1,0 +1,104 @@
+package rpc
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// Limits on what one request may make a Glint process read or wait for. Every
+// Glint message is small (the largest is a command line), so these are far
+// above what a peer needs and far below what would hurt the process.
+const (
+	// ReadMaxBytes is the largest message a handler accepts, counted after
+	// decompression (connect.WithReadMaxBytes applies it to both sizes).
+	ReadMaxBytes = 4 << 20
+	// MaxBodyBytes is the largest request body read at all, before
+	// decompression: a message, its 5-byte envelope prefix, and slack.
+	MaxBodyBytes = ReadMaxBytes + 64<<10
+	// MaxInflateRatio bounds how much a compressed message may grow once
+	// inflated past minInflateCheck bytes: gzip can reach about 1000:1 on
+	// repetitive input, a real message reaches a few dozen.
+	MaxInflateRatio = 100
+	// MaxCallTimeout caps the deadline a caller may ask for (Connect-Timeout-Ms,
+	// grpc-timeout): no Glint call needs longer, and clients give up after a
+	// minute themselves.
+	MaxCallTimeout = time.Minute
+)
+
+// minInflateCheck is the output size below which the inflate ratio is not
+// checked, so that small, very compressible messages always pass.
+const minInflateCheck = 1 << 20
+
+// bounded is the middleware every listener has: the request body is cut off
+// after MaxBodyBytes and the call's deadline is at most MaxCallTimeout away.
+// Connect answers a cut-off body with ResourceExhausted.
+func bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), MaxCallTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitOptions bound what a Connect handler reads: ReadMaxBytes, and gzip
+// bodies inflated only up to that size and MaxInflateRatio, never further
+// (connect's own gzip would inflate the rest of a bomb to count it).
+func limitOptions() []connect.HandlerOption {
+	return []connect.HandlerOption{
+		connect.WithReadMaxBytes(ReadMaxBytes),
+		connect.WithCompression("gzip",
+			func() connect.Decompressor { return &boundedGzip{limit: ReadMaxBytes} },
+			func() connect.Compressor { return gzip.NewWriter(io.Discard) }),
+	}
+}
+
+// boundedGzip is a gzip decompressor that fails with ResourceExhausted as soon
+// as its output passes limit bytes, or passes minInflateCheck bytes and
+// MaxInflateRatio times the compressed bytes read.
+type boundedGzip struct {
+	gz    gzip.Reader
+	in    countingReader
+	out   int64
+	limit int64
+}
+
+func (g *boundedGzip) Reset(r io.Reader) error {
+	g.in, g.out = countingReader{r: r}, 0
+	return g.gz.Reset(&g.in)
+}
+
+func (g *boundedGzip) Read(p []byte) (int, error) {
+	n, err := g.gz.Read(p)
+	g.out += int64(n)
+	switch {
+	case g.out > g.limit:
+		return n, connect.NewError(connect.CodeResourceExhausted,
+			fmt.Errorf("message inflates to more than the limit of %d bytes", g.limit))
+	case g.out > minInflateCheck && g.out > MaxInflateRatio*g.in.n:
+		return n, connect.NewError(connect.CodeResourceExhausted,
+			fmt.Errorf("message inflates at a ratio over %d:1 (%d bytes from %d)", MaxInflateRatio, g.out, g.in.n))
+	}
+	return n, err
+}
+
+func (g *boundedGzip) Close() error { return g.gz.Close() }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
