@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,8 @@ func NewServer(handler http.Handler) *http.Server {
 // Serve serves handler on ln until ctx is done, then shuts the server down,
 // giving in-flight requests a few seconds to finish. Idle HTTP/2 clients are
 // not waited for (the server would give each a second to hang up): once no
-// request is in flight, the remaining connections are closed.
+// request is in flight and every answer was written out (no connection is
+// active), the remaining connections are closed.
 func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	var inflight atomic.Int64
 	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +57,25 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 		defer inflight.Add(-1)
 		handler.ServeHTTP(w, r)
 	}))
+	// A connection is active from a request's first byte until its answer's
+	// last (for HTTP/2: while any stream is open), which is later than the
+	// handler's return.
+	var mu sync.Mutex
+	active := map[net.Conn]bool{}
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if state == http.StateActive {
+			active[c] = true
+		} else {
+			delete(active, c)
+		}
+	}
+	busy := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return inflight.Load() > 0 || len(active) > 0
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -66,7 +87,7 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
-	for inflight.Load() > 0 && sctx.Err() == nil {
+	for busy() && sctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var err error

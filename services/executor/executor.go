@@ -293,7 +293,8 @@ func (s *Server) KillTask(_ context.Context, req *connect.Request[executorv1.Kil
 	return connect.NewResponse(&executorv1.KillTaskResponse{}), nil
 }
 
-// StopExecutor makes Run return nil, so the process exits with status 0.
+// StopExecutor makes Run return nil, so the process exits with status 0; the
+// answer still reaches the driver, as serving stops only once it was written.
 func (s *Server) StopExecutor(context.Context, *connect.Request[executorv1.StopExecutorRequest]) (*connect.Response[executorv1.StopExecutorResponse], error) {
 	s.log.Info("driver commanded a shutdown")
 	s.stop(nil)
