@@ -120,9 +120,24 @@ func (s Span) Start() time.Time { return time.UnixMicro(s.StartTime) }
 // Find searches the last week for traces of service with a span carrying all
 // tags, and returns the id of the most recent one.
 func (c *Client) Find(ctx context.Context, service string, tags map[string]string) (string, error) {
-	tagJSON, err := json.Marshal(tags)
+	traces, err := c.Search(ctx, service, "", tags, 20)
 	if err != nil {
 		return "", err
+	}
+	if len(traces) == 0 {
+		return "", fmt.Errorf("%w: no trace of %s with %v in Jaeger at %s", ErrNoTrace, service, tags, c.URL)
+	}
+	latest := slices.MaxFunc(traces, func(a, b Trace) int { return cmp.Compare(a.start(), b.start()) })
+	return latest.TraceID, nil
+}
+
+// Search returns up to limit traces of the last week that hold a span of
+// service (and of operation, unless it is "") carrying all tags, each with
+// every span's Service filled in.
+func (c *Client) Search(ctx context.Context, service, operation string, tags map[string]string, limit int) ([]Trace, error) {
+	tagJSON, err := json.Marshal(tags)
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	q := url.Values{
@@ -130,17 +145,19 @@ func (c *Client) Find(ctx context.Context, service string, tags map[string]strin
 		"tags":    {string(tagJSON)},
 		"start":   {strconv.FormatInt(now.Add(-7*24*time.Hour).UnixMicro(), 10)},
 		"end":     {strconv.FormatInt(now.Add(time.Minute).UnixMicro(), 10)},
-		"limit":   {"20"},
+		"limit":   {strconv.Itoa(limit)},
+	}
+	if operation != "" {
+		q.Set("operation", operation)
 	}
 	var traces []Trace
 	if err := c.get(ctx, "/api/traces?"+q.Encode(), &traces); err != nil {
-		return "", err
+		return nil, err
 	}
-	if len(traces) == 0 {
-		return "", fmt.Errorf("%w: no trace of %s with %s in Jaeger at %s", ErrNoTrace, service, tagJSON, c.URL)
+	for i := range traces {
+		traces[i].resolve()
 	}
-	latest := slices.MaxFunc(traces, func(a, b Trace) int { return cmp.Compare(a.start(), b.start()) })
-	return latest.TraceID, nil
+	return traces, nil
 }
 
 func (t Trace) start() int64 {
@@ -160,11 +177,16 @@ func (c *Client) Trace(ctx context.Context, id string) (*Trace, error) {
 		return nil, fmt.Errorf("%w: trace %s is not in Jaeger at %s", ErrNoTrace, id, c.URL)
 	}
 	t := &traces[0]
+	t.resolve()
+	return t, nil
+}
+
+// resolve fills in each span's Service and ProcessTags from the trace's processes.
+func (t *Trace) resolve() {
 	for i := range t.Spans {
 		p := t.Processes[t.Spans[i].ProcessID]
 		t.Spans[i].Service, t.Spans[i].ProcessTags = p.ServiceName, p.Tags
 	}
-	return t, nil
 }
 
 // get fetches path and decodes the "data" of Jaeger's response envelope.

@@ -34,7 +34,14 @@ const (
 	confMinRegistered = "spark.scheduler.minRegisteredResourcesRatio"
 	confMaxWait       = "spark.scheduler.maxRegisteredResourcesWaitingTime"
 	confStarvation    = "spark.starvation.timeout"
+	// confTaskSampleRatio is the share of task dispatches (batches of offers
+	// after each executor's first task) traced, each in a trace of its own.
+	confTaskSampleRatio = "spark.glint.trace.taskSampleRatio"
 )
+
+// defaultTaskSampleRatio traces one task batch in a hundred: enough to see
+// dispatch, too few to cost throughput.
+const defaultTaskSampleRatio = 0.01
 
 // Config configures a driver.
 type Config struct {
@@ -219,12 +226,13 @@ type settings struct {
 	minRegisteredRatio float64
 	maxRegisteredWait  time.Duration
 	starvation         time.Duration
+	taskSampleRatio    float64
 }
 
 // parseSettings reads the driver's own properties from --conf, with Spark's
 // defaults; a value that does not parse is an error, not a silent default.
 func parseSettings(conf map[string]string) (settings, error) {
-	st := settings{maxFailures: 4, maxRegisteredWait: 30 * time.Second, starvation: 15 * time.Second}
+	st := settings{maxFailures: 4, maxRegisteredWait: 30 * time.Second, starvation: 15 * time.Second, taskSampleRatio: defaultTaskSampleRatio}
 	if v, ok := conf[confMaxFailures]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -232,12 +240,16 @@ func parseSettings(conf map[string]string) (settings, error) {
 		}
 		st.maxFailures = n
 	}
-	if v, ok := conf[confMinRegistered]; ok {
+	for key, dst := range map[string]*float64{confMinRegistered: &st.minRegisteredRatio, confTaskSampleRatio: &st.taskSampleRatio} {
+		v, ok := conf[key]
+		if !ok {
+			continue
+		}
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r < 0 || r > 1 {
-			return st, fmt.Errorf("--conf %s=%q: want a number from 0 to 1", confMinRegistered, v)
+			return st, fmt.Errorf("--conf %s=%q: want a number from 0 to 1", key, v)
 		}
-		st.minRegisteredRatio = r
+		*dst = r
 	}
 	for key, dst := range map[string]*time.Duration{confMaxWait: &st.maxRegisteredWait, confStarvation: &st.starvation} {
 		v, ok := conf[key]

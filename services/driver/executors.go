@@ -56,6 +56,9 @@ type executorData struct {
 	// of its launch phases; observed is set once they were recorded.
 	trace    trace.SpanContext
 	observed bool
+	// launchedSpan is the span context of LaunchedExecutor, the last step of
+	// the executor's launch: the offer of its first task is traced under it.
+	launchedSpan trace.SpanContext
 }
 
 // executorLocked returns the executor with id, creating its record.
@@ -160,6 +163,7 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)))
 	if !e.launched {
 		e.launched, e.freeCores = true, e.cores
+		e.launchedSpan = trace.SpanContextFromContext(ctx)
 		d.signalOffersLocked()
 		d.makeOffersLocked(ctx)
 	}

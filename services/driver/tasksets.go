@@ -2,7 +2,9 @@ package driver
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -31,6 +33,9 @@ type taskSet struct {
 	launched  bool
 	done      chan struct{}
 	err       error
+	// span is the set's runTasks span in the application's trace; the traces
+	// of its task batches link to it.
+	span trace.SpanContext
 }
 
 func (ts *taskSet) finished() bool {
@@ -139,7 +144,13 @@ func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 // makeOffersLocked is CoarseGrainedSchedulerBackend.makeOffers: free cores of
 // ready executors are offered pending tasks, FIFO over task sets, one task per
 // executor per round so tasks spread over executors.
-func (d *Driver) makeOffersLocked(ctx context.Context) {
+//
+// Tracing keeps the application's trace the size of its launch, whatever the
+// task count: an executor's first task is offered in a makeOffers span under
+// the executor's LaunchedExecutor, the last step of its launch; every other
+// offer goes to a batch traced apart (taskBatchLocked). Neither is a child of
+// the call that triggered it (a StatusUpdate, say); both link to it.
+func (d *Driver) makeOffersLocked(trigger context.Context) {
 	ready := make([]*executorData, 0, len(d.executors))
 	for _, e := range d.executors {
 		if e.launched && !e.removed {
@@ -147,14 +158,15 @@ func (d *Driver) makeOffersLocked(ctx context.Context) {
 		}
 	}
 	slices.SortFunc(ready, func(a, b *executorData) int { return int(a.id - b.id) })
-	// The span starts with the first task offered, so that calls which free
-	// no core or find no task leave no empty makeOffers spans behind.
-	var span trace.Span
+	// The batch's span starts with its first task, so that calls which free
+	// no core or find no task leave no empty spans behind.
+	var batch context.Context
+	var batchSpan trace.Span
 	launched := 0
 	defer func() {
-		if span != nil {
-			span.SetAttributes(attribute.Int("glint.tasks", launched))
-			span.End()
+		if batchSpan != nil {
+			batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
+			batchSpan.End()
 		}
 	}()
 	for offered := true; offered; {
@@ -167,14 +179,58 @@ func (d *Driver) makeOffersLocked(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if span == nil {
-				ctx, span = d.tracer.Start(ctx, "makeOffers", trace.WithAttributes(telemetry.AppID.String(d.appID)))
-			}
-			d.launchTaskLocked(ctx, e, ts, index)
-			launched++
 			offered = true
+			if e.timeline.FirstTask.IsZero() {
+				ctx, span := d.tracer.Start(trace.ContextWithSpanContext(trigger, e.launchedSpan), "makeOffers",
+					trace.WithLinks(triggerLink(trigger, e.launchedSpan)...),
+					trace.WithAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), attribute.Int("glint.tasks", 1)))
+				d.launchTaskLocked(ctx, e, ts, index)
+				span.End()
+				continue
+			}
+			if batch == nil {
+				batch, batchSpan = d.taskBatchLocked(trigger, ts)
+			}
+			d.launchTaskLocked(batch, e, ts, index)
+			launched++
 		}
 	}
+}
+
+// taskBatchLocked starts the span of a batch of task offers: the root of a
+// trace of its own, linked to the task set's runTasks span in the
+// application's trace and to the trigger, for spark.glint.trace.taskSampleRatio
+// of the batches. The others carry a span context that is not sampled, so
+// that their calls (LaunchTask, and the executors' StatusUpdates after it)
+// record nothing either.
+func (d *Driver) taskBatchLocked(trigger context.Context, ts *taskSet) (context.Context, trace.Span) {
+	if rand.Float64() >= d.taskSampleRatio {
+		ctx := trace.ContextWithSpanContext(trigger, unsampled())
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	links := append(triggerLink(trigger, ts.span), trace.Link{SpanContext: ts.span})
+	return d.tracer.Start(trigger, "makeOffers", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(telemetry.AppID.String(d.appID), attribute.String("glint.task.name", ts.task)))
+}
+
+// triggerLink links to the span in trigger, unless it is missing or is parent.
+func triggerLink(trigger context.Context, parent trace.SpanContext) []trace.Link {
+	sc := trace.SpanContextFromContext(trigger)
+	if !sc.IsValid() || sc.Equal(parent) {
+		return nil
+	}
+	return []trace.Link{{SpanContext: sc}}
+}
+
+// unsampled returns a new span context that is not sampled: its children are
+// not recorded in any process that samples by its parent.
+func unsampled() trace.SpanContext {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	binary.BigEndian.PutUint64(tid[:8], rand.Uint64()|1)
+	binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
+	binary.BigEndian.PutUint64(sid[:], rand.Uint64()|1)
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid})
 }
 
 func (d *Driver) nextTaskLocked() (*taskSet, int, bool) {
@@ -217,7 +273,7 @@ func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *task
 }
 
 // RunTasks runs the application's task once per input; see app.Context.
-func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) ([][]byte, error) {
+func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) (_ [][]byte, err error) {
 	if len(inputs) == 0 {
 		return nil, nil
 	}
@@ -229,6 +285,15 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) ([]
 	for i := range ts.pending {
 		ts.pending[i] = i
 	}
+	ctx, span := d.tracer.Start(ctx, "runTasks", trace.WithAttributes(telemetry.AppID.String(d.AppID()),
+		attribute.String("glint.task.name", ts.task), attribute.Int("glint.tasks", n)))
+	defer func() {
+		if err != nil {
+			telemetry.Fail(span, err)
+		}
+		span.End()
+	}()
+	ts.span = span.SpanContext()
 	d.mu.Lock()
 	select {
 	case <-d.removed:
