@@ -18,6 +18,9 @@ var ErrInvalid = fault.New(fault.ErrInvalidArgument, "invalid id")
 
 const stamp = "20060102150405"
 
+// MaxLen is the longest id: a worker id with a 253-character host name.
+const MaxLen = 300
+
 var (
 	appPattern    = regexp.MustCompile(`^app-\d{14}-\d{4,}$`)
 	driverPattern = regexp.MustCompile(`^driver-\d{14}-\d{4,}$`)
@@ -57,6 +60,9 @@ func ValidateExecutor(id int32) error {
 }
 
 func validate(kind string, pattern *regexp.Regexp, id string) error {
+	if len(id) > MaxLen {
+		return fmt.Errorf("%s id of %d bytes: %w: the limit is %d", kind, len(id), ErrInvalid, MaxLen)
+	}
 	if !pattern.MatchString(id) || strings.Contains(id, "..") {
 		return fmt.Errorf("%s id %q: %w", kind, id, ErrInvalid)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -17,10 +18,15 @@ import (
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
-// registerApplicationLocked admits a validated application (Spark's registerApplication).
-func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID string) *appInfo {
+// registerApplicationLocked admits a validated application (Spark's
+// registerApplication) unless the master keeps as many as it may.
+func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID string) (*appInfo, error) {
+	size := proto.Size(desc)
+	if err := s.admitLocked("register application", len(s.apps), MaxActiveApps, size); err != nil {
+		return nil, err
+	}
 	now := s.now()
-	a := &appInfo{
+	a := &appInfo{size: size,
 		id: ids.App(now, s.nextAppNumber), desc: desc, driverURL: driverURL, driverID: driverID,
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: now, driverSeen: now,
 		trace:     trace.SpanContextFromContext(ctx),
@@ -36,8 +42,9 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	s.appQueue = append(s.appQueue, a)
 	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
+	s.activeBytes += size
 	s.needSchedule = true
-	return a
+	return a, nil
 }
 
 // removeApplicationLocked is Spark's removeApplication: the executors are
@@ -52,7 +59,8 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	a.statusMessage = message
 	delete(s.apps, a.id)
 	s.appQueue = slices.DeleteFunc(s.appQueue, func(o *appInfo) bool { return o == a })
-	s.completedApps = retain(s.completedApps, a, s.cfg.RetainedApplications)
+	s.activeBytes -= a.size
+	s.completedApps.add(a, proto.Size(appProto(a)), s.cfg.RetainedApplications, s.cfg.RetainedBytes)
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
 	}

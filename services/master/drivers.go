@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -16,12 +17,13 @@ import (
 func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription) *driverInfo {
 	now := s.now()
 	d := &driverInfo{
-		id: ids.Driver(now, s.nextDriverNumber), desc: desc,
+		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc),
 		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
 	}
 	s.nextDriverNumber++
 	s.drivers[d.id] = d
 	s.waitingDrivers = append(s.waitingDrivers, d)
+	s.activeBytes += d.size
 	s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
 	s.needSchedule = true
@@ -56,7 +58,8 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	d.message = message
 	delete(s.drivers, d.id)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
-	s.completedDrivers = retain(s.completedDrivers, d, s.cfg.RetainedDrivers)
+	s.activeBytes -= d.size
+	s.completedDrivers.add(d, proto.Size(driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
 	if d.worker != nil {
 		d.worker.removeDriver(d)
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // RegisterWorker admits a worker; a known id is answered as a duplicate and an
@@ -62,9 +64,17 @@ func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 	if err := ids.ValidateWorker(m.GetWorkerId()); err != nil {
 		return "", err
 	}
-	if m.GetCores() <= 0 || m.GetMemoryMib() <= 0 {
-		return "", fmt.Errorf("worker %s: cores (%d) and memory (%d MiB) must be positive: %w",
-			m.GetWorkerId(), m.GetCores(), m.GetMemoryMib(), fault.ErrInvalidArgument)
+	if err := errors.Join(
+		resources.CheckCores("cores", int64(m.GetCores())),
+		resources.CheckMemoryMiB("memory_mib", m.GetMemoryMib()),
+		resources.CheckLength("host", m.GetHost(), resources.MaxHostBytes),
+		resources.CheckLength("worker_url", m.GetWorkerUrl(), resources.MaxURLBytes),
+	); err != nil {
+		return "", fmt.Errorf("worker %s: %w", m.GetWorkerId(), err)
+	}
+	// Each executor or driver a worker runs holds at least one core.
+	if n := len(m.GetExecutors()) + len(m.GetDriverIds()); n > resources.MaxCores {
+		return "", fmt.Errorf("worker %s: %w: reports %d executors and drivers, the limit is %d", m.GetWorkerId(), fault.ErrInvalidArgument, n, resources.MaxCores)
 	}
 	if m.GetHost() == "" || m.GetPort() <= 0 || m.GetPort() > 65535 {
 		return "", fmt.Errorf("worker %s: host %q and port %d must be set: %w", m.GetWorkerId(), m.GetHost(), m.GetPort(), fault.ErrInvalidArgument)
@@ -135,30 +145,35 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId())
+	a, err := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId())
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
 	return connect.NewResponse(&masterv1.RegisterApplicationResponse{AppId: a.id, MasterUrl: s.cfg.URL}), nil
 }
 
 func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error) {
 	d := m.GetDescription()
 	bad := func(format string, args ...any) (string, error) {
-		return "", fmt.Errorf("register application %q: %s: %w", d.GetName(), fmt.Sprintf(format, args...), fault.ErrInvalidArgument)
+		return "", fmt.Errorf("register application %.256q: %s: %w", d.GetName(), fmt.Sprintf(format, args...), fault.ErrInvalidArgument)
 	}
 	switch {
 	case d == nil:
 		return bad("no description")
-	case d.GetName() == "" || len(d.GetName()) > 256:
-		return bad("name must have 1 to 256 characters")
-	case d.GetMemoryPerExecutorMib() <= 0:
-		return bad("executor memory %d MiB must be positive", d.GetMemoryPerExecutorMib())
-	case d.CoresPerExecutor != nil && d.GetCoresPerExecutor() <= 0:
-		return bad("executor cores %d must be positive", d.GetCoresPerExecutor())
 	case d.MaxCores != nil && d.GetMaxCores() <= 0:
 		return bad("total executor cores %d must be positive", d.GetMaxCores())
 	case d.InitialExecutorLimit != nil && d.GetInitialExecutorLimit() < 0:
 		return bad("executor limit %d must not be negative", d.GetInitialExecutorLimit())
-	case len(d.GetCommand().GetArgs()) == 0 || d.GetCommand().GetArgs()[0] == "":
-		return bad("no command")
+	}
+	var cores error
+	if d.CoresPerExecutor != nil {
+		cores = resources.CheckCores("cores_per_executor", int64(d.GetCoresPerExecutor()))
+	}
+	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()), cores,
+		resources.CheckMemoryMiB("memory_per_executor_mib", d.GetMemoryPerExecutorMib()),
+		resources.CheckLength("driver_url", m.GetDriverUrl(), resources.MaxURLBytes),
+	); err != nil {
+		return "", fmt.Errorf("register application %.256q: %w", d.GetName(), err)
 	}
 	if m.GetDriverId() != "" {
 		if err := ids.ValidateDriver(m.GetDriverId()); err != nil {
@@ -206,7 +221,7 @@ func (s *Server) activeAppLocked(id string) (*appInfo, error) {
 	if a, ok := s.apps[id]; ok {
 		return a, nil
 	}
-	for _, a := range s.completedApps {
+	for _, a := range s.completedApps.items {
 		if a.id == id {
 			return nil, fmt.Errorf("application %s %w %s", id, errEnded, a.state)
 		}
@@ -244,14 +259,18 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 			a.id, e.id, e.worker.id, m.GetWorkerId(), fault.ErrFailedPrecondition))
 	}
 	if raw := m.GetExecutorUrl(); raw != "" {
-		url, err := rpc.NormalizeURL(raw)
+		err := resources.CheckLength("executor_url", raw, resources.MaxURLBytes)
+		url := ""
+		if err == nil {
+			url, err = rpc.NormalizeURL(raw)
+		}
 		if err != nil {
 			return nil, rpc.Error(fmt.Errorf("executor %s/%d url: %w: %w", a.id, e.id, fault.ErrInvalidArgument, err))
 		}
 		e.url = url
 	}
 	times := &executorTimes{launched: m.GetLaunchedAt(), started: m.GetStartedAt()}
-	if err := s.executorStateChangedLocked(ctx, e, m.GetState(), m.GetMessage(), m.ExitStatus, times); err != nil {
+	if err := s.executorStateChangedLocked(ctx, e, m.GetState(), clip(m.GetMessage()), m.ExitStatus, times); err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
@@ -279,7 +298,7 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 	if d.worker == nil || d.worker.id != m.GetWorkerId() {
 		return nil, rpc.Error(fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), fault.ErrFailedPrecondition))
 	}
-	s.removeDriverLocked(ctx, d, m.GetState(), m.GetMessage())
+	s.removeDriverLocked(ctx, d, m.GetState(), clip(m.GetMessage()))
 	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
 }
 
@@ -297,7 +316,7 @@ func (s *Server) activeDriverLocked(id string) (*driverInfo, error) {
 }
 
 func (s *Server) completedDriverLocked(id string) *driverInfo {
-	for _, d := range s.completedDrivers {
+	for _, d := range s.completedDrivers.items {
 		if d.id == id {
 			return d
 		}
@@ -308,17 +327,16 @@ func (s *Server) completedDriverLocked(id string) *driverInfo {
 // SubmitDriver queues a cluster-mode driver.
 func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1.SubmitDriverRequest]) (*connect.Response[masterv1.SubmitDriverResponse], error) {
 	d := req.Msg.GetDescription()
-	switch {
-	case d == nil || d.GetName() == "":
-		return nil, rpc.Error(fmt.Errorf("submit driver: %w: no name", fault.ErrInvalidArgument))
-	case d.GetCores() <= 0 || d.GetMemoryMib() <= 0:
-		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: driver cores (%d) and memory (%d MiB) must be positive",
-			d.GetName(), fault.ErrInvalidArgument, d.GetCores(), d.GetMemoryMib()))
-	case len(d.GetCommand().GetArgs()) == 0 || d.GetCommand().GetArgs()[0] == "":
-		return nil, rpc.Error(fmt.Errorf("submit driver %q: %w: no command", d.GetName(), fault.ErrInvalidArgument))
+	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()),
+		resources.CheckCores("cores", int64(d.GetCores())), resources.CheckMemoryMiB("memory_mib", d.GetMemoryMib()),
+	); err != nil {
+		return nil, rpc.Error(fmt.Errorf("submit driver %.256q: %w", d.GetName(), err))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
+	if err := s.admitLocked("submit driver", len(s.drivers), MaxActiveDrivers, proto.Size(d)); err != nil {
+		return nil, rpc.Error(err)
+	}
 	driver := s.submitDriverLocked(ctx, d)
 	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
 }

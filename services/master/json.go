@@ -26,7 +26,7 @@ func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	for _, a := range s.appQueue {
 		out.ActiveApps = append(out.ActiveApps, appProto(a))
 	}
-	for _, a := range s.completedApps {
+	for _, a := range s.completedApps.items {
 		out.CompletedApps = append(out.CompletedApps, appProto(a))
 	}
 	var active []*driverInfo
@@ -37,7 +37,7 @@ func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	for _, d := range active {
 		out.ActiveDrivers = append(out.ActiveDrivers, driverProto(d))
 	}
-	for _, d := range s.completedDrivers {
+	for _, d := range s.completedDrivers.items {
 		out.CompletedDrivers = append(out.CompletedDrivers, driverProto(d))
 	}
 	return out
@@ -106,14 +106,14 @@ type workerJSON struct {
 }
 
 // masterJSON is GET /json: the master in the shape of Spark's master JSON.
-// Totals count ALIVE workers only.
+// Totals count ALIVE workers only, in 64 bits: no number of workers can wrap them.
 type masterJSON struct {
 	URL              string       `json:"url"`
 	Status           string       `json:"status"`
 	Workers          []workerJSON `json:"workers"`
 	AliveWorkers     int32        `json:"aliveworkers"`
-	Cores            int32        `json:"cores"`
-	CoresUsed        int32        `json:"coresused"`
+	Cores            int64        `json:"cores"`
+	CoresUsed        int64        `json:"coresused"`
 	Memory           int64        `json:"memory"`
 	MemoryUsed       int64        `json:"memoryused"`
 	ActiveApps       []appJSON    `json:"activeapps"`
@@ -189,8 +189,8 @@ func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON 
 	for _, wk := range st.GetWorkers() {
 		if wk.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
 			out.AliveWorkers++
-			out.Cores += wk.GetCores()
-			out.CoresUsed += wk.GetCoresUsed()
+			out.Cores += int64(wk.GetCores())
+			out.CoresUsed += int64(wk.GetCoresUsed())
 			out.Memory += wk.GetMemoryMib()
 			out.MemoryUsed += wk.GetMemoryUsedMib()
 		}

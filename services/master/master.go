@@ -32,6 +32,9 @@ type Config struct {
 	// RetainedApplications and RetainedDrivers bound the completed lists. Default 200.
 	RetainedApplications int
 	RetainedDrivers      int
+	// RetainedBytes bounds each completed list by the size of its entries
+	// (as GetClusterState sends them). Default 32 MiB.
+	RetainedBytes int
 	// DeadWorkerPersistence is spark.dead.worker.persistence: a DEAD worker stays
 	// listed for (persistence+1) × WorkerTimeout. Default 15.
 	DeadWorkerPersistence int
@@ -60,10 +63,13 @@ type Server struct {
 	addressToWorker  map[string]*workerInfo
 	apps             map[string]*appInfo
 	appQueue         []*appInfo // active applications in registration order (Spark's waitingApps)
-	completedApps    []*appInfo
+	completedApps    retained[*appInfo]
 	drivers          map[string]*driverInfo
 	waitingDrivers   []*driverInfo
-	completedDrivers []*driverInfo
+	completedDrivers retained[*driverInfo]
+	// activeBytes is the size of the active applications' and drivers'
+	// descriptions, bounded by MaxActiveBytes.
+	activeBytes      int
 	nextAppNumber    int
 	nextDriverNumber int
 	// needSchedule says that a change made under mu may let a waiting driver
@@ -88,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RetainedDrivers <= 0 {
 		cfg.RetainedDrivers = 200
+	}
+	if cfg.RetainedBytes <= 0 {
+		cfg.RetainedBytes = defaultRetainedBytes
 	}
 	if cfg.DeadWorkerPersistence <= 0 {
 		cfg.DeadWorkerPersistence = 15
@@ -148,13 +157,3 @@ func (s *Server) Run(ctx context.Context) error {
 
 // now returns the clock's time.
 func (s *Server) now() time.Time { return s.cfg.Now() }
-
-// retain appends v to completed, first dropping the oldest 10% (at least one)
-// when limit entries are kept already — spark.deploy.retainedApplications
-// and retainedDrivers.
-func retain[T any](completed []T, v T, limit int) []T {
-	if len(completed) >= limit {
-		completed = completed[max(limit/10, 1):]
-	}
-	return append(completed, v)
-}

@@ -68,7 +68,7 @@ func (p *peer) record(format string, args ...any) { p.messages <- fmt.Sprintf(fo
 // expect waits for a message starting with prefix, skipping others.
 func (p *peer) expect(t *testing.T, prefix string) string {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case m := <-p.messages:

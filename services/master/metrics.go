@@ -93,8 +93,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	workers := map[masterv1.WorkerState]int{}
-	var cores, coresUsed int32
-	var memory, memoryUsed int64
+	// Totals in 64 bits, so that no number of workers can wrap them.
+	var cores, coresUsed, memory, memoryUsed int64
 	for _, w := range s.workers {
 		workers[w.state]++
 		if w.state == masterv1.WorkerState_WORKER_STATE_DEAD {
@@ -102,11 +102,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(m.workerCores, float64(w.coresUsed), w.id, "used")
 		gauge(m.workerCores, float64(w.cores-w.coresUsed), w.id, "free")
-		gauge(m.workerMemory, float64(w.memoryUsedMiB<<20), w.id, "used")
-		gauge(m.workerMemory, float64((w.memoryMiB-w.memoryUsedMiB)<<20), w.id, "free")
+		gauge(m.workerMemory, float64(w.memoryUsedMiB)*(1<<20), w.id, "used")
+		gauge(m.workerMemory, float64(w.memoryMiB-w.memoryUsedMiB)*(1<<20), w.id, "free")
 		gauge(m.heartbeatAge, now.Sub(w.lastHeartbeat).Seconds(), w.id)
 		if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
-			cores, coresUsed = cores+w.cores, coresUsed+w.coresUsed
+			cores, coresUsed = cores+int64(w.cores), coresUsed+int64(w.coresUsed)
 			memory, memoryUsed = memory+w.memoryMiB, memoryUsed+w.memoryUsedMiB
 		}
 	}
@@ -116,8 +116,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(m.cores, float64(coresUsed), "used")
 	gauge(m.cores, float64(cores-coresUsed), "free")
-	gauge(m.memory, float64(memoryUsed<<20), "used")
-	gauge(m.memory, float64((memory-memoryUsed)<<20), "free")
+	gauge(m.memory, float64(memoryUsed)*(1<<20), "used")
+	gauge(m.memory, float64(memory-memoryUsed)*(1<<20), "free")
 
 	apps := map[masterv1.ApplicationState]int{}
 	executors := map[masterv1.ExecutorState]int{}

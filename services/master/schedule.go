@@ -135,71 +135,41 @@ func placeExecutors(workers []WorkerSlot, a AppDemand, spreadOut bool) ([]Execut
 	sort.SliceStable(usable, func(i, j int) bool { return workers[usable[i]].CoresFree > workers[usable[j]].CoresFree })
 
 	oneExecutorPerWorker := a.CoresPerExecutor == 0
-	assignedCores := make([]int32, len(usable))
-	assignedExecutors := make([]int, len(usable))
-	totalExecutors := 0
-	var coresFree int32
+	// Cores are handed out in units of minCores. Spark hands them one unit at
+	// a time; the same result is computed in bulk, so the work does not grow
+	// with how many cores workers advertise. Sums are in 64 bits.
+	var coresFree int64
 	for _, i := range usable {
-		coresFree += workers[i].CoresFree
+		coresFree += int64(workers[i].CoresFree)
 	}
-	coresToAssign := min(a.CoresLeft, coresFree)
-
-	canLaunch := func(pos int) bool {
-		w := workers[usable[pos]]
-		keepScheduling := coresToAssign >= minCores
-		enoughCores := w.CoresFree-assignedCores[pos] >= minCores
-		if oneExecutorPerWorker && assignedExecutors[pos] > 0 {
-			return keepScheduling && enoughCores
-		}
-		assignedMemory := int64(assignedExecutors[pos]) * a.MemoryPerExecutorMiB
-		enoughMemory := w.MemoryFreeMiB-assignedMemory >= a.MemoryPerExecutorMiB
-		underLimit := totalExecutors < a.ExecutorsLeft
-		return keepScheduling && enoughCores && enoughMemory && underLimit
+	units := min(int64(a.CoresLeft), coresFree) / int64(minCores)
+	if !oneExecutorPerWorker {
+		units = min(units, int64(a.ExecutorsLeft)) // each unit is an executor
 	}
-
-	free := make([]int, 0, len(usable))
-	for pos := range usable {
-		if canLaunch(pos) {
-			free = append(free, pos)
+	capacity := make([]int64, len(usable))
+	for pos, i := range usable {
+		w := workers[i]
+		capacity[pos] = int64(w.CoresFree / minCores)
+		switch {
+		case oneExecutorPerWorker && pos >= a.ExecutorsLeft:
+			// Every worker that gets cores starts one executor; the executor
+			// limit lets only the first ExecutorsLeft start one.
+			capacity[pos] = 0
+		case !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0:
+			capacity[pos] = min(capacity[pos], w.MemoryFreeMiB/a.MemoryPerExecutorMiB)
 		}
 	}
-	for len(free) > 0 {
-		for _, pos := range free {
-			for canLaunch(pos) {
-				coresToAssign -= minCores
-				assignedCores[pos] += minCores
-				if oneExecutorPerWorker {
-					if assignedExecutors[pos] == 0 {
-						totalExecutors++
-					}
-					assignedExecutors[pos] = 1
-				} else {
-					assignedExecutors[pos]++
-					totalExecutors++
-				}
-				if spreadOut {
-					break
-				}
-			}
-		}
-		kept := free[:0]
-		for _, pos := range free {
-			if canLaunch(pos) {
-				kept = append(kept, pos)
-			}
-		}
-		free = kept
-	}
+	assigned := assignUnits(capacity, units, spreadOut)
 
 	var out []ExecutorPlacement
 	for pos, i := range usable {
-		if assignedCores[pos] == 0 {
+		if assigned[pos] == 0 {
 			continue
 		}
 		w := &workers[i]
-		n, cores := int32(1), assignedCores[pos]
+		n, cores := int64(1), int32(assigned[pos])*minCores
 		if !oneExecutorPerWorker {
-			n, cores = assignedCores[pos]/a.CoresPerExecutor, a.CoresPerExecutor
+			n, cores = assigned[pos], a.CoresPerExecutor
 		}
 		for range n {
 			w.CoresFree -= cores
@@ -211,6 +181,53 @@ func placeExecutors(workers []WorkerSlot, a AppDemand, spreadOut bool) ([]Execut
 		return out, ""
 	}
 	return nil, waitingReason(workers, a, minCores)
+}
+
+// assignUnits hands out units among workers that can take capacity[pos]
+// each, as Spark's one-at-a-time loop does: spread out, round robin in order
+// (each round gives one unit to every worker that can take one, until the
+// units run out), else consolidated (each worker in order takes all it can).
+// It takes O(workers × log capacity) steps, however large the numbers.
+func assignUnits(capacity []int64, units int64, spreadOut bool) []int64 {
+	assigned := make([]int64, len(capacity))
+	var total, most int64
+	for _, c := range capacity {
+		total, most = total+c, max(most, c)
+	}
+	if !spreadOut || total <= units {
+		for pos, c := range capacity {
+			assigned[pos] = min(c, units)
+			units -= assigned[pos]
+		}
+		return assigned
+	}
+	// After `rounds` full rounds every worker holds min(capacity, rounds).
+	// Find the most rounds the units pay for in full, then give one more
+	// unit to the first workers in order that can take it.
+	upTo := func(rounds int64) int64 {
+		var n int64
+		for _, c := range capacity {
+			n += min(c, rounds)
+		}
+		return n
+	}
+	lo, hi := int64(0), most // upTo(lo) <= units < upTo(hi)
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; upTo(mid) <= units {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	left := units - upTo(lo)
+	for pos, c := range capacity {
+		assigned[pos] = min(c, lo)
+		if c > lo && left > 0 {
+			assigned[pos]++
+			left--
+		}
+	}
+	return assigned
 }
 
 // waitingReason explains why an application got no executor: either no worker is

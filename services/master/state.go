@@ -3,6 +3,7 @@ package master
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	driverv1connect "github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
@@ -166,6 +167,8 @@ type appInfo struct {
 	nextExecID    int32
 	retryCount    int
 	executorLimit int
+	// size is the size of desc, counted in Server.activeBytes while active.
+	size          int
 	statusMessage string
 	driverSeen    time.Time
 	// trace is the span context of the application's registration; every
@@ -219,6 +222,9 @@ func (a *appInfo) removeExecutor(e *executorInfo) {
 	}
 	delete(a.executors, e.id)
 	a.removed = append(a.removed, e)
+	if n := len(a.removed) - maxRemovedExecutors; n > 0 {
+		a.removed = slices.Delete(a.removed, 0, n)
+	}
 	a.coresGranted -= e.cores
 }
 
@@ -239,6 +245,8 @@ type driverInfo struct {
 	worker     *workerInfo
 	submitTime time.Time
 	message    string
+	// size is the size of desc, counted in Server.activeBytes while active.
+	size int
 	// trace is the span context of the driver's submission.
 	trace trace.SpanContext
 }

@@ -30,7 +30,7 @@ func tracedCluster(t *testing.T) (*cluster, *tracetest.SpanRecorder, *sdktrace.T
 // spans end only after the peer answered.
 func spanNamed(t *testing.T, r *tracetest.SpanRecorder, name string, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range r.Ended() {
 			if s.Name() == name && match(s) {

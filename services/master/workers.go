@@ -13,7 +13,7 @@ import (
 )
 
 // registerWorkerLocked admits w unless an ALIVE worker holds its address
-// (Spark's registerWorker).
+// (Spark's registerWorker) or MaxWorkers are listed.
 func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error {
 	s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool {
 		return o.address() == w.address() && o.state == masterv1.WorkerState_WORKER_STATE_DEAD
@@ -24,6 +24,9 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 				w.id, old.id, w.address(), fault.ErrAlreadyExists)
 		}
 		s.removeWorkerLocked(ctx, old, "replaced by a new worker at the same address")
+	}
+	if len(s.workers) >= MaxWorkers {
+		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, len(s.workers), MaxWorkers)
 	}
 	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider)...)
 	w.mailbox = rpc.NewMailbox(s.ctx)
