@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -305,5 +306,21 @@ func TestSubmitEverySubmitsAgainUntilStopped(t *testing.T) {
 	_, errOut, err := runGlint(t, "submit", "--master", c.master.url, "--every", "1s", "--executor-memory", "0", "pi")
 	if exitCode(err) == 0 || !strings.Contains(errOut, "--executor-memory") {
 		t.Errorf("bad flags with --every: exit %d %q", exitCode(err), errOut)
+	}
+}
+
+func TestExecutorsAndDriversWhoseWorkerDiedBeforeTheyStartedExitAtOnce(t *testing.T) {
+	t.Parallel()
+	// The test process is their parent, not the worker they are told of.
+	env := []string{"GLINT_WORKER_PID=" + strconv.Itoa(os.Getppid())}
+	for _, args := range [][]string{
+		{"executor", "--driver-url", "http://127.0.0.1:1", "--executor-id", "0", "--hostname", "127.0.0.1",
+			"--cores", "1", "--app-id", "app-20261130120000-0001", "--worker-url", "http://127.0.0.1:1"},
+		{"driver", "--driver-id", "driver-20261130120000-0001", "--master", "http://127.0.0.1:1", "pi"},
+	} {
+		_, stderr, err := glintWithEnv(t, env, args...)
+		if exitCode(err) == 0 || !strings.Contains(stderr, "worker died before this process started") {
+			t.Errorf("glint %s: exit %d, stderr %q; want it to exit at once naming its dead worker", args[0], exitCode(err), stderr)
+		}
 	}
 }

@@ -159,7 +159,9 @@ func runInBackground(t testing.TB, env []string, args ...string) (wait func() er
 
 func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 2, "--worker-timeout", "2s")
+	// Long enough that a worker slowed by a loaded machine does not time out
+	// before the test stops one on purpose.
+	c := startCluster(t, 2, "--worker-timeout", "6s")
 	// Each executor holds one task until the checks are done.
 	release := filepath.Join(t.TempDir(), "release")
 	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",

@@ -122,6 +122,11 @@ func spanNames(tr *jaeger.Trace) []string {
 	return out
 }
 
+// waitForAll makes a driver that waits for all its executors
+// (minRegisteredResourcesRatio=1.0) wait as long as that takes on a loaded
+// machine, not Spark's 30 s.
+const waitForAll = "spark.scheduler.maxRegisteredResourcesWaitingTime=10m"
+
 // launchSteps are the span names of the launch path, in order (DESIGN.md).
 var launchSteps = []string{"submit", "schedule", "/LaunchExecutor", "process.start", "/RetrieveSparkProps", "/RegisterExecutor", "makeOffers", "/LaunchTask"}
 
@@ -150,7 +155,7 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 	c := startClusterWithEnv(t, j.env(), 2)
 	// All four executors register before tasks run, so each gets tasks.
 	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
-		"--total-executor-cores", "4", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+		"--total-executor-cores", "4", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
 		"--executor-memory", "256m", "--log-level", "warn", "pi", "8")
 	if err != nil {
 		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
@@ -301,7 +306,7 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	// Both executors register before tasks run, so the driver stops both.
 	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
 		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "2",
-		"--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--log-level", "warn", "pi", "4")
+		"--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll, "--log-level", "warn", "pi", "4")
 	if err != nil {
 		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
 	}

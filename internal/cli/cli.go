@@ -130,8 +130,12 @@ func flusher(log *slog.Logger, shutdown func(context.Context) error) func() {
 }
 
 // workerWatchInterval is how often an executor or cluster-mode driver checks
-// that the worker that launched it is alive.
-const workerWatchInterval = time.Second
+// that the worker that launched it is alive; workerDeathGrace is how long it
+// may take to end after its worker died before it exits regardless.
+const (
+	workerWatchInterval = time.Second
+	workerDeathGrace    = 10 * time.Second
+)
 
 // flushTimeout bounds the final export of spans when a process exits.
 const flushTimeout = 5 * time.Second

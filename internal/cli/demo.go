@@ -51,6 +51,10 @@ const (
 	demoMemory  = "2g"
 )
 
+// demoStartLimit bounds how long a demo process may take to start serving or
+// to stop, generous for a loaded machine.
+const demoStartLimit = time.Minute
+
 func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	pi, ok := g.apps.App("pi")
 	if !ok {
@@ -125,7 +129,10 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	cfg := driver.Config{
 		Masters: []string{masterURL}, App: pi, ExecutorCores: 1,
 		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512,
-		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
+		Conf: map[string]string{
+			"spark.scheduler.minRegisteredResourcesRatio":       "1.0",
+			"spark.scheduler.maxRegisteredResourcesWaitingTime": "2m",
+		},
 	}
 	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.stdout, log)
 	if err != nil {
@@ -188,7 +195,7 @@ func startChild(ctx context.Context, dir, name, exe string, args ...string) (*de
 	}
 	c := &demoProcess{name: name, cmd: cmd, done: make(chan error, 1)}
 	go func() { c.done <- cmd.Wait() }()
-	deadline := time.After(15 * time.Second)
+	deadline := time.After(demoStartLimit)
 	for {
 		if b, err := os.ReadFile(urlFile); err == nil {
 			c.url = strings.TrimSpace(string(b))
@@ -199,7 +206,7 @@ func startChild(ctx context.Context, dir, name, exe string, args ...string) (*de
 			c.done <- err
 			return nil, fmt.Errorf("demo: %s exited before serving (%v); see %s", name, err, log.Name())
 		case <-deadline:
-			return c, fmt.Errorf("demo: %s did not serve within 15s; see %s", name, log.Name())
+			return c, fmt.Errorf("demo: %s did not serve within %s; see %s", name, demoStartLimit, log.Name())
 		case <-ctx.Done():
 			return c, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -207,7 +214,7 @@ func startChild(ctx context.Context, dir, name, exe string, args ...string) (*de
 	}
 }
 
-// stop sends SIGTERM and waits; after 15 s the process group is killed.
+// stop sends SIGTERM and waits; after demoStartLimit the process group is killed.
 func (c *demoProcess) stop() error {
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("demo: stop %s: %w", c.name, err)
@@ -218,10 +225,10 @@ func (c *demoProcess) stop() error {
 			return fmt.Errorf("demo: %s: %w", c.name, err)
 		}
 		return nil
-	case <-time.After(15 * time.Second):
+	case <-time.After(demoStartLimit):
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		<-c.done
-		return fmt.Errorf("demo: %s did not stop within 15s after SIGTERM; killed", c.name)
+		return fmt.Errorf("demo: %s did not stop within %s after SIGTERM; killed", c.name, demoStartLimit)
 	}
 }
 

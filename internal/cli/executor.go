@@ -21,7 +21,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// First of all: an executor never outlives its worker.
-			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval)
+			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval, workerDeathGrace)
 			if err != nil {
 				return err
 			}

@@ -198,7 +198,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// First of all: a cluster-mode driver never outlives its worker.
-			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval)
+			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval, workerDeathGrace)
 			if err != nil {
 				return err
 			}

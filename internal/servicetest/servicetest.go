@@ -27,8 +27,8 @@ func Listen(t testing.TB) (net.Listener, string) {
 	return ln, "http://" + ln.Addr().String()
 }
 
-// Serve serves h on ln until the test ends.
-func Serve(t testing.TB, ln net.Listener, h http.Handler) {
+// serve serves h on ln until the test ends.
+func serve(t testing.TB, ln net.Listener, h http.Handler) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -52,7 +52,7 @@ func Master(t testing.TB, cfg master.Config) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = m.Run(ctx) })
-	Serve(t, ln, m.Handler())
+	serve(t, ln, m.Handler())
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return url
 }
@@ -84,7 +84,7 @@ func NewDriver(t testing.TB, cfg driver.Config) (*driver.Driver, error) {
 		ln.Close()
 		return nil, err
 	}
-	Serve(t, ln, d.Handler())
+	serve(t, ln, d.Handler())
 	return d, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -36,11 +37,6 @@ const (
 	// DriverIDEnv names a cluster-mode driver.
 	DriverIDEnv = "GLINT_DRIVER_ID"
 )
-
-// WorkerEnv is the environment that tells a child which worker launched it.
-func WorkerEnv(pid int, url string) []string {
-	return []string{WorkerPIDEnv + "=" + strconv.Itoa(pid), WorkerURLEnv + "=" + url}
-}
 
 // InheritedListener returns the listener handed over in ListenFDEnv, or nil
 // when there is none.
@@ -76,12 +72,15 @@ const refusalsToDie = 2
 // first, before returning, that the worker named in WorkerPIDEnv is still this
 // process's parent, so a worker that died while the process started is noticed
 // at once (an error); then, every interval, that the parent is unchanged and
-// that something still listens at WorkerURLEnv. The worker also asks the
-// kernel to signal its children when it dies (PR_SET_PDEATHSIG); this watch
-// covers what that cannot (a worker in another pid namespace, a signal
-// delivered before the process set up its handlers). A process not launched
-// by a worker (neither variable set) gets ctx back unwatched.
-func WatchWorker(ctx context.Context, interval time.Duration) (context.Context, context.CancelFunc, error) {
+// that something still listens at WorkerURLEnv. A process still running grace
+// after its worker's death (a task that ignores its context) exits with status
+// 1: nobody would kill it. The worker also asks the kernel to signal its
+// children when it dies (PR_SET_PDEATHSIG); this watch covers what that
+// cannot (a worker in another pid namespace, a signal that arrives before the
+// process set up its handlers, a process that ignores it). A process not
+// launched by a worker (neither variable set) gets ctx back unwatched. stop
+// ends the watch; call it when the process is done.
+func WatchWorker(ctx context.Context, interval, grace time.Duration) (_ context.Context, stop func(), _ error) {
 	pid := 0
 	if v := os.Getenv(WorkerPIDEnv); v != "" {
 		var err error
@@ -97,48 +96,59 @@ func WatchWorker(ctx context.Context, interval time.Duration) (context.Context, 
 	if pid == 0 && url == "" {
 		return ctx, func() { cancel(nil) }, nil
 	}
-	go watch(ctx, cancel, pid, url, interval)
-	return ctx, func() { cancel(nil) }, nil
+	stopped := make(chan struct{})
+	go watch(stopped, cancel, pid, url, interval, grace)
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() { close(stopped) })
+		cancel(nil)
+	}, nil
 }
 
-func watch(ctx context.Context, cancel context.CancelCauseFunc, pid int, url string, interval time.Duration) {
+// watch checks the worker every interval until stopped or the worker died;
+// then it ends the context and, unless stopped within grace, the process. It
+// goes on after the context ended for another reason (a SIGTERM from the
+// dying worker), as the process may still not end.
+func watch(stopped <-chan struct{}, cancel context.CancelCauseFunc, pid int, url string, interval, grace time.Duration) {
 	client := &http.Client{Timeout: interval}
 	refusals := 0
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stopped:
 			return
 		case <-t.C:
 		}
-		if pid != 0 && os.Getppid() != pid {
-			cancel(fmt.Errorf("%w: worker pid %d (%s) is no longer this process's parent", ErrWorkerDied, pid, cmp.Or(url, "no URL given")))
-			return
-		}
-		if url == "" {
-			continue
-		}
-		if refused(ctx, client, url) {
-			refusals++
-		} else {
+		var died error
+		switch {
+		case pid != 0 && os.Getppid() != pid:
+			died = fmt.Errorf("%w: worker pid %d (%s) is no longer this process's parent", ErrWorkerDied, pid, cmp.Or(url, "no URL given"))
+		case url != "" && refused(client, url):
+			if refusals++; refusals >= refusalsToDie {
+				died = fmt.Errorf("%w: nothing listens at worker %s", ErrWorkerDied, url)
+			}
+		default:
 			refusals = 0
 		}
-		if refusals >= refusalsToDie {
-			cancel(fmt.Errorf("%w: nothing listens at worker %s", ErrWorkerDied, url))
-			return
+		if died == nil {
+			continue
 		}
+		cancel(died)
+		select {
+		case <-stopped:
+		case <-time.After(grace):
+			fmt.Fprintf(os.Stderr, "glint: %v; still running %s later, exiting\n", died, grace)
+			os.Exit(1)
+		}
+		return
 	}
 }
 
 // refused reports whether a probe of url/healthz found nothing listening. A
 // slow or failing answer is not a refusal: the worker is alive, only busy.
-func refused(ctx context.Context, client *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
+func refused(client *http.Client, url string) bool {
+	resp, err := client.Get(url + "/healthz")
 	if err != nil {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}

@@ -29,9 +29,10 @@ func TestMain(m *testing.M) {
 }
 
 // child watches its worker and says so on stdout, then prints why the watch
-// ended.
+// ended — and, like a task that ignores its context, does not end: the watch
+// must end the process.
 func child() int {
-	ctx, stop, err := WatchWorker(context.Background(), 20*time.Millisecond)
+	ctx, stop, err := WatchWorker(context.Background(), 20*time.Millisecond, 200*time.Millisecond)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 3
@@ -40,7 +41,7 @@ func child() int {
 	fmt.Println("watching")
 	<-ctx.Done()
 	fmt.Println("ended:", context.Cause(ctx))
-	return 0
+	select {}
 }
 
 // worker starts a child that names it as its worker, prints the child's pid
@@ -91,6 +92,24 @@ func TestAChildEndsWhenItsWorkerDies(t *testing.T) {
 	if got := waitForFile(t, out, "ended:"); !strings.Contains(got, "worker died") {
 		t.Errorf("child's watch ended with %q, want worker died", got)
 	}
+	// It ignores its context, so the watch ends it.
+	deadline := time.Now().Add(30 * time.Second)
+	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d still runs 30s after its worker died", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 func TestAChildWhoseWorkerDiedBeforeItStartedFailsAtOnce(t *testing.T) {
@@ -110,15 +129,15 @@ func TestAChildEndsWhenNothingListensAtItsWorkersURL(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = append(os.Environ(), roleEnv+"=child", WorkerURLEnv+"="+url)
-	out, err := cmd.Output()
-	if err != nil || !strings.Contains(string(out), "nothing listens at worker "+url) {
-		t.Errorf("child: %v, output %q; want its watch ended by the closed worker port", err, out)
+	out, _ := cmd.Output()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "nothing listens at worker "+url) {
+		t.Errorf("child exit %d, output %q; want its watch ended by the closed worker port, and then the process", code, out)
 	}
 }
 
 func TestABadWorkerPIDIsAnError(t *testing.T) {
 	t.Setenv(WorkerPIDEnv, "soon")
-	if _, _, err := WatchWorker(context.Background(), time.Second); err == nil || !strings.Contains(err.Error(), WorkerPIDEnv) {
+	if _, _, err := WatchWorker(context.Background(), time.Second, time.Second); err == nil || !strings.Contains(err.Error(), WorkerPIDEnv) {
 		t.Errorf("WatchWorker with %s=soon: %v", WorkerPIDEnv, err)
 	}
 }

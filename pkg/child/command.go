@@ -19,14 +19,14 @@ const (
 	VarDriverID   = "DRIVER_ID"   // a cluster-mode driver's id
 )
 
-// Placeholder returns "{{NAME}}", how a template names the variable name.
-func Placeholder(name string) string { return "{{" + name + "}}" }
+// placeholder returns "{{NAME}}", how a template names the variable name.
+func placeholder(name string) string { return "{{" + name + "}}" }
 
 // Substitute replaces each {{NAME}} by vars[NAME] in each argument separately.
 func Substitute(args []string, vars map[string]string) []string {
 	pairs := make([]string, 0, 2*len(vars))
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		pairs = append(pairs, Placeholder(k), vars[k])
+		pairs = append(pairs, placeholder(k), vars[k])
 	}
 	r := strings.NewReplacer(pairs...)
 	out := make([]string, len(args))
@@ -38,8 +38,8 @@ func Substitute(args []string, vars map[string]string) []string {
 
 // ExecutorArgs are the flags of `glint executor`: what a worker tells an
 // executor it launches, with the driver's URL that the driver put in its
-// command template. The driver builds the template with Template; the
-// executor command parses it with Flags.
+// command template. The driver builds the template with ExecutorTemplate;
+// the executor command parses it with Flags.
 type ExecutorArgs struct {
 	DriverURL  string
 	ExecutorID int32
@@ -66,11 +66,11 @@ const (
 func ExecutorTemplate(driverURL string) []string {
 	return []string{
 		"--" + flagDriverURL, driverURL,
-		"--" + flagExecutorID, Placeholder(VarExecutorID),
-		"--" + flagHostname, Placeholder(VarHostname),
-		"--" + flagCores, Placeholder(VarCores),
-		"--" + flagAppID, Placeholder(VarAppID),
-		"--" + flagWorkerURL, Placeholder(VarWorkerURL),
+		"--" + flagExecutorID, placeholder(VarExecutorID),
+		"--" + flagHostname, placeholder(VarHostname),
+		"--" + flagCores, placeholder(VarCores),
+		"--" + flagAppID, placeholder(VarAppID),
+		"--" + flagWorkerURL, placeholder(VarWorkerURL),
 	}
 }
 
@@ -88,7 +88,7 @@ func (a *ExecutorArgs) Flags(fs *pflag.FlagSet) {
 // ["/usr/local/bin/glint", "driver"]) in a cluster-mode driver's command
 // template, before the application's own flags.
 func DriverTemplate() []string {
-	return []string{"--" + flagDriverID, Placeholder(VarDriverID)}
+	return []string{"--" + flagDriverID, placeholder(VarDriverID)}
 }
 
 // DriverIDFlag defines the cluster-mode driver's --driver-id flag on fs.

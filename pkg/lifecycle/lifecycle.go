@@ -1,6 +1,6 @@
 // Package lifecycle holds what the services share about the cluster model's
-// states: tables of allowed transitions, and the names users see (ALIVE,
-// RUNNING, …) for the API's enum values.
+// states: tables of allowed transitions, which states are final, and the
+// names users see (ALIVE, RUNNING, …) for the API's enum values.
 package lifecycle
 
 import (

@@ -13,6 +13,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -144,9 +145,7 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 	}
 	d.observeLaunchLocked(e)
 	d.log.Info("executor updated", "executor", m.GetExecutorId(), "state", m.GetState().String(), "message", m.GetMessage())
-	switch m.GetState() {
-	case masterv1.ExecutorState_EXECUTOR_STATE_KILLED, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
-		masterv1.ExecutorState_EXECUTOR_STATE_LOST, masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
+	if lifecycle.ExecutorFinished(m.GetState()) {
 		e.timeline.Ended = time.Now()
 		e.timeline.EndMessage = m.GetMessage()
 		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()))

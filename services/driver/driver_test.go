@@ -52,9 +52,9 @@ func startExecutor(t *testing.T, d *driver.Driver, a *app.App, id, cores int32) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var runErr error
+	ln, _ := servicetest.Listen(t)
 	go func() {
 		defer close(done)
-		ln, _ := servicetest.Listen(t)
 		runErr = servicetest.RunExecutor(ctx, ln, executor.Config{
 			ExecutorArgs: child.ExecutorArgs{
 				DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),

@@ -34,8 +34,8 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 	apps, _ := app.NewRegistry(a)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ln, _ := servicetest.Listen(t)
 	go func() {
-		ln, _ := servicetest.Listen(t)
 		_ = servicetest.RunExecutor(ctx, ln, executor.Config{
 			ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
 			Apps:         apps, Instruments: telemetry.Instruments{TracerProvider: tp},

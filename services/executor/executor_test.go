@@ -215,6 +215,9 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	if want := [][]byte{[]byte("echo a"), []byte("echo b"), []byte("echo c")}; !slices.EqualFunc(out, want, slices.Equal) {
 		t.Errorf("results %q, want %q", out, want)
 	}
+	// The driver offers tasks while it answers LaunchedExecutor, so the job
+	// can end before that call's span does.
+	e.waitConnected(t)
 
 	// The start-up calls were made one after the other, in Spark's order.
 	var calls []sdktrace.ReadOnlySpan
@@ -371,9 +374,10 @@ func TestRunNamesTheStepAndURLOfAnUnreachableDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := listener(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- servicetest.RunExecutor(context.Background(), listener(t), executor.Config{
+		done <- servicetest.RunExecutor(context.Background(), ln, executor.Config{
 			ExecutorArgs: child.ExecutorArgs{DriverURL: url, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0001"},
 			Apps:         apps, Attempts: 2, RetryInterval: 10 * time.Millisecond,
 		})
@@ -391,15 +395,15 @@ func TestRunNamesTheStepAndURLOfAnUnreachableDriver(t *testing.T) {
 
 func TestRunReturnsTheCauseWhenItsContextEndsDuringStartUp(t *testing.T) {
 	// A driver that accepts connections and never answers.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	driverLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer driverLn.Close()
 	accepted := make(chan net.Conn, 4)
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := driverLn.Accept()
 			if err != nil {
 				return
 			}
@@ -412,10 +416,11 @@ func TestRunReturnsTheCauseWhenItsContextEndsDuringStartUp(t *testing.T) {
 	}
 	errWorkerGone := errors.New("worker gone")
 	ctx, cancel := context.WithCancelCause(context.Background())
+	ln := listener(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- servicetest.RunExecutor(ctx, listener(t), executor.Config{
-			ExecutorArgs: child.ExecutorArgs{DriverURL: "http://" + ln.Addr().String(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1,
+		done <- servicetest.RunExecutor(ctx, ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{DriverURL: "http://" + driverLn.Addr().String(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1,
 				AppID: "app-20260101000000-0001"},
 			Apps: apps,
 		})

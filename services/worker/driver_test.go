@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +67,8 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			dir := filepath.Join(c.worker.cfg.WorkDir, id)
 			if tt.kill {
 				waitFileContains(t, filepath.Join(dir, "stdout"), "env GLINT_DRIVER_ID="+id+"\n",
-					"env GLINT_WORK_DIR="+dir+"\n", `"--driver-id" "`+id+`" "--worker-url" "`+c.worker.url+`"`)
+					"env GLINT_WORK_DIR="+dir+"\n", `"--driver-id" "`+id+`" "--worker-url" "`+c.worker.url+`"`,
+					"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()))
 				if _, err := c.master.KillDriver(ctx, connect.NewRequest(&masterv1.KillDriverRequest{DriverId: id})); err != nil {
 					t.Fatalf("kill driver: %v", err)
 				}

@@ -64,7 +64,7 @@ func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
 				"--hostname", "127.0.0.1", "--worker-url", c.worker.url})
 			waitFileContains(t, filepath.Join(dir, "stdout"), args,
 				"env GLINT_WORK_DIR="+dir+"\n", "env GLINT_APP_ID="+appID+"\n", "env GLINT_EXECUTOR_ID=0\n",
-				"env GLINT_WORKER_URL="+c.worker.url+"\n")
+				"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()))
 			waitFileContains(t, filepath.Join(dir, "stderr"), "child hold stderr")
 
 			running, _ := c.worker.executor(t, appID, 0)

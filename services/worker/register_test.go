@@ -3,11 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/services/master"
@@ -44,9 +46,8 @@ func TestRetryDelayFollowsSparkSchedule(t *testing.T) {
 }
 
 func TestRunGivesUpWhenNoMasterAnswers(t *testing.T) {
-	ln := listen(t)
-	nobody := "http://" + ln.Addr().String()
-	ln.Close()
+	// A reserved port nothing listens on, and nothing will while the test runs.
+	nobody := fmt.Sprintf("http://127.0.0.1:%d", tooltest.FreePorts(t, 1)[0])
 	w, err := New(Config{
 		Masters: []string{nobody}, URL: "http://127.0.0.1:7078", Cores: 1, MemoryMiB: 64, WorkDir: t.TempDir(),
 		RegisterInterval: time.Millisecond,
