@@ -2,13 +2,16 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"connectrpc.com/connect"
 
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -33,14 +36,26 @@ func validateLaunchExecutor(m *workerv1.LaunchExecutorRequest) error {
 	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
 		return fmt.Errorf("launch executor: %w", err)
 	}
-	if m.GetCores() <= 0 || m.GetMemoryMib() <= 0 {
-		return fmt.Errorf("launch executor %s/%d: cores (%d) and memory (%d MiB) must be positive: %w",
-			m.GetAppId(), m.GetExecutorId(), m.GetCores(), m.GetMemoryMib(), fault.ErrInvalidArgument)
-	}
-	if err := validateCommand(m.GetDescription().GetCommand()); err != nil {
+	if err := checkLimits(m.GetMasterUrl(), m.GetDescription().GetName(), m.GetCores(), m.GetMemoryMib(), m.GetDescription().GetCommand()); err != nil {
 		return fmt.Errorf("launch executor %s/%d: %w", m.GetAppId(), m.GetExecutorId(), err)
 	}
 	return nil
+}
+
+// checkLimits checks what a launch asks for against pkg/resources' limits
+// (the master checked the same when it admitted the application or driver),
+// then the command's form.
+func checkLimits(masterURL, name string, cores int32, memoryMiB int64, c *masterv1.Command) error {
+	if err := errors.Join(
+		resources.CheckLength("master_url", masterURL, resources.MaxURLBytes),
+		resources.CheckLength("name", name, resources.MaxNameBytes),
+		resources.CheckCores("cores", int64(cores)),
+		resources.CheckMemoryMiB("memory_mib", memoryMiB),
+		resources.CheckCommand(c.GetArgs(), c.GetEnv()),
+	); err != nil {
+		return err
+	}
+	return validateCommand(c)
 }
 
 // KillExecutor kills an executor: SIGTERM to its process group, SIGKILL after
@@ -80,11 +95,7 @@ func validateLaunchDriver(m *workerv1.LaunchDriverRequest) error {
 		return fmt.Errorf("launch driver: %w", err)
 	}
 	d := m.GetDescription()
-	if d.GetCores() <= 0 || d.GetMemoryMib() <= 0 {
-		return fmt.Errorf("launch driver %s: cores (%d) and memory (%d MiB) must be positive: %w",
-			m.GetDriverId(), d.GetCores(), d.GetMemoryMib(), fault.ErrInvalidArgument)
-	}
-	if err := validateCommand(d.GetCommand()); err != nil {
+	if err := checkLimits(m.GetMasterUrl(), d.GetName(), d.GetCores(), d.GetMemoryMib(), d.GetCommand()); err != nil {
 		return fmt.Errorf("launch driver %s: %w", m.GetDriverId(), err)
 	}
 	return nil
