@@ -88,10 +88,13 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-// observe sets up a process's telemetry for service: the global tracer
-// provider (exporting only when OTEL_EXPORTER_OTLP_* says where) and the JSON
-// logger on stderr at --log-level. stop flushes pending spans; call it last.
-func (g *globals) observe(ctx context.Context, service string, attrs ...attribute.KeyValue) (log *slog.Logger, tp trace.TracerProvider, stop func(), err error) {
+// observe is every glint process's preamble: its telemetry as service (the
+// global tracer provider, exporting only when OTEL_EXPORTER_OTLP_* says
+// where, with attrs on its resource; the JSON logger on stderr at
+// --log-level) and, with --pyroscope-url, its profiles tagged with tags
+// (worker_id, app_id, executor_id, driver_id where known). stop uploads the
+// last profiles and flushes pending spans; call it last.
+func (g *globals) observe(ctx context.Context, service string, tags map[string]string, attrs ...attribute.KeyValue) (log *slog.Logger, tp trace.TracerProvider, stop func(), err error) {
 	log, err = telemetry.NewLogger(g.stderr, g.logLevel, service)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--log-level: %w", err)
@@ -100,21 +103,18 @@ func (g *globals) observe(ctx context.Context, service string, attrs ...attribut
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if g.pyroscope != "" {
-		tp = telemetry.ProfiledTracerProvider(tp)
-		otel.SetTracerProvider(tp)
-	}
-	return log, tp, flusher(log, shutdown), nil
-}
-
-// profile starts pushing this process's profiles to --pyroscope-url with
-// tags (worker_id, app_id, executor_id, driver_id where known). stop uploads
-// the last profiles; it is a no-op without a Pyroscope server.
-func (g *globals) profile(service string, tags map[string]string, log *slog.Logger) (stop func(), err error) {
+	flush := flusher(log, shutdown)
 	if g.pyroscope == "" {
-		return func() {}, nil
+		return log, tp, flush, nil
 	}
-	return telemetry.StartProfiling(g.pyroscope, service, tags, log)
+	tp = telemetry.ProfiledTracerProvider(tp)
+	otel.SetTracerProvider(tp)
+	stopProfiling, err := telemetry.StartProfiling(g.pyroscope, service, tags, log)
+	if err != nil {
+		flush()
+		return nil, nil, nil, err
+	}
+	return log, tp, func() { stopProfiling(); flush() }, nil
 }
 
 // flusher returns a function that flushes and stops a tracer provider,

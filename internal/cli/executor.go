@@ -26,20 +26,15 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
-			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceExecutor,
+			// The executor's spans continue the worker's process.start span,
+			// and are flushed before the process exits.
+			log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceExecutor,
+				map[string]string{"app_id": args.AppID, "executor_id": fmt.Sprint(args.ExecutorID)},
 				telemetry.AppID.String(args.AppID), telemetry.ExecutorID.Int(int(args.ExecutorID)))
 			if err != nil {
 				return err
 			}
-			// The executor's spans continue the worker's process.start span,
-			// and are flushed before the process exits.
-			defer stopTelemetry()
-			stopProfiling, err := g.profile(telemetry.ServiceExecutor,
-				map[string]string{"app_id": args.AppID, "executor_id": fmt.Sprint(args.ExecutorID)}, log)
-			if err != nil {
-				return err
-			}
-			defer stopProfiling()
+			defer stopObserving()
 			// The worker opened this executor's socket (child.ListenFDEnv);
 			// run by hand, it listens on an ephemeral port.
 			ln, err := child.InheritedListener()

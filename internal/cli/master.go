@@ -45,16 +45,11 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
 	}
-	log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceMaster)
+	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
 		return err
 	}
-	defer stopTelemetry()
-	stopProfiling, err := g.profile(telemetry.ServiceMaster, nil, log)
-	if err != nil {
-		return err
-	}
-	defer stopProfiling()
+	defer stopObserving()
 	host := f.host
 	if host == "" {
 		host = listenHost(f.listen)

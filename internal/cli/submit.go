@@ -76,16 +76,11 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceSubmit)
+	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceSubmit, nil)
 	if err != nil {
 		return err
 	}
-	defer stopTelemetry()
-	stopProfiling, err := g.profile(telemetry.ServiceSubmit, nil, log)
-	if err != nil {
-		return err
-	}
-	defer stopProfiling()
+	defer stopObserving()
 
 	// The submit span is the root of the application's trace: every span of
 	// every process that works for the application descends from it.
@@ -211,16 +206,12 @@ func newDriverCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceDriver, telemetry.DriverID.String(driverID))
+			log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceDriver,
+				map[string]string{"driver_id": driverID}, telemetry.DriverID.String(driverID))
 			if err != nil {
 				return err
 			}
-			defer stopTelemetry()
-			stopProfiling, err := g.profile(telemetry.ServiceDriver, map[string]string{"driver_id": driverID}, log)
-			if err != nil {
-				return err
-			}
-			defer stopProfiling()
+			defer stopObserving()
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
 			// A cluster-mode driver continues the trace of its submission.
 			_, err = serveDriver(telemetry.ContextFromEnv(ctx), log, cfg)

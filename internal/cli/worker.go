@@ -61,11 +61,6 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
-	log, tp, stopTelemetry, err := g.observe(ctx, telemetry.ServiceWorker)
-	if err != nil {
-		return err
-	}
-	defer stopTelemetry()
 	host := f.host
 	if host == "" {
 		host = listenHost(f.listen)
@@ -81,10 +76,21 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	if err != nil {
 		return err
 	}
+	id, err := worker.NewID(url, time.Now())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceWorker, map[string]string{"worker_id": id})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopObserving()
 
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
-		Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
+		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
@@ -92,13 +98,6 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		ln.Close()
 		return err
 	}
-
-	stopProfiling, err := g.profile(telemetry.ServiceWorker, map[string]string{"worker_id": w.ID()}, log)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer stopProfiling()
 
 	log.Info("worker starting", "id", w.ID(), "cores", f.cores, "memory_mib", memory)
 	return serve(ctx, log, ln, url, f.urlFile, w)

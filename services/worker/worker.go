@@ -48,9 +48,10 @@ const decommissionTimeout = 3 * time.Second
 type Config struct {
 	// Masters are the master URLs (the comma list of --master); at least one.
 	Masters []string
-	// URL is this worker's own URL, e.g. http://127.0.0.1:7078. Its host and
-	// port also form the worker's id.
+	// URL is this worker's own URL, e.g. http://127.0.0.1:7078.
 	URL string
+	// ID is the worker's id; default NewID(URL, Now()).
+	ID string
 	// Cores is how many cores the worker offers; required, > 0.
 	Cores int32
 	// MemoryMiB is how much memory the worker offers; required, > 0.
@@ -117,8 +118,19 @@ type Server struct {
 
 var _ workerv1connect.WorkerServiceHandler = (*Server)(nil)
 
+// NewID returns the id of the worker at url started at t:
+// worker-<start time>-<host>-<port>.
+func NewID(url string, t time.Time) (string, error) {
+	host, port, err := rpc.HostPort(url)
+	if err != nil {
+		return "", err
+	}
+	id := ids.Worker(t, host, port)
+	return id, ids.ValidateWorker(id)
+}
+
 // New returns a worker for cfg after checking it and creating the work
-// directory. The worker's id is worker-<start time>-<host>-<port>.
+// directory.
 func New(cfg Config) (*Server, error) {
 	if err := normalize(&cfg); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
@@ -130,8 +142,12 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o750); err != nil {
 		return nil, fmt.Errorf("new worker: create work dir: %w", err)
 	}
-	id := ids.Worker(cfg.Now(), host, port)
-	if err := ids.ValidateWorker(id); err != nil {
+	id := cfg.ID
+	if id == "" {
+		if id, err = NewID(cfg.URL, cfg.Now()); err != nil {
+			return nil, fmt.Errorf("new worker: %w", err)
+		}
+	} else if err := ids.ValidateWorker(id); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
