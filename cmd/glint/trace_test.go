@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,13 +165,10 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 	if len(app.TraceID) != 32 {
 		t.Fatalf("master shows trace id %q for %s", app.TraceID, app.ID)
 	}
-	// Each executor flushes its spans as it exits, submit last of all; wait
-	// until all of them arrived.
-	tr := j.waitForTrace(t, app.TraceID, func(tr *jaeger.Trace) bool {
-		return hasStep(tr, "submit") && count(tr, func(s jaeger.Span) bool {
-			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
-		}) == 4 && count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.wait" }) == 4
-	})
+	tr := j.waitForTrace(t, app.TraceID, complete(4))
+	if failed := shapeOf(tr).failed; len(failed) > 0 {
+		t.Errorf("a successful run's trace has error spans %v", failed)
+	}
 
 	for _, step := range launchSteps {
 		if !hasStep(tr, step) {
@@ -234,19 +232,36 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 		}
 	}
 
-	t.Run("glint trace prints the waterfall and the breakdown", func(t *testing.T) {
+	t.Run("glint trace prints each executor's launch, and every span with --all", func(t *testing.T) {
 		out, errOut, err := runGlint(t, "trace", "--jaeger", j.query, app.ID)
 		if err != nil {
 			t.Fatalf("glint trace: %v\n%s", err, errOut)
 		}
-		for _, want := range []string{"Trace " + app.TraceID, "glint-submit", "submit", "process.start", "makeOffers", "Executor launches"} {
+		for _, want := range []string{"Trace " + app.TraceID + " of " + app.ID, "Executor launches", "Tasks: "} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
 		}
-		rows := regexp.MustCompile(`(?m)^\d+\s+worker-\S+(\s+[\d.]+){7}$`).FindAllString(out, -1)
+		rows := regexp.MustCompile(`(?m)^\d+\s+worker-\S+(\s+[\d.]+\*?){6}$`).FindAllString(out, -1)
 		if len(rows) != 4 {
 			t.Errorf("%d complete executor rows, want 4:\n%s", len(rows), out)
+		}
+		for _, r := range rows {
+			if strings.Count(r, "*") != 1 {
+				t.Errorf("row %q marks %d phases slowest, want 1", r, strings.Count(r, "*"))
+			}
+		}
+		if strings.Contains(out, "glint-submit") {
+			t.Errorf("the default output lists spans:\n%s", out)
+		}
+		all, errOut, err := runGlint(t, "trace", "--all", "--jaeger", j.query, app.ID)
+		if err != nil {
+			t.Fatalf("glint trace --all: %v\n%s", err, errOut)
+		}
+		for _, want := range []string{"glint-submit", "submit", "process.start", "makeOffers", "Executor launches"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("--all output lacks %q:\n%s", want, all)
+			}
 		}
 		_, errOut, err = runGlint(t, "trace", "--jaeger", "http://127.0.0.1:1", app.ID)
 		if exitCode(err) == 0 || !strings.Contains(errOut, "unreachable") {
@@ -257,6 +272,107 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 			t.Errorf("unknown app: exit %d, %q", exitCode(err), errOut)
 		}
 	})
+}
+
+// shape is what a person sees of a trace: how many spans, how deep, and
+// which ended in error.
+type shape struct {
+	spans, depth int
+	failed       []string
+}
+
+func shapeOf(tr *jaeger.Trace) shape {
+	byID := map[string]jaeger.Span{}
+	for _, s := range tr.Spans {
+		byID[s.SpanID] = s
+	}
+	sh := shape{spans: len(tr.Spans)}
+	for _, s := range tr.Spans {
+		d := 1
+		for p := byID[s.Parent()]; p.SpanID != ""; p = byID[p.Parent()] {
+			d++
+		}
+		sh.depth = max(sh.depth, d)
+		if s.Failed() {
+			msg, _ := s.Tag("otel.status_description")
+			sh.failed = append(sh.failed, s.Service+":"+s.OperationName+": "+msg)
+		}
+	}
+	return sh
+}
+
+// complete holds once a client-mode run's trace has all its spans: the
+// executors flush theirs as they exit, submit last of all.
+func complete(executors int) func(*jaeger.Trace) bool {
+	return func(tr *jaeger.Trace) bool {
+		return hasStep(tr, "submit") && count(tr, func(s jaeger.Span) bool {
+			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
+		}) == executors && count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.wait" }) == executors
+	}
+}
+
+func TestTheLaunchTraceStaysSmallAndShallowWhateverTheTaskCount(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startClusterWithEnv(t, j.env(), 2)
+	shapes := map[int]shape{}
+	var last appJSON
+	for i, tasks := range []int{10, 2000} {
+		// Every batch of task offers traced, so that task traces exist to
+		// be found, and any that leaked into the application's would show.
+		stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
+			"--total-executor-cores", "4", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
+			"--conf", "spark.glint.trace.taskSampleRatio=1.0", "--executor-memory", "256m", "--log-level", "warn",
+			"sleep", "0s", strconv.Itoa(tasks))
+		if err != nil {
+			t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
+		}
+		last = c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == i+1 }).CompletedApps[i]
+		shapes[tasks] = shapeOf(j.waitForTrace(t, last.TraceID, complete(4)))
+		t.Logf("%d tasks: the application's trace has %d spans, %d deep", tasks, shapes[tasks].spans, shapes[tasks].depth)
+	}
+	for tasks, sh := range shapes {
+		if sh.depth > 20 {
+			t.Errorf("%d tasks: trace %d spans deep, want at most 20", tasks, sh.depth)
+		}
+		if len(sh.failed) > 0 {
+			t.Errorf("%d tasks: a successful run's trace has error spans %v", tasks, sh.failed)
+		}
+	}
+	if few, many := shapes[10].spans, shapes[2000].spans; many > few+few/10 {
+		t.Errorf("the trace has %d spans for 2000 tasks and %d for 10, want nearly the same", many, few)
+	}
+
+	// The tasks were traced apart, each batch linked to its task set's
+	// runTasks span in the application's trace.
+	app, err := j.client.Trace(context.Background(), last.TraceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runTasks := map[string]bool{}
+	for _, s := range app.Spans {
+		if s.OperationName == "runTasks" {
+			runTasks[s.SpanID] = true
+		}
+	}
+	traces, err := j.client.Search(context.Background(), telemetry.ServiceDriver, "makeOffers",
+		map[string]string{string(telemetry.AppID): last.ID}, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := 0
+	for _, tr := range traces {
+		for _, s := range tr.Spans {
+			for _, r := range s.References {
+				if tr.TraceID != last.TraceID && s.OperationName == "makeOffers" && r.TraceID == last.TraceID && runTasks[r.SpanID] {
+					linked++
+				}
+			}
+		}
+	}
+	if linked == 0 {
+		t.Errorf("none of %d traces with the app's makeOffers is a task trace linked to its runTasks span", len(traces))
+	}
 }
 
 func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
@@ -316,6 +432,9 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
 		}) == 2
 	})
+	if failed := shapeOf(tr).failed; len(failed) > 0 {
+		t.Errorf("a successful cluster-mode run's trace has error spans %v", failed)
+	}
 	byID := map[string]jaeger.Span{}
 	for _, s := range tr.Spans {
 		byID[s.SpanID] = s

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,10 +21,13 @@ import (
 
 func newTraceCommand(g *globals) *cobra.Command {
 	var jaegerURL string
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "trace APP_ID",
-		Short: "Show an application's launch trace from Jaeger: a waterfall and a per-executor breakdown",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show an application's launch from its trace in Jaeger: each executor's launch steps, the slowest marked",
+		Long: "Show an application's launch from its trace in Jaeger: for each executor, how long each step of its\n" +
+			"launch took, the slowest marked, and a line on the traces of its tasks; --all adds every span.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := ids.ValidateApp(args[0]); err != nil {
 				return err
@@ -31,7 +35,8 @@ func newTraceCommand(g *globals) *cobra.Command {
 			client := &jaeger.Client{URL: jaegerURL}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			id, err := client.Find(ctx, telemetry.ServiceMaster, map[string]string{string(telemetry.AppID): args[0]})
+			appTag := map[string]string{string(telemetry.AppID): args[0]}
+			id, err := client.Find(ctx, telemetry.ServiceMaster, appTag)
 			if errors.Is(err, jaeger.ErrNoTrace) {
 				return fmt.Errorf("find the trace of %s: %w (spans reach Jaeger in batches; retry in a few seconds)", args[0], err)
 			}
@@ -42,13 +47,52 @@ func newTraceCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printWaterfall(g.stdout, t)
-			printBreakdown(g.stdout, t)
+			tasks, err := client.Search(ctx, telemetry.ServiceDriver, "makeOffers", appTag, taskTraceLimit)
+			if err != nil {
+				return fmt.Errorf("find the task traces of %s: %w", args[0], err)
+			}
+			tree := newSpanTree(t)
+			fmt.Fprintf(g.stdout, "Trace %s of %s: %d spans, %d deep\n", t.TraceID, args[0], len(t.Spans), tree.depth())
+			if all {
+				fmt.Fprintln(g.stdout)
+				printWaterfall(g.stdout, tree)
+			}
+			printLaunches(g.stdout, tree)
+			printTaskTraces(g.stdout, t.TraceID, tasks)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&jaegerURL, "jaeger", "http://localhost:16686", "Jaeger query URL")
+	cmd.Flags().BoolVar(&all, "all", false, "also print every span of the trace as a waterfall")
 	return cmd
+}
+
+// taskTraceLimit bounds how many task traces glint trace reads.
+const taskTraceLimit = 1000
+
+// printTaskTraces summarises the traces of an application's task batches
+// (every trace but its own with a makeOffers span of the application) in
+// one line.
+func printTaskTraces(out io.Writer, app string, traces []jaeger.Trace) {
+	n, tasks, spans := 0, 0, 0
+	for _, t := range traces {
+		if t.TraceID == app {
+			continue
+		}
+		n++
+		spans += len(t.Spans)
+		for _, s := range t.Spans {
+			if v, ok := s.Tag("glint.tasks"); ok && s.OperationName == "makeOffers" {
+				k, _ := strconv.Atoi(v)
+				tasks += k
+			}
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(out, "\nTasks: no task traces (spark.glint.trace.taskSampleRatio traces a share of the task batches after each executor's first task)")
+		return
+	}
+	fmt.Fprintf(out, "\nTasks: %d task traces sampled (%d tasks, %d spans), each linked to its task set's runTasks span\n", n, tasks, spans)
 }
 
 // spanTree indexes a trace's spans by id and by parent.
@@ -88,9 +132,24 @@ func (tree *spanTree) offset(s *jaeger.Span) string {
 	return fmt.Sprintf("%.1f", float64(s.StartTime-tree.start)/1000)
 }
 
-func printWaterfall(out io.Writer, t *jaeger.Trace) {
-	tree := newSpanTree(t)
-	fmt.Fprintf(out, "Trace %s: %d spans\n\n", t.TraceID, len(t.Spans))
+// depth is the number of spans on the trace's longest root-to-leaf path.
+func (tree *spanTree) depth() int {
+	var walk func(s *jaeger.Span) int
+	walk = func(s *jaeger.Span) int {
+		d := 0
+		for _, c := range tree.children[s.SpanID] {
+			d = max(d, walk(c))
+		}
+		return d + 1
+	}
+	d := 0
+	for _, r := range tree.roots {
+		d = max(d, walk(r))
+	}
+	return d
+}
+
+func printWaterfall(out io.Writer, tree *spanTree) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "START ms\tDURATION ms\tSERVICE\tSPAN")
 	var walk func(s *jaeger.Span, depth int)
@@ -114,12 +173,15 @@ func printWaterfall(out io.Writer, t *jaeger.Trace) {
 	tw.Flush()
 }
 
-// printBreakdown shows, per executor, when each launch step began (ms after
-// the trace's start): the master's schedule, its LaunchExecutor call, the
-// worker's process.start, the executor's RetrieveSparkProps and
+// launchPhases name the phases of an executor's launch, each from one step
+// of the trace to the next: the master's schedule, its LaunchExecutor call,
+// the worker's process.start, the executor's RetrieveSparkProps and
 // RegisterExecutor, and the first task it received.
-func printBreakdown(out io.Writer, t *jaeger.Trace) {
-	tree := newSpanTree(t)
+var launchPhases = []string{"LAUNCH EXECUTOR", "PROCESS START", "RETRIEVE PROPS", "REGISTER", "FIRST TASK"}
+
+// printLaunches shows, per executor, how long each phase of its launch took
+// (ms), the slowest marked with *, and the total from schedule to first task.
+func printLaunches(out io.Writer, tree *spanTree) {
 	type row struct {
 		executor, worker string
 		steps            [6]*jaeger.Span
@@ -150,17 +212,33 @@ func printBreakdown(out io.Writer, t *jaeger.Trace) {
 		return
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.executor, b.executor) })
-	fmt.Fprintln(out, "\nExecutor launches (ms after the trace's start; total is schedule to first task)")
+	fmt.Fprintln(out, "\nExecutor launches (ms in each phase, the slowest marked *; total is schedule to first task)")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "EXECUTOR\tWORKER\tSCHEDULE\tLAUNCH EXECUTOR\tPROCESS START\tRETRIEVE PROPS\tREGISTER\tFIRST TASK\tTOTAL")
+	fmt.Fprintln(tw, "EXECUTOR\tWORKER\t"+strings.Join(launchPhases, "\t")+"\tTOTAL")
 	for _, r := range rows {
 		cells := []string{r.executor, r.worker}
-		for _, s := range r.steps {
-			if s == nil {
-				cells = append(cells, "-")
+		phases := make([]int64, len(launchPhases))
+		slowest := -1
+		for i := range phases {
+			from, to := r.steps[i], r.steps[i+1]
+			if from == nil || to == nil {
+				phases[i] = -1
 				continue
 			}
-			cells = append(cells, tree.offset(s))
+			phases[i] = to.StartTime - from.StartTime
+			if slowest < 0 || phases[i] > phases[slowest] {
+				slowest = i
+			}
+		}
+		for i, p := range phases {
+			switch {
+			case p < 0:
+				cells = append(cells, "-")
+			case i == slowest:
+				cells = append(cells, fmt.Sprintf("%.1f*", float64(p)/1000))
+			default:
+				cells = append(cells, fmt.Sprintf("%.1f", float64(p)/1000))
+			}
 		}
 		total := "-"
 		if r.steps[0] != nil && r.steps[5] != nil {

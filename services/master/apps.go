@@ -48,7 +48,8 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 }
 
 // removeApplicationLocked is Spark's removeApplication: the executors are
-// killed, the driver and every worker told, the app kept among the completed.
+// killed, the driver (unless the app FINISHED) and every worker told, the app
+// kept among the completed.
 func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state masterv1.ApplicationState, message string) {
 	if err := a.setState(state); err != nil {
 		s.log.Warn("remove application", "err", err)
@@ -64,7 +65,11 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
 	}
-	s.sendApplicationRemoved(ctx, a, state, message)
+	// As in Spark, a driver that ended its application itself is not told:
+	// it may be gone already.
+	if state != masterv1.ApplicationState_APPLICATION_STATE_FINISHED {
+		s.sendApplicationRemoved(ctx, a, state, message)
+	}
 	s.sendApplicationFinished(ctx, a)
 	s.needSchedule = true
 }

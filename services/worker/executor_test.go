@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
@@ -202,3 +203,24 @@ func TestExecutorOutcome(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestKillingAnExecutorThatAlreadyEndedIsDone(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	ctx := context.Background()
+	if _, err := c.worker.client.LaunchExecutor(ctx, connect.NewRequest(&workerv1.LaunchExecutorRequest{
+		MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64,
+		Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "exit", 0)},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "executor EXITED", func() bool {
+		e, finished := c.worker.executor(t, testAppID, 0)
+		return finished && e.State == "EXITED"
+	})
+	// The master's kill raced the executor's exit: a kill of what ended is done.
+	if _, err := c.worker.client.KillExecutor(ctx, connect.NewRequest(&workerv1.KillExecutorRequest{
+		MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0,
+	})); err != nil {
+		t.Errorf("KillExecutor of an executor that exited: %v, want success", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -358,7 +359,8 @@ type stopper interface{ stop(reason error) }
 
 // killRunner kills the runner with key in table when the command comes from
 // the active master: the whole of KillExecutor and KillDriver but for the
-// request. A runner not in table is NotFound (it may just have ended).
+// request. A process that already ended is killed already (the kill raced
+// its exit: normal life); one the worker never ran, or forgot, is NotFound.
 func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterURL, what string, table map[K]R, key K) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -367,11 +369,26 @@ func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterU
 	}
 	r, ok := table[key]
 	if !ok {
-		s.log.Debug("kill of a process not running here", "what", what)
+		if s.endedLocked(key) {
+			s.log.Debug("kill of a process that already ended", "what", what)
+			return nil
+		}
 		return fmt.Errorf("%s: %w: not running on this worker", what, fault.ErrNotFound)
 	}
 	r.stop(errKilledByMaster)
 	return nil
+}
+
+// endedLocked reports whether the executor (an executorKey) or driver (its
+// id) with key is among the processes that ended here.
+func (s *Server) endedLocked(key any) bool {
+	switch k := key.(type) {
+	case executorKey:
+		return slices.ContainsFunc(s.finishedExecutors, func(r *executorRunner) bool { return r.appID == k.app && r.execID == k.id })
+	case string:
+		return slices.ContainsFunc(s.finishedDrivers, func(r *driverRunner) bool { return r.id == k })
+	}
+	return false
 }
 
 // retain appends r to finished, keeping the last retainedFinished.
