@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -355,36 +356,114 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// sendSpan posts one server span of service to an OTLP/HTTP endpoint as
-// JSON and returns its trace id.
-func sendSpan(t testing.TB, endpoint, service, name string) string {
+// testSpan is a one-span trace for sendSpans: a server span of service, named
+// name, that lasted took and failed if failed.
+type testSpan struct {
+	service, name string
+	took          time.Duration
+	failed        bool
+	traceID       string // set by sendSpans
+}
+
+// sendSpans posts spans to an OTLP/HTTP endpoint as JSON in one request, each
+// in a trace of its own, ending now, and sets their trace ids.
+func sendSpans(t testing.TB, endpoint string, spans []*testSpan) {
 	t.Helper()
-	traceID := randomHex(16)
 	now := time.Now()
-	body := map[string]any{"resourceSpans": []any{map[string]any{
-		"resource": map[string]any{"attributes": []any{
-			map[string]any{"key": "service.name", "value": map[string]any{"stringValue": service}},
-		}},
-		"scopeSpans": []any{map[string]any{
-			"scope": map[string]any{"name": "glint/deploy_test"},
-			"spans": []any{map[string]any{
-				"traceId": traceID, "spanId": randomHex(8), "name": name, "kind": 2, // SPAN_KIND_SERVER
-				"startTimeUnixNano": strconv.FormatInt(now.Add(-20*time.Millisecond).UnixNano(), 10),
-				"endTimeUnixNano":   strconv.FormatInt(now.UnixNano(), 10),
+	byService := map[string][]any{}
+	for _, sp := range spans {
+		sp.traceID = randomHex(16)
+		span := map[string]any{
+			"traceId": sp.traceID, "spanId": randomHex(8), "name": sp.name, "kind": 2, // SPAN_KIND_SERVER
+			"startTimeUnixNano": strconv.FormatInt(now.Add(-sp.took).UnixNano(), 10),
+			"endTimeUnixNano":   strconv.FormatInt(now.UnixNano(), 10),
+		}
+		if sp.failed {
+			span["status"] = map[string]any{"code": 2, "message": "deploy test failure"} // STATUS_CODE_ERROR
+		}
+		byService[sp.service] = append(byService[sp.service], span)
+	}
+	var resourceSpans []any
+	for _, service := range slices.Sorted(maps.Keys(byService)) {
+		resourceSpans = append(resourceSpans, map[string]any{
+			"resource": map[string]any{"attributes": []any{
+				map[string]any{"key": "service.name", "value": map[string]any{"stringValue": service}},
 			}},
-		}},
-	}}}
-	b, _ := json.Marshal(body)
+			"scopeSpans": []any{map[string]any{
+				"scope": map[string]any{"name": "glint/deploy_test"},
+				"spans": byService[service],
+			}},
+		})
+	}
+	b, _ := json.Marshal(map[string]any{"resourceSpans": resourceSpans})
 	resp, err := http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(b))
 	if err != nil {
-		t.Fatalf("send a span to the collector: %v", err)
+		t.Fatalf("send spans to the collector: %v", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		out, _ := io.ReadAll(resp.Body)
-		t.Fatalf("send a span to the collector: %s: %s", resp.Status, out)
+		t.Fatalf("send spans to the collector: %s: %s", resp.Status, out)
 	}
-	return traceID
+}
+
+// tailSampling is the part of otel/collector.yaml the tests read.
+type tailSampling struct {
+	Processors struct {
+		TailSampling struct {
+			DecisionWait string `yaml:"decision_wait"`
+			Policies     []struct {
+				Name          string
+				Type          string
+				Probabilistic struct {
+					SamplingPercentage float64 `yaml:"sampling_percentage"`
+				}
+			}
+		} `yaml:"tail_sampling"`
+	}
+}
+
+// restPercentage is the sampling percentage of otel/collector.yaml's
+// probabilistic policy: the share of traces kept that no other policy keeps.
+func restPercentage(t testing.TB) float64 {
+	t.Helper()
+	var c tailSampling
+	decode(t, filepath.Join(tooltest.Root(t), "otel/collector.yaml"), &c)
+	for _, p := range c.Processors.TailSampling.Policies {
+		if p.Type == "probabilistic" {
+			return p.Probabilistic.SamplingPercentage
+		}
+	}
+	t.Fatal("otel/collector.yaml's tail_sampling has no probabilistic policy")
+	return 0
+}
+
+// collectorConfig is where compose mounts otel/collector.yaml.
+const collectorConfig = "/etc/otelcol-contrib/config.yaml"
+
+// decideSoon makes the collector's tail sampling decide a second after a
+// trace's first span instead of waiting for a slow launch to end.
+func decideSoon(target string, doc *yaml.Node) {
+	if target == collectorConfig {
+		setAll(doc, "decision_wait", "1s")
+	}
+}
+
+// tracesOf returns the ids of the traces Jaeger holds of service.
+func tracesOf(jaegerURL, service string) (map[string]bool, error) {
+	var r struct {
+		Data []struct {
+			TraceID string `json:"traceID"`
+		}
+	}
+	if err := getJSON(jaegerURL+"/api/traces?limit=10000&lookback=1h&service="+url.QueryEscape(service), &r); err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, tr := range r.Data {
+		ids[tr.TraceID] = true
+	}
+	return ids, nil
 }
 
 // servicesOf is the set of services a Jaeger trace has spans of.
@@ -397,38 +476,53 @@ func servicesOf(tr *jaeger.Trace) []string {
 	return slices.Compact(out)
 }
 
-// otel/collector.yaml and otel/jaeger.yaml as they are, in the Jaeger binary:
-// a span sent to the collector reaches Jaeger and becomes span metrics,
-// with exemplars, under the names Prometheus, Jaeger's Monitor tab and the
-// dashboards use.
+// otel/collector.yaml and otel/jaeger.yaml as they are, in the Jaeger binary
+// (tail sampling deciding after 1 s instead of its decision_wait): every
+// span becomes span metrics, with exemplars, under the names Prometheus,
+// Jaeger's Monitor tab and the dashboards use; Jaeger gets every trace with
+// an error or a launch step slower than 2 s, and the configured share of the
+// rest.
 func TestCollectorAndJaegerConfigsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short is the fast loop: this test starts two real Jaeger processes")
 	}
 	t.Parallel()
 	l := newLoopback(t)
-	l.startServices(t, []string{"jaeger", "otel-collector"}, nil)
+	l.startServices(t, []string{"jaeger", "otel-collector"}, decideSoon)
 
-	traceID := sendSpan(t, l.url("otel-collector", 4318), "deploy-test", "deploy-check")
-
-	j := &jaeger.Client{URL: l.url("jaeger", 16686)}
-	eventually(t, "the span reaches Jaeger through the collector's otlp/jaeger exporter", func() error {
-		tr, err := j.Trace(context.Background(), traceID)
-		if err != nil {
-			return err
+	// What tail sampling must keep: failed spans, and launch steps slower
+	// than the objective. The rest: spans of other names, launch steps
+	// within it, and ok spans.
+	var keep, rest []*testSpan
+	for _, name := range []string{"deploy-check", "process.start"} {
+		for range 10 {
+			keep = append(keep, &testSpan{service: "deploy-test", name: name, took: 20 * time.Millisecond, failed: true})
 		}
-		if got := servicesOf(tr); !slices.Equal(got, []string{"deploy-test"}) || tr.Spans[0].OperationName != "deploy-check" {
-			return fmt.Errorf("trace has %v", got)
-		}
-		return nil
-	})
-	var services struct{ Data []string }
-	if err := getJSON(l.url("jaeger", 16686)+"/api/services", &services); err != nil || !slices.Contains(services.Data, "deploy-test") {
-		t.Errorf("Jaeger /api/services: %v %v, want deploy-test", services.Data, err)
 	}
+	for _, name := range []string{"schedule", "process.start", "report", "glint.worker.v1.WorkerService/LaunchExecutor"} {
+		for range 5 {
+			keep = append(keep, &testSpan{service: "deploy-test", name: name, took: 2500 * time.Millisecond})
+		}
+	}
+	for _, sp := range []testSpan{
+		{name: "deploy-check", took: 20 * time.Millisecond},
+		{name: "deploy-check", took: 3 * time.Second}, // slow, but no launch step
+		{name: "process.start", took: 1900 * time.Millisecond},
+		{name: "schedule", took: time.Millisecond},
+	} {
+		for range 100 {
+			rest = append(rest, &testSpan{service: "deploy-rest", name: sp.name, took: sp.took})
+		}
+	}
+	sendSpans(t, l.url("otel-collector", 4318), append(slices.Clone(keep), rest...))
 
-	// The spanmetrics connector flushes every metrics_flush_interval.
-	eventually(t, "span metrics with exemplars on the collector's prometheus exporter", func() error {
+	// The spanmetrics connector flushes every metrics_flush_interval. A new
+	// series starts at 0 with the exemplars of its first spans, and has its
+	// count from the next flush on. It counts every span, those of traces
+	// Jaeger does not get too.
+	n := float64(len(rest))
+	exemplar := false
+	eventually(t, "span metrics of every span, with exemplars, on the collector's prometheus exporter", func() error {
 		req, _ := http.NewRequest(http.MethodGet, l.url("otel-collector", 8889)+"/metrics", nil)
 		req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
 		resp, err := http.DefaultClient.Do(req)
@@ -437,19 +531,78 @@ func TestCollectorAndJaegerConfigsRun(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var calls, exemplar bool
+		var calls, restCalls float64
 		for line := range strings.Lines(string(b)) {
-			if !strings.Contains(line, `service_name="deploy-test"`) {
-				continue
+			switch {
+			case strings.HasPrefix(line, "traces_span_metrics_calls_total{") && strings.Contains(line, `service_name="deploy-test"`):
+				calls += sampleValue(line)
+			case strings.HasPrefix(line, "traces_span_metrics_calls_total{") && strings.Contains(line, `service_name="deploy-rest"`):
+				restCalls += sampleValue(line)
+			case strings.HasPrefix(line, "traces_span_metrics_duration_seconds_bucket{") && strings.Contains(line, `service_name="deploy-test"`):
+				for _, sp := range keep {
+					exemplar = exemplar || strings.Contains(line, `trace_id="`+sp.traceID+`"`)
+				}
 			}
-			calls = calls || strings.HasPrefix(line, "traces_span_metrics_calls_total{")
-			exemplar = exemplar || strings.HasPrefix(line, "traces_span_metrics_duration_seconds_bucket{") && strings.Contains(line, `trace_id="`+traceID+`"`)
 		}
-		if !calls || !exemplar {
-			return fmt.Errorf("traces_span_metrics_calls_total %v, a duration bucket with exemplar trace_id=%s %v, in:\n%s", calls, traceID, exemplar, b)
+		if calls != float64(len(keep)) || restCalls != n || !exemplar {
+			return fmt.Errorf("traces_span_metrics_calls_total %v of deploy-test (want %d) and %v of deploy-rest (want %v), a duration bucket with the exemplar of a kept trace %v, in:\n%s",
+				calls, len(keep), restCalls, n, exemplar, b)
 		}
 		return nil
 	})
+
+	jaegerURL := l.url("jaeger", 16686)
+	j := &jaeger.Client{URL: jaegerURL}
+	eventually(t, "every trace with an error or a slow launch step reaches Jaeger through tail sampling", func() error {
+		for _, sp := range keep {
+			tr, err := j.Trace(context.Background(), sp.traceID)
+			if err != nil {
+				return fmt.Errorf("%s span %s (failed %v, took %v): %w", sp.name, sp.traceID, sp.failed, sp.took, err)
+			}
+			if got := servicesOf(tr); !slices.Equal(got, []string{"deploy-test"}) || tr.Spans[0].OperationName != sp.name {
+				return fmt.Errorf("trace has %v", got)
+			}
+		}
+		return nil
+	})
+	var services struct{ Data []string }
+	if err := getJSON(jaegerURL+"/api/services", &services); err != nil || !slices.Contains(services.Data, "deploy-test") {
+		t.Errorf("Jaeger /api/services: %v %v, want deploy-test", services.Data, err)
+	}
+
+	// The rest was decided with the kept traces (one request, one decision
+	// tick); its kept share follows them within the batch processor's timeout.
+	time.Sleep(3 * time.Second)
+	kept, err := tracesOf(jaegerURL, "deploy-rest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	percent := restPercentage(t)
+	mean := n * percent / 100
+	sd := math.Sqrt(n * percent / 100 * (1 - percent/100))
+	// Trace ids are random, so the count is binomial: six standard
+	// deviations either side, and none kept only at 0%.
+	low, high := max(0, mean-6*sd), min(n, mean+6*sd)
+	if percent > 0 {
+		low = max(low, 1)
+	}
+	if got := float64(len(kept)); got < low || got > high {
+		t.Errorf("Jaeger holds %v of %v traces no policy keeps; at %v%% want %.0f–%.0f", got, n, percent, low, high)
+	}
+	for _, sp := range rest {
+		delete(kept, sp.traceID)
+	}
+	if len(kept) > 0 {
+		t.Errorf("Jaeger holds deploy-rest traces that were never sent: %v", kept)
+	}
+}
+
+// sampleValue is the value of a text-format sample line: the first field
+// after the labels.
+func sampleValue(line string) float64 {
+	_, after, _ := strings.Cut(line, "} ")
+	v, _ := strconv.ParseFloat(strings.Fields(after)[0], 64)
+	return v
 }
 
 // docker-compose.yml without Docker: master, workers and demo from the
@@ -457,7 +610,9 @@ func TestCollectorAndJaegerConfigsRun(t *testing.T) {
 // environment; the collector and Jaeger from otel/*.yaml; Prometheus from
 // deploy/prometheus with compose's flags. Every address is moved to
 // loopback; Prometheus scrapes and evaluates every second instead of every
-// 15 s, to be quick; Pyroscope and Grafana do not run.
+// 15 s, and the collector's tail sampling decides after a second and keeps
+// every trace (the test follows one application's trace), to be quick;
+// Pyroscope and Grafana do not run.
 func TestComposeStackRunsOnLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short is the fast loop: this test runs the whole stack (Jaeger, collector, Prometheus, cluster)")
@@ -465,10 +620,14 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 	t.Parallel()
 	l := newLoopback(t)
 	fast := func(target string, doc *yaml.Node) {
-		if target == "/etc/prometheus/prometheus.yml" {
+		switch target {
+		case "/etc/prometheus/prometheus.yml":
 			for _, key := range []string{"scrape_interval", "evaluation_interval", "refresh_interval"} {
 				setAll(doc, key, "1s")
 			}
+		case collectorConfig:
+			decideSoon(target, doc)
+			setAll(doc, "sampling_percentage", "100")
 		}
 	}
 	// A short worker timeout, so that a stopped worker times out within the test.
@@ -626,8 +785,21 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 		}
 	})
 
-	t.Run("Prometheus evaluates the alert rules", func(t *testing.T) {
-		eventually(t, "alert rules loaded and evaluated", func() error {
+	t.Run("Prometheus evaluates the alert and recording rules", func(t *testing.T) {
+		var file struct {
+			Groups []struct {
+				Rules []struct{ Alert, Record string }
+			}
+		}
+		decode(t, filepath.Join(tooltest.Root(t), "deploy/prometheus/rules/glint.yml"), &file)
+		var want []string
+		for _, g := range file.Groups {
+			for _, r := range g.Rules {
+				want = append(want, r.Alert+r.Record)
+			}
+		}
+		slices.Sort(want)
+		eventually(t, "rules loaded and evaluated", func() error {
 			var r struct {
 				Data struct {
 					Groups []struct {
@@ -641,16 +813,21 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 			var ok []string
 			for _, g := range r.Data.Groups {
 				for _, rule := range g.Rules {
-					if rule.Type == "alerting" && rule.Health == "ok" {
+					if rule.Health == "ok" {
 						ok = append(ok, rule.Name)
 					}
 				}
 			}
-			if len(ok) != 4 {
-				return fmt.Errorf("healthy alerting rules: %v, want 4: %+v", ok, r.Data.Groups)
+			slices.Sort(ok)
+			if !slices.Equal(ok, want) {
+				return fmt.Errorf("healthy rules: %v, want %v: %+v", ok, want, r.Data.Groups)
 			}
 			return nil
 		})
+		// The objective's threshold is a bucket of the master's histogram,
+		// and its error ratio has a value once executors started.
+		expect(t, `glint:executor_starts_good:total > 0`, 1)
+		expect(t, `glint:executor_start_errors:ratio_rate5m >= 0`, 1)
 	})
 
 	t.Run("Jaeger's Monitor tab reads span metrics from Prometheus", func(t *testing.T) {
