@@ -58,8 +58,8 @@ test: tools lint check-generate
 test-short:
 	$(GO) test -short ./...
 
-## bench: benchmarks; they print numbers and assert nothing. BenchmarkLaunchLatency
-## runs two clusters (tracing to Jaeger, tracing off) and reports the ratio.
+## bench: benchmarks; they print numbers and assert nothing. BenchmarkLaunchLatency and
+## BenchmarkTaskDispatch run two clusters (tracing to Jaeger, tracing off) and report the ratio.
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem -skip BenchmarkLaunchLatency ./...
-	$(GO) test -run '^$$' -bench BenchmarkLaunchLatency -benchtime 5x ./cmd/glint
+	$(GO) test -run '^$$' -bench . -benchmem -skip 'BenchmarkLaunchLatency|BenchmarkTaskDispatch' ./...
+	$(GO) test -run '^$$' -bench 'BenchmarkLaunchLatency|BenchmarkTaskDispatch' -benchtime 5x ./cmd/glint

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/examples"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
@@ -86,4 +87,75 @@ func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (tim
 		return len(s.ActiveApps) == 0
 	})
 	return sum, n
+}
+
+// dispatchTasks is how many no-op tasks BenchmarkTaskDispatch runs per job.
+const dispatchTasks = 4000
+
+// BenchmarkTaskDispatch measures no-op task dispatch (driver → four one-core
+// executors and back), in tasks per second of one RunTasks call once the
+// executors are ready, on two identical clusters: one exporting spans to a
+// real Jaeger with the default task sampling, one with tracing off. It
+// reports both rates and their ratio (the target is at least 0.95).
+func BenchmarkTaskDispatch(b *testing.B) {
+	j := startJaeger(b)
+	off := startClusterWithEnv(b, nil, 2)
+	on := startClusterWithEnv(b, j.env(), 2)
+	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(j.otlp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	traced := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+	b.Cleanup(func() { _ = traced.Shutdown(context.Background()) })
+
+	var offTime, onTime time.Duration
+	for b.Loop() {
+		offTime += dispatch(b, off, noop.NewTracerProvider())
+		onTime += dispatch(b, on, traced)
+	}
+	offRate := float64(b.N*dispatchTasks) / offTime.Seconds()
+	onRate := float64(b.N*dispatchTasks) / onTime.Seconds()
+	b.ReportMetric(offRate, "off-tasks/s")
+	b.ReportMetric(onRate, "jaeger-tasks/s")
+	b.ReportMetric(onRate/offRate, "ratio")
+}
+
+// dispatch runs dispatchTasks no-op tasks (the sleep app's task with 0s) on
+// four one-core executors of c and returns how long RunTasks took.
+func dispatch(b *testing.B, c *testCluster, tp trace.TracerProvider) time.Duration {
+	var took time.Duration
+	sleep := examples.Sleep()
+	timed := &app.App{Name: sleep.Name, Tasks: sleep.Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
+		inputs := make([][]byte, dispatchTasks)
+		for i := range inputs {
+			inputs[i] = []byte("0s")
+		}
+		start := time.Now()
+		_, err := ac.RunTasks(ctx, "sleep", inputs)
+		took = time.Since(start)
+		return err
+	}}
+	d, err := servicetest.NewDriver(b, driver.Config{
+		Masters: []string{c.master.url}, App: timed, ExecutorCores: 1, MaxCores: 4,
+		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, Instruments: telemetry.Instruments{TracerProvider: tp},
+		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0", "spark.scheduler.maxRegisteredResourcesWaitingTime": "10m"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
+	err = d.Run(ctx)
+	span.End()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.waitFor(b, "cores free again", func(s masterJSON) bool {
+		for _, w := range s.Workers {
+			if w.CoresUsed != 0 {
+				return false
+			}
+		}
+		return len(s.ActiveApps) == 0
+	})
+	return took
 }
