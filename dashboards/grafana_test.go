@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -389,6 +391,108 @@ func TestDashboardsReferOnlyToProvisionedDatasources(t *testing.T) {
 	}
 }
 
+// mathRef is a query a Grafana math expression reads: $A or ${A}.
+var mathRef = regexp.MustCompile(`\$\{?([A-Za-z][A-Za-z0-9_]*)\}?`)
+
+// The burn-rate alerts are Prometheus' (deploy/prometheus/rules/glint.yml):
+// the same windows and burn rates, read from the same recording rules, which
+// the launch dashboard's burn-rate panel graphs with the same thresholds.
+func TestBurnRateAlertsAreThePrometheusRules(t *testing.T) {
+	a := alerting(t)
+	b, err := os.ReadFile("../deploy/prometheus/rules/glint.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prom struct {
+		Groups []struct {
+			Rules []struct{ Alert, Record, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(b, &prom); err != nil {
+		t.Fatal(err)
+	}
+	promExpr := map[string]string{}
+	for _, g := range prom.Groups {
+		for _, r := range g.Rules {
+			promExpr[r.Alert+r.Record] = r.Expr
+		}
+	}
+	if good := promExpr["glint:executor_starts_good:total"]; !strings.Contains(good, `le="`+startThreshold+`"`) {
+		t.Errorf("glint:executor_starts_good:total is %q, want le=%q as the dashboard says", good, startThreshold)
+	}
+	if target := promExpr[startTarget]; target != fmt.Sprintf("vector(%v)", startObjective) {
+		t.Errorf("%s is %q, want vector(%v) as the dashboard says", startTarget, target, startObjective)
+	}
+	for _, tc := range []struct {
+		title       string
+		long, short string
+		rate        float64
+	}{
+		{"GlintExecutorStartBudgetBurnFast", "1h", "5m", pageBurnRate},
+		{"GlintExecutorStartBudgetBurnSlow", "6h", "30m", ticketBurnRate},
+	} {
+		t.Run(tc.title, func(t *testing.T) {
+			// Prometheus: both windows' error ratios over rate × the budget.
+			for _, w := range []string{tc.long, tc.short} {
+				want := fmt.Sprintf("%s%s > %v * (1 - scalar(%s))", startErrorRatio, w, tc.rate, startTarget)
+				if !strings.Contains(promExpr[tc.title], want) {
+					t.Errorf("Prometheus' %s is %q, want it to hold %q", tc.title, promExpr[tc.title], want)
+				}
+			}
+			// Grafana: each window's burn rate, reduced, both over rate.
+			var rule *alertRule
+			for _, g := range a.Groups {
+				for i, r := range g.Rules {
+					if r.Title == tc.title {
+						rule = &g.Rules[i]
+					}
+				}
+			}
+			if rule == nil {
+				t.Fatalf("Grafana has no rule %s", tc.title)
+			}
+			queries := map[string]alertQuery{}
+			for _, q := range rule.Data {
+				queries[q.RefID] = q
+			}
+			cond := queries[rule.Condition]
+			if cond.Model.Type != "math" {
+				t.Fatalf("condition %s is %q, want math", rule.Condition, cond.Model.Type)
+			}
+			refs := mathRef.FindAllStringSubmatch(cond.Model.Expression, -1)
+			if len(refs) != 2 || cond.Model.Expression != fmt.Sprintf("$%s > %v && $%s > %v", refs[0][1], tc.rate, refs[1][1], tc.rate) {
+				t.Fatalf("condition %q, want both reductions over %v", cond.Model.Expression, tc.rate)
+			}
+			for i, w := range []string{tc.long, tc.short} {
+				reduced := queries[refs[i][1]]
+				if reduced.Model.Type != "reduce" || reduced.Model.Reducer != "last" {
+					t.Errorf("$%s is %s %s, want reduce last", refs[i][1], reduced.Model.Type, reduced.Model.Reducer)
+				}
+				if got, want := queries[reduced.Model.Expression].Model.Expr, burnRate(w); got != want {
+					t.Errorf("$%s reduces %q, want %q", refs[i][1], got, want)
+				}
+			}
+			if rule.For != "0s" {
+				t.Errorf("for %q, want 0s: the short window ends the alert, none delays it", rule.For)
+			}
+		})
+	}
+	launch, err := Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := findPanel(t, launch, "Error-budget burn rate")
+	var values []float64
+	for _, s := range p.FieldConfig.Defaults.Thresholds.Steps {
+		if s.Value != nil {
+			values = append(values, *s.Value)
+		}
+	}
+	if !slices.Equal(values, []float64{ticketBurnRate, pageBurnRate}) {
+		t.Errorf("burn-rate panel thresholds %v, want [%v %v]", values, ticketBurnRate, pageBurnRate)
+	}
+}
+
 func TestAlertRulesAreTheFourGlintAlerts(t *testing.T) {
 	a := alerting(t)
 	for _, tc := range []struct {
@@ -497,8 +601,21 @@ func TestAlertRulesAreWellFormed(t *testing.T) {
 						if !slices.Contains([]string{"reduce", "threshold", "math", "resample", "classic_conditions"}, q.Model.Type) {
 							t.Errorf("expression %s has type %q", q.RefID, q.Model.Type)
 						}
-						if !refs[q.Model.Expression] {
-							t.Errorf("expression %s reads %q, which no earlier query defines", q.RefID, q.Model.Expression)
+						// A math expression reads $A, $B, …; the others name one query.
+						reads := []string{q.Model.Expression}
+						if q.Model.Type == "math" {
+							reads = nil
+							for _, m := range mathRef.FindAllStringSubmatch(q.Model.Expression, -1) {
+								reads = append(reads, m[1])
+							}
+						}
+						if len(reads) == 0 {
+							t.Errorf("expression %s reads no query: %q", q.RefID, q.Model.Expression)
+						}
+						for _, ref := range reads {
+							if !refs[ref] {
+								t.Errorf("expression %s reads %q, which no earlier query defines", q.RefID, ref)
+							}
 						}
 					case provisioned[q.DatasourceUID] == "prometheus":
 						if q.Model.Datasource.UID != q.DatasourceUID {

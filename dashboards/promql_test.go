@@ -2,12 +2,14 @@ package dashboards
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
 )
 
 // exportedMetrics are the metrics Glint's processes export (README.md,
@@ -49,6 +51,21 @@ var exportedHistograms = map[string][]string{
 	"traces_span_metrics_duration_seconds":   spanLabels,
 }
 
+// recordedSeries are the series Prometheus' recording rules make
+// (deploy/prometheus/rules/glint.yml), each with its labels: the
+// executor-start objective and its error ratios keep the master's target
+// labels; the objective itself has none.
+var recordedSeries = map[string][]string{
+	"glint:executor_starts_good:total":          targetLabels,
+	"glint:executor_starts:total":               targetLabels,
+	"glint:executor_start_objective:ratio":      {},
+	"glint:executor_start_errors:ratio_rate5m":  targetLabels,
+	"glint:executor_start_errors:ratio_rate30m": targetLabels,
+	"glint:executor_start_errors:ratio_rate1h":  targetLabels,
+	"glint:executor_start_errors:ratio_rate6h":  targetLabels,
+	"glint:executor_start_errors:ratio_rate30d": targetLabels,
+}
+
 // spanLabels are the spanmetrics connector's default dimensions.
 var spanLabels = []string{"service_name", "span_name", "span_kind", "status_code"}
 
@@ -57,8 +74,12 @@ var spanLabels = []string{"service_name", "span_name", "span_kind", "status_code
 var targetLabels = []string{"job", "instance", "role", "worker", "app"}
 
 // seriesLabels returns the labels of a series name Prometheus can hold, and
-// whether Glint (or the spanmetrics connector) exports it.
+// whether Glint (or the spanmetrics connector) exports it or a recording rule
+// records it.
 func seriesLabels(name string) ([]string, bool) {
+	if l, ok := recordedSeries[name]; ok {
+		return slices.Clone(l), true
+	}
 	if l, ok := exportedMetrics[name]; ok {
 		return append(slices.Clone(l), targetLabels...), true
 	}
@@ -137,6 +158,8 @@ func TestCheckPromQLRejectsWhatGlintDoesNotExport(t *testing.T) {
 		{"grouping by a label the metric lacks", `sum by (phase) (glint_master_apps)`, false},
 		{"Grafana variable left in", `rate(glint_driver_tasks_total[$__rate_interval])`, false},
 		{"no metric at all", `vector(1)`, false},
+		{"recorded series", `glint:executor_start_errors:ratio_rate1h / (1 - scalar(glint:executor_start_objective:ratio))`, true},
+		{"label a recorded series lacks", `glint:executor_start_objective:ratio{instance="x"}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := checkPromQL(tc.expr)
@@ -160,6 +183,46 @@ func TestExportedMetricsAreTheREADMEs(t *testing.T) {
 			if !strings.Contains(string(readme), "`"+name) {
 				t.Errorf("README.md does not list %s", name)
 			}
+		}
+	}
+}
+
+// recordingRules returns the recording rules of deploy/prometheus/rules/glint.yml,
+// name to expression.
+func recordingRules(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/prometheus/rules/glint.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct{ Record, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				out[r.Record] = r.Expr
+			}
+		}
+	}
+	return out
+}
+
+func TestRecordedSeriesAreTheRecordingRules(t *testing.T) {
+	rules := recordingRules(t)
+	if got, want := slices.Sorted(maps.Keys(recordedSeries)), slices.Sorted(maps.Keys(rules)); !slices.Equal(got, want) {
+		t.Errorf("recordedSeries %v, the rules file records %v", got, want)
+	}
+	for name, expr := range rules {
+		// The objective is a constant: it selects no metric.
+		if _, err := checkPromQL(expr); err != nil && name != "glint:executor_start_objective:ratio" {
+			t.Errorf("recording rule %s: %s: %v", name, expr, err)
 		}
 	}
 }
