@@ -136,6 +136,7 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 		return nil, rpc.Error(err)
 	}
 	e := d.executorLocked(m.GetExecutorId())
+	decommissioned := e.state == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED
 	e.state = m.GetState()
 	if m.GetLaunchedAt() != nil {
 		e.timeline.Launched = m.GetLaunchedAt().AsTime()
@@ -148,7 +149,10 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 	if lifecycle.ExecutorFinished(m.GetState()) {
 		e.timeline.Ended = time.Now()
 		e.timeline.EndMessage = m.GetMessage()
-		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()))
+		// An executor lost with its worker, or ended by its worker's
+		// decommissioning, was not lost through the application's fault.
+		causedByApp := !m.GetWorkerLost() && !decommissioned
+		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()), causedByApp)
 	}
 	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
 }

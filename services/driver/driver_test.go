@@ -190,43 +190,69 @@ func TestFlakyTaskIsRetried(t *testing.T) {
 }
 
 func TestTasksOfALostExecutorRunElsewhere(t *testing.T) {
-	started := make(chan struct{}, 1)
-	var calls atomic.Int32
-	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) {
-		if calls.Add(1) == 1 {
-			started <- struct{}{}
-			<-ctx.Done() // the first attempt hangs until its executor stops
-			return nil, ctx.Err()
-		}
-		return in, nil
-	})
-	d := startDriver(t, a, nil)
-	startExecutor(t, d, a, 0, 1)
-	type result struct {
-		out [][]byte
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		out, err := d.RunTasks(context.Background(), "task", inputs(1))
-		res <- result{out, err}
-	}()
-	<-started
-	startExecutor(t, d, a, 1, 1)
-	// The master reports executor 0 lost with its worker.
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
-	if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(&driverv1.ExecutorUpdatedRequest{
-		AppId: d.AppID(), ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_LOST, WorkerLost: true, Message: "worker lost",
-	})); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-res:
-		if r.err != nil || string(r.out[0]) != "0" {
-			t.Errorf("got %q, %v; want the task rerun on executor 1", r.out, r.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("task was not rerun after its executor was lost")
+	// With spark.task.maxFailures=1, a task lost through no fault of the
+	// application (its worker was lost, or is decommissioning) runs again;
+	// one whose executor failed fails the job.
+	for _, tt := range []struct {
+		name    string
+		updates []*driverv1.ExecutorUpdatedRequest
+		wantErr bool
+	}{
+		{"worker lost", []*driverv1.ExecutorUpdatedRequest{
+			{ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_LOST, WorkerLost: true, Message: "worker lost"},
+		}, false},
+		{"worker decommissioned", []*driverv1.ExecutorUpdatedRequest{
+			{ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED, Message: "worker is stopping"},
+			{ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_KILLED, Message: "killed"},
+		}, false},
+		{"executor failed", []*driverv1.ExecutorUpdatedRequest{
+			{ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_FAILED, Message: "exit status 1"},
+		}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			started := make(chan struct{}, 1)
+			var calls atomic.Int32
+			a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) {
+				if calls.Add(1) == 1 {
+					started <- struct{}{}
+					<-ctx.Done() // the first attempt hangs until its executor stops
+					return nil, ctx.Err()
+				}
+				return in, nil
+			})
+			d := startDriver(t, a, map[string]string{"spark.task.maxFailures": "1"})
+			startExecutor(t, d, a, 0, 1)
+			type result struct {
+				out [][]byte
+				err error
+			}
+			res := make(chan result, 1)
+			go func() {
+				out, err := d.RunTasks(context.Background(), "task", inputs(1))
+				res <- result{out, err}
+			}()
+			<-started
+			startExecutor(t, d, a, 1, 1)
+			// The master reports what became of executor 0.
+			client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+			for _, u := range tt.updates {
+				u.AppId = d.AppID()
+				if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(u)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case r := <-res:
+				if tt.wantErr && r.err == nil {
+					t.Errorf("got %q; want the job failed, its one attempt used", r.out)
+				}
+				if !tt.wantErr && (r.err != nil || string(r.out[0]) != "0") {
+					t.Errorf("got %q, %v; want the task rerun on executor 1 without counting a failure", r.out, r.err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the job did not end after its executor was lost")
+			}
+		})
 	}
 }
 

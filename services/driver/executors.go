@@ -170,9 +170,11 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
 }
 
-// removeExecutorLocked forgets a finished executor; its running tasks fail
-// and are queued again.
-func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reason string) {
+// removeExecutorLocked forgets a finished executor; its running tasks are
+// queued again. Spark's executorRemoved: unless the application caused the
+// loss (its worker was lost or is decommissioning), they do not count toward
+// spark.task.maxFailures.
+func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reason string, causedByApp bool) {
 	if e.removed {
 		return
 	}
@@ -182,9 +184,15 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 	}
 	e.freeCores = 0
 	for id, rt := range d.running {
-		if rt.executor == e {
-			delete(d.running, id)
+		if rt.executor != e {
+			continue
+		}
+		delete(d.running, id)
+		if causedByApp {
 			d.taskFailedLocked(ctx, rt, reason)
+		} else if !rt.set.finished() {
+			d.log.Info("task lost with its executor, queued again", "task", rt.set.task, "index", rt.index, "reason", reason)
+			rt.set.pending = append([]int{rt.index}, rt.set.pending...)
 		}
 	}
 	d.makeOffersLocked(ctx)
