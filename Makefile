@@ -6,7 +6,7 @@ TOOL      := $(GO) tool -modfile=tools/go.mod
 JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build tools generate check-generate dashboards lint test test-short bench image up down
+.PHONY: all build tools generate check-generate dashboards lint test test-short bench fuzz image up down
 
 all: build
 
@@ -57,6 +57,22 @@ test: tools lint check-generate
 ## test-short: the fast loop.
 test-short:
 	$(GO) test -short ./...
+
+## fuzz: run each fuzz target for FUZZTIME (plain go test, and so make test, runs
+## their seed corpora). Inputs that fail are written under the package's testdata/fuzz.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = \
+	FuzzMasterHandlers:./services/master \
+	FuzzWorkerHandlers:./services/worker \
+	FuzzParseSize:./pkg/resources \
+	FuzzCheckCommand:./pkg/resources \
+	FuzzValidate:./pkg/ids \
+	FuzzSubstitute:./pkg/child
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:}; \
+	done
 
 ## bench: benchmarks; they print numbers and assert nothing. BenchmarkLaunchLatency and
 ## BenchmarkTaskDispatch run two clusters (tracing to Jaeger, tracing off) and report the ratio.

@@ -64,7 +64,7 @@ func validate(kind string, pattern *regexp.Regexp, id string) error {
 		return fmt.Errorf("%s id of %d bytes: %w: the limit is %d", kind, len(id), ErrInvalid, MaxLen)
 	}
 	if !pattern.MatchString(id) || strings.Contains(id, "..") {
-		return fmt.Errorf("%s id %q: %w", kind, id, ErrInvalid)
+		return fmt.Errorf("%s id %.100q: %w", kind, id, ErrInvalid)
 	}
 	return nil
 }
