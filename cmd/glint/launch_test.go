@@ -324,3 +324,61 @@ func TestExecutorsAndDriversWhoseWorkerDiedBeforeTheyStartedExitAtOnce(t *testin
 		}
 	}
 }
+
+func TestLosingAWorkerCostsTheJobNoTaskFailure(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, "--worker-timeout", "5s")
+	// One executor on each worker, each holding one task; one attempt per task.
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "2", "--executor-memory", "256m", "--conf", "spark.task.maxFailures=1",
+		"--log-level", "warn", "hold", release, "2")
+	running := func(s masterJSON) map[string]int {
+		on := map[string]int{}
+		for _, a := range s.ActiveApps {
+			for _, e := range a.Executors {
+				if e.State == "RUNNING" {
+					on[e.Worker]++
+				}
+			}
+		}
+		return on
+	}
+	s := c.waitFor(t, "an executor running on each worker", func(s masterJSON) bool { return len(running(s)) == 2 })
+	for _, g := range byRole(discover(t, c.master.url), "executor") {
+		waitForSample(t, "http://"+g.Targets[0], "glint_executor_tasks_running", 1)
+	}
+	// The first worker dies with its executor and the task it held.
+	lost := c.workers[0]
+	var lostID string
+	for id := range running(s) {
+		// Worker ids end with the worker's port.
+		if strings.HasSuffix(id, "-"+lost.url[strings.LastIndexByte(lost.url, ':')+1:]) {
+			lostID = id
+		}
+	}
+	if lostID == "" {
+		t.Fatalf("no running executor on worker %s: %v", lost.url, running(s))
+	}
+	if err := syscall.Kill(lost.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, "a replacement executor on the other worker", func(s masterJSON) bool {
+		on := running(s)
+		return s.alive() == 1 && on[lostID] == 0 && len(on) == 1 && sum(on) == 2
+	})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("the job failed after losing a worker: %v", err)
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
