@@ -28,6 +28,8 @@ type echoServer struct {
 	url      string
 	calls    atomic.Int64
 	deadline atomic.Value
+	// message is the message of the last error answer.
+	message string
 }
 
 const echoProcedure = "/glint.test.v1.TestService/Echo"
@@ -84,6 +86,7 @@ func (e *echoServer) post(t *testing.T, body io.Reader, header http.Header) stri
 		t.Fatalf("status %d, undecodable error body: %v", resp.StatusCode, err)
 	}
 	t.Logf("answer: %s: %s", wire.Code, wire.Message)
+	e.message = wire.Message
 	return wire.Code
 }
 
@@ -111,10 +114,38 @@ type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
+// counted counts the bytes read from r.
+type counted struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *counted) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 func TestReadLimitRefuses50MBBody(t *testing.T) {
 	e := newEchoServer(t)
-	if code := e.post(t, io.LimitReader(zeros{}, 50<<20), nil); code != "resource_exhausted" {
+	body := &counted{r: io.LimitReader(zeros{}, 50<<20)}
+	if code := e.post(t, body, nil); code != "resource_exhausted" {
 		t.Fatalf("50 MB body: code %q, want resource_exhausted", code)
+	}
+	if n := e.calls.Load(); n != 0 {
+		t.Errorf("handler ran %d times", n)
+	}
+	// The server stops reading at MaxBodyBytes instead of draining the body.
+	if n := body.n.Load(); n > 16<<20 {
+		t.Errorf("the server read %d MiB of the body", n>>20)
+	}
+}
+
+func TestReadLimitRefusesMessageJustOverIt(t *testing.T) {
+	e := newEchoServer(t)
+	msg, _ := proto.Marshal(wrapperspb.Bytes(make([]byte, ReadMaxBytes+1<<10)))
+	if code := e.post(t, bytes.NewReader(msg), nil); code != "resource_exhausted" {
+		t.Fatalf("message of %d bytes: code %q, want resource_exhausted", len(msg), code)
 	}
 	if n := e.calls.Load(); n != 0 {
 		t.Errorf("handler ran %d times", n)
@@ -129,6 +160,10 @@ func TestReadLimitAppliesAfterDecompression(t *testing.T) {
 	buf := gzipped(msg)
 	if code := e.post(t, buf, http.Header{"Content-Encoding": {"gzip"}}); code != "resource_exhausted" {
 		t.Fatalf("5 MiB inflated from %d bytes: code %q, want resource_exhausted", buf.Len(), code)
+	}
+	// Cut off by Glint's decompressor, not inflated in full and counted.
+	if !strings.Contains(e.message, "inflates to more than the limit") {
+		t.Errorf("message %q", e.message)
 	}
 	if n := e.calls.Load(); n != 0 {
 		t.Errorf("handler ran %d times", n)
