@@ -243,6 +243,10 @@ func TestCompletedListsAreBoundedByCountAndBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	app := c.registerApp(t, newPeer(t), appDesc(512, 0))
+	if _, err := c.client.KillApplication(context.Background(), connect.NewRequest(&masterv1.KillApplicationRequest{AppId: app})); err != nil {
+		t.Fatal(err)
+	}
 	st := c.srv.clusterState()
 	if n := len(st.GetCompletedDrivers()); n == 0 || n > 8 {
 		t.Errorf("%d completed drivers kept of 50 within 4 KiB", n)
