@@ -175,6 +175,8 @@ func TestBadInputGetsAClearErrorAndNonZeroExit(t *testing.T) {
 		{"status unknown id", []string{"status", "--master", m, "driver-20260101000000-0042"}, "not known"},
 		{"worker zero cores", []string{"worker", "--master", m, "--cores", "0"}, "--cores 0"},
 		{"worker zero memory", []string{"worker", "--master", m, "--memory", "0"}, "--memory"},
+		{"worker too many cores", []string{"worker", "--master", m, "--cores", "100000"}, "--cores 100000: invalid argument: must be 1 to 4096"},
+		{"worker too much memory", []string{"worker", "--master", m, "--memory", "100t"}, "must be 1 MiB to 64.0 TiB"},
 		{"master bad timeout", []string{"master", "--worker-timeout", "-1s"}, "--worker-timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,11 +54,14 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	if err != nil {
 		return fmt.Errorf("--master: %w", err)
 	}
-	if f.cores <= 0 {
-		return fmt.Errorf("--cores %d: must be positive", f.cores)
+	if err := resources.CheckCores("--cores", int64(f.cores)); err != nil {
+		return err
 	}
 	memory, err := workerMemory(f.memory)
 	if err != nil {
+		return err
+	}
+	if err := resources.CheckMemoryMiB("--memory", memory); err != nil {
 		return err
 	}
 	host := f.host
