@@ -12,10 +12,17 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/resources"
 )
 
-// clusterState is the master's whole view, as GetClusterState and /json show it.
+// redaction hides the secret values of the commands the master shows
+// (GetClusterState, /json, DriverStatus); the commands it sends workers are
+// whole. nil is Spark's default pattern (redact.DefaultPattern).
+var redaction *redact.Redactor
+
+// clusterState is the master's whole view, as GetClusterState and /json show
+// it: commands with their secrets hidden.
 func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,9 +58,10 @@ func workerProto(w *workerInfo) *masterv1.WorkerInfo {
 	}
 }
 
+// appProto is a as shown, its command's secrets hidden.
 func appProto(a *appInfo) *masterv1.ApplicationInfo {
 	p := &masterv1.ApplicationInfo{
-		Id: a.id, Description: a.desc, State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
+		Id: a.id, Description: redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
 		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
 		TraceId: traceID(a.trace),
 	}
@@ -76,9 +84,10 @@ func appProto(a *appInfo) *masterv1.ApplicationInfo {
 	return p
 }
 
+// driverProto is d as shown, its command's secrets hidden.
 func driverProto(d *driverInfo) *masterv1.DriverInfo {
 	p := &masterv1.DriverInfo{
-		Id: d.id, Description: d.desc, State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
+		Id: d.id, Description: redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
 		TraceId: traceID(d.trace),
 	}
 	if d.worker != nil {
