@@ -11,7 +11,14 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/redact"
 )
+
+// redaction hides secret values where the worker shows a command: the
+// launch-command header of its logs, the process.start span and errors. The
+// process runs the whole command. nil is Spark's default pattern
+// (redact.DefaultPattern).
+var redaction *redact.Redactor
 
 // commandStep turns the command template into the process's argument vector
 // and environment: template variables ({{EXECUTOR_ID}}, {{HOSTNAME}},
@@ -55,7 +62,8 @@ func mergeEnv(lists ...[]string) []string {
 }
 
 // validateCommand checks a command from the network: a non-empty argv[0], no
-// NUL bytes, environment keys that are names. Errors name keys, never values.
+// NUL bytes, environment keys that are names. Errors name keys, never values,
+// and a malformed key holding '=' as shown.
 func validateCommand(c *masterv1.Command) error {
 	args := c.GetArgs()
 	if len(args) == 0 || args[0] == "" {
@@ -68,7 +76,7 @@ func validateCommand(c *masterv1.Command) error {
 	}
 	for k, v := range c.GetEnv() {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("command environment variable %q is malformed: %w", k, fault.ErrInvalidArgument)
+			return fmt.Errorf("command environment variable %q is malformed: %w", redaction.Arg(k), fault.ErrInvalidArgument)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/redact"
 )
 
 func TestCommandStepSubstitutesArgumentByArgument(t *testing.T) {
@@ -75,5 +76,12 @@ func TestMergeEnvLaterValueWinsInPlace(t *testing.T) {
 	got := mergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4"}, []string{"A=5"})
 	if want := []string{"A=5", "B=3", "C=4"}; !slices.Equal(got, want) {
 		t.Errorf("mergeEnv = %q, want %q", got, want)
+	}
+}
+
+func TestValidateCommandNamesAMalformedKeyWithItsSecretHidden(t *testing.T) {
+	err := validateCommand(&masterv1.Command{Args: []string{"glint"}, Env: map[string]string{"MY_TOKEN=s3cr3t": "x"}})
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "MY_TOKEN="+redact.Text) {
+		t.Errorf("validateCommand = %v, want an error naming MY_TOKEN=%s", err, redact.Text)
 	}
 }

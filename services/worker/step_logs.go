@@ -9,8 +9,8 @@ import (
 )
 
 // logsStep opens the process's stdout and stderr files in its work directory
-// and writes to both the command it is about to run, as Spark writes "Spark
-// Executor Command: …" before an executor's output.
+// and writes to both the command it is about to run, secrets hidden, as Spark
+// writes "Spark Executor Command: …" (redacted) before an executor's output.
 type logsStep struct{}
 
 // Name is "logs".
@@ -19,7 +19,7 @@ func (logsStep) Name() string { return "logs" }
 // Run opens <dir>/stdout and <dir>/stderr for appending (a restarted driver
 // adds to them) and writes the header.
 func (logsStep) Run(_ context.Context, l *launch) error {
-	header := commandHeader(l.argv)
+	header := commandHeader(redaction.Args(l.argv))
 	stdout, err := openLog(filepath.Join(l.dir, "stdout"), header)
 	if err != nil {
 		return err

@@ -35,18 +35,15 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		return fmt.Errorf("not started: %w", context.Cause(ctx))
 	}
 	span := trace.SpanFromContext(ctx)
-	// The template form: the substituted arguments could carry values that
-	// do not belong in a trace.
-	span.SetAttributes(semconv.ProcessCommandArgs(l.template.GetArgs()...))
-	path, err := exec.LookPath(l.argv[0])
+	// The template form, secrets hidden: the substituted arguments could
+	// carry values that do not belong in a trace.
+	span.SetAttributes(semconv.ProcessCommandArgs(redaction.Args(l.template.GetArgs())...))
+	path, err := lookPath(l.argv[0])
 	if err != nil {
 		return err
 	}
-	if path, err = filepath.Abs(path); err != nil {
-		return fmt.Errorf("resolve %q: %w", l.argv[0], err)
-	}
 	l.path = path
-	span.SetAttributes(semconv.ProcessExecutablePath(path))
+	span.SetAttributes(semconv.ProcessExecutablePath(redaction.Arg(path)))
 	cmd := &exec.Cmd{
 		Path:   l.path,
 		Args:   l.argv,
@@ -78,6 +75,22 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	l.cmd, l.startedAt, l.url = cmd, l.now(), url
 	span.SetAttributes(semconv.ProcessPID(cmd.Process.Pid))
 	return nil
+}
+
+// lookPath resolves name on the worker's PATH to an absolute path. exec's
+// errors quote name; one of the form KEY=VALUE is named as shown instead,
+// as its value may be a secret.
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		if path, err = filepath.Abs(path); err != nil {
+			err = fmt.Errorf("resolve %q: %w", name, err)
+		}
+	}
+	if shown := redaction.Arg(name); err != nil && shown != name {
+		return "", fmt.Errorf("resolve %q: not found, or not an executable file", shown)
+	}
+	return path, err
 }
 
 // openListener opens a TCP listener on host with an ephemeral port and returns

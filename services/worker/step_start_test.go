@@ -7,9 +7,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/redact"
 )
 
 func TestStartStepRunsProcessInItsOwnGroup(t *testing.T) {
@@ -106,5 +115,51 @@ func TestStartStepTellsTheKernelToEndTheProcessWithItsStarter(t *testing.T) {
 	e, killed := waitProcess(context.Background(), testLogger(), l.cmd, time.Minute)
 	if killed || e.signal != syscall.SIGTERM {
 		t.Errorf("process ended with %v (killed by the worker: %v); want SIGTERM from the kernel", e, killed)
+	}
+}
+
+func TestStartStepTracesTheCommandWithSecretsHidden(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	ctx, span := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder)).Tracer("test").Start(context.Background(), "process.start")
+	dir := t.TempDir()
+	// An executable whose very path holds a secret of the form KEY=VALUE.
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "MY_TOKEN=s3cr3t-path")
+	if err := os.Symlink(truePath, exe); err != nil {
+		t.Fatal(err)
+	}
+	l := &launch{
+		dir: dir, argv: []string{exe, "--conf", "spark.authenticate.secret=s3cr3t"}, now: time.Now,
+		template: &masterv1.Command{Args: []string{exe, "--conf", "spark.authenticate.secret=s3cr3t", "--conf", "spark.executor.memory=1g"}},
+	}
+	if err := (startStep{}).Run(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	shownExe := filepath.Join(dir, "MY_TOKEN="+redact.Text)
+	for _, want := range []attribute.KeyValue{
+		attribute.StringSlice("process.command_args", []string{shownExe, "--conf", "spark.authenticate.secret=" + redact.Text, "--conf", "spark.executor.memory=1g"}),
+		attribute.String("process.executable.path", shownExe),
+	} {
+		if got := recorder.Ended()[0].Attributes(); !slices.Contains(got, want) {
+			t.Errorf("process.start attributes %v, want %v", got, want)
+		}
+	}
+	if l.cmd.Path != exe || l.cmd.Args[2] != "spark.authenticate.secret=s3cr3t" {
+		t.Errorf("process ran %s with %q, want the whole command", l.cmd.Path, l.cmd.Args)
+	}
+}
+
+func TestStartStepErrorHidesASecretInArgv0(t *testing.T) {
+	l := &launch{dir: t.TempDir(), argv: []string{"MY_TOKEN=s3cr3t"}, now: time.Now}
+	err := (startStep{}).Run(context.Background(), l)
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "MY_TOKEN="+redact.Text) {
+		t.Errorf("err = %v, want one naming MY_TOKEN=%s", err, redact.Text)
 	}
 }
