@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -46,7 +48,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("get cluster state: %w", err)
 			}
-			st := resp.Msg
+			// The master hides secrets; so does the CLI, in case the master is
+			// older or matches fewer keys.
+			st := redactState(nil, resp.Msg)
 			if len(args) == 1 {
 				return printOne(g, st, args[0], asJSON)
 			}
@@ -60,6 +64,18 @@ func newStatusCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&masters, "master", "http://localhost:7077", "master URL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// redactState hides the secret values of the commands in st (see
+// redact.Redactor; r nil is Spark's default pattern) and returns it.
+func redactState(r *redact.Redactor, st *masterv1.GetClusterStateResponse) *masterv1.GetClusterStateResponse {
+	for _, a := range slices.Concat(st.GetActiveApps(), st.GetCompletedApps()) {
+		a.Description = r.App(a.GetDescription())
+	}
+	for _, d := range slices.Concat(st.GetActiveDrivers(), st.GetCompletedDrivers()) {
+		d.Description = r.Driver(d.GetDescription())
+	}
+	return st
 }
 
 func printJSON(g *globals, m proto.Message) error {

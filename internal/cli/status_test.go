@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// leakyMaster answers GetClusterState with commands whose secrets are not
+// hidden, as a master older than redaction would.
+type leakyMaster struct {
+	masterv1connect.UnimplementedMasterServiceHandler
+}
+
+func (leakyMaster) GetClusterState(context.Context, *connect.Request[masterv1.GetClusterStateRequest]) (*connect.Response[masterv1.GetClusterStateResponse], error) {
+	cmd := func() *masterv1.Command {
+		return &masterv1.Command{
+			Args: []string{"glint", "driver", "--conf", "spark.authenticate.secret=s3cr3t-conf", "--conf=my.token=s3cr3t-eq", "AWS_ACCESS_KEY=s3cr3t-arg"},
+			Env:  map[string]string{"DB_PASSWORD": "s3cr3t-env", "PLAIN": "shown"},
+		}
+	}
+	app := func(id string) *masterv1.ApplicationInfo {
+		return &masterv1.ApplicationInfo{Id: id, Description: &masterv1.ApplicationDescription{Name: "pi", MemoryPerExecutorMib: 512, Command: cmd()}}
+	}
+	driver := func(id string) *masterv1.DriverInfo {
+		return &masterv1.DriverInfo{Id: id, Description: &masterv1.DriverDescription{Name: "pi", Cores: 1, MemoryMib: 512, Command: cmd()}}
+	}
+	return connect.NewResponse(&masterv1.GetClusterStateResponse{
+		MasterUrl: "http://master:7077", Status: "ALIVE",
+		ActiveApps: []*masterv1.ApplicationInfo{app("app-20261129140000-0000")}, CompletedApps: []*masterv1.ApplicationInfo{app("app-20261129140000-0001")},
+		ActiveDrivers: []*masterv1.DriverInfo{driver("driver-20261129140000-0000")}, CompletedDrivers: []*masterv1.DriverInfo{driver("driver-20261129140000-0001")},
+	}), nil
+}
+
+// TestStatusHidesSecretsOfCommands: glint status, as a table or JSON, of the
+// cluster or of one application or driver, never prints a secret of their
+// commands, even when the master sends them.
+func TestStatusHidesSecretsOfCommands(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(masterv1connect.NewMasterServiceHandler(leakyMaster{}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config = rpc.NewServer(mux)
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	for _, args := range [][]string{
+		{},
+		{"--json"},
+		{"--json", "app-20261129140000-0000"},
+		{"--json", "app-20261129140000-0001"},
+		{"--json", "driver-20261129140000-0000"},
+		{"--json", "driver-20261129140000-0001"},
+	} {
+		t.Run(strings.Join(append([]string{"status"}, args...), " "), func(t *testing.T) {
+			var out bytes.Buffer
+			cmd := newStatusCommand(&globals{stdout: &out, stderr: &out})
+			cmd.SetArgs(append([]string{"--master", srv.URL}, args...))
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			if err := cmd.ExecuteContext(context.Background()); err != nil {
+				t.Fatalf("glint status %q: %v", args, err)
+			}
+			for _, s := range []string{"s3cr3t-conf", "s3cr3t-eq", "s3cr3t-arg", "s3cr3t-env"} {
+				if strings.Contains(out.String(), s) {
+					t.Errorf("prints %q:\n%s", s, out.String())
+				}
+			}
+			if len(args) > 0 && (!strings.Contains(out.String(), "spark.authenticate.secret="+redact.Text) || !strings.Contains(out.String(), `"shown"`)) {
+				t.Errorf("does not print the command with only the secrets hidden:\n%s", out.String())
+			}
+		})
+	}
+}
