@@ -86,9 +86,6 @@ func (r *Redactor) Args(args []string) []string {
 
 // Env returns env as shown, in a new map: each secret variable's value is Text.
 func (r *Redactor) Env(env map[string]string) map[string]string {
-	if env == nil {
-		return nil
-	}
 	out := make(map[string]string, len(env))
 	for k, v := range env {
 		if r.Secret(k, v) {
@@ -117,23 +114,23 @@ func (r *Redactor) Command(c *masterv1.Command) *masterv1.Command {
 // App returns d as shown: d itself when its command holds no secret, else a
 // copy with the command redacted. d is never changed.
 func (r *Redactor) App(d *masterv1.ApplicationDescription) *masterv1.ApplicationDescription {
-	c := r.Command(d.GetCommand())
-	if c == d.GetCommand() {
-		return d
-	}
-	out := proto.CloneOf(d)
-	out.Command = c
-	return out
+	return description(r, d, d.GetCommand(), func(d *masterv1.ApplicationDescription, c *masterv1.Command) { d.Command = c })
 }
 
 // Driver returns d as shown: d itself when its command holds no secret, else
 // a copy with the command redacted. d is never changed.
 func (r *Redactor) Driver(d *masterv1.DriverDescription) *masterv1.DriverDescription {
-	c := r.Command(d.GetCommand())
-	if c == d.GetCommand() {
+	return description(r, d, d.GetCommand(), func(d *masterv1.DriverDescription, c *masterv1.Command) { d.Command = c })
+}
+
+// description returns d, whose command is c, as shown: d itself when c holds
+// no secret, else a copy whose command set replaces with c redacted.
+func description[D proto.Message](r *Redactor, d D, c *masterv1.Command, set func(D, *masterv1.Command)) D {
+	shown := r.Command(c)
+	if shown == c {
 		return d
 	}
 	out := proto.CloneOf(d)
-	out.Command = c
+	set(out, shown)
 	return out
 }

@@ -141,6 +141,10 @@ func TestCommandCopiesOnlyWhenSomethingIsSecret(t *testing.T) {
 	if !proto.Equal(secret, orig) {
 		t.Errorf("Command changed its argument to %v", secret)
 	}
+	envOnly := &masterv1.Command{Args: []string{"glint"}, Env: map[string]string{"MY_TOKEN": "t0k3n"}}
+	if got := (*Redactor)(nil).Command(envOnly); got.GetEnv()["MY_TOKEN"] != Text {
+		t.Errorf("Command(a secret in the environment only) = %v, want it hidden", got)
+	}
 	if (*Redactor)(nil).Command(nil) != nil {
 		t.Error("Command(nil) is not nil")
 	}
