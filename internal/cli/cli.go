@@ -58,6 +58,20 @@ type globals struct {
 	logLevel string
 	// pyroscope is the Pyroscope server every process pushes profiles to; empty: none.
 	pyroscope string
+	// tokenFile holds this process's token: the cluster token for a master
+	// or worker, a submit token for clients; empty: none.
+	tokenFile string
+}
+
+// TokenFileEnv names the default of --token-file.
+const TokenFileEnv = "GLINT_TOKEN_FILE"
+
+// token reads --token-file; "" when none is given.
+func (g *globals) token() (string, error) {
+	if g.tokenFile == "" {
+		return "", nil
+	}
+	return rpc.ReadToken("--token-file", g.tokenFile)
 }
 
 func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
@@ -71,6 +85,8 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv(TokenFileEnv),
+		"file holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+TokenFileEnv+"; make one with `glint token`)")
 	root.PersistentFlags().StringVar(&g.pyroscope, "pyroscope-url", os.Getenv(telemetry.PyroscopeEnv),
 		"Pyroscope server to push profiles to (default $"+telemetry.PyroscopeEnv+"; empty: no profiling)")
 	root.AddCommand(
@@ -84,6 +100,7 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 		newDemoCommand(g),
 		newTraceCommand(g),
 		newHealthCommand(g),
+		newTokenCommand(g),
 	)
 	return root
 }

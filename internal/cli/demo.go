@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
@@ -84,8 +85,20 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		}
 	}()
 
+	// The cluster token, which the demo also submits with.
+	tokenFile := filepath.Join(dir, "cluster.token")
+	if err := os.WriteFile(tokenFile, []byte(rpc.NewToken()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	g.tokenFile = tokenFile
+	token, err := g.token()
+	if err != nil {
+		return err
+	}
+
 	// Master on an ephemeral loopback port.
-	m, err := startChild(ctx, dir, "master", exe, "master", "--listen", "127.0.0.1:0", "--worker-timeout", "10s")
+	m, err := startChild(ctx, dir, "master", exe, "master", "--listen", "127.0.0.1:0", "--worker-timeout", "10s",
+		"--token-file", tokenFile)
 	if err != nil {
 		return err
 	}
@@ -97,13 +110,13 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		name := fmt.Sprintf("worker-%d", i)
 		w, err := startChild(ctx, dir, name, exe, "worker", "--master", masterURL, "--listen", "127.0.0.1:0",
 			"--cores", fmt.Sprint(demoCores), "--memory", demoMemory, "--work-dir", filepath.Join(dir, name),
-			"--register-interval", "1s", "--kill-grace", "2s")
+			"--register-interval", "1s", "--kill-grace", "2s", "--token-file", tokenFile)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, w)
 	}
-	if err := waitForWorkers(ctx, masterURL, demoWorkers); err != nil {
+	if err := waitForWorkers(ctx, g, masterURL, demoWorkers); err != nil {
 		return err
 	}
 	fmt.Fprintf(g.stdout, "Master %s with %d workers of %d cores and %s\n", masterURL, demoWorkers, demoCores, demoMemory)
@@ -128,7 +141,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	defer span.End()
 	cfg := driver.Config{
 		Masters: []string{masterURL}, App: pi, ExecutorCores: 1,
-		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512,
+		MaxCores: demoWorkers * demoCores, ExecutorMemoryMiB: 512, SubmitToken: token,
 		Conf: map[string]string{
 			"spark.scheduler.minRegisteredResourcesRatio":       "1.0",
 			"spark.scheduler.maxRegisteredResourcesWaitingTime": "2m",
@@ -233,8 +246,8 @@ func (c *demoProcess) stop() error {
 }
 
 // waitForWorkers polls the master until n workers are ALIVE.
-func waitForWorkers(ctx context.Context, masterURL string, n int) error {
-	client, err := masterClient(masterURL)
+func waitForWorkers(ctx context.Context, g *globals, masterURL string, n int) error {
+	client, err := g.masterClient(masterURL)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -51,6 +52,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				url = rpc.URL(ln.Addr(), args.Hostname)
 			}
 			cfg.ExecutorArgs, cfg.URL, cfg.Apps, cfg.Logger, cfg.TracerProvider = args, url, g.apps, log, tp
+			cfg.AppToken = os.Getenv(child.AppTokenEnv)
 			s, err := executor.New(cfg)
 			if err != nil {
 				ln.Close()

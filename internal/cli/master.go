@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/master"
 )
@@ -19,6 +20,8 @@ type masterFlags struct {
 	workerTimeout      time.Duration
 	spreadOut          bool
 	maxExecutorRetries int
+	submitTokenFiles   []string
+	serverAuth
 }
 
 func newMasterCommand(g *globals) *cobra.Command {
@@ -38,6 +41,8 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", 60*time.Second, "spark.worker.timeout: a worker without a heartbeat for this long is DEAD")
 	fl.BoolVar(&f.spreadOut, "spread-out", true, "spark.deploy.spreadOut: spread executors over workers rather than fill one first")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
+	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
+	f.serverAuth.register(fl)
 	return cmd
 }
 
@@ -66,11 +71,42 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 
+	// Tokens: the cluster token from --token-file, submit tokens from
+	// --submit-token-file (the cluster token if none is given).
+	cluster, err := g.token()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	tokens, err := f.tokens(ctx, log, "the master", ln, cluster)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tokens != nil {
+		submit := []string{cluster}
+		if len(f.submitTokenFiles) > 0 {
+			submit = nil
+		}
+		for _, path := range f.submitTokenFiles {
+			token, err := rpc.ReadToken("--submit-token-file", path)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			submit = append(submit, token)
+		}
+		for _, token := range submit {
+			tokens.Add(rpc.Submit, token)
+		}
+	}
+
 	// Master: worker, application and driver state, and the scheduler.
 	m, err := master.New(master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries,
-		Instruments:        telemetry.Instruments{Logger: log, TracerProvider: tp},
+		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth,
+		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
 		ln.Close()

@@ -23,13 +23,18 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
-// masterClient connects to the first master of a --master list.
-func masterClient(list string) (masterv1connect.MasterServiceClient, error) {
+// masterClient connects to the first master of a --master list, with
+// --token-file's token.
+func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient, error) {
 	masters, err := rpc.ParseURLs(list)
 	if err != nil {
 		return nil, fmt.Errorf("--master: %w", err)
 	}
-	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider())...), nil
+	token, err := g.token()
+	if err != nil {
+		return nil, err
+	}
+	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider(), token)...), nil
 }
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -40,7 +45,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Short: "Show the cluster, or one application or driver",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := masterClient(masters)
+			client, err := g.masterClient(masters)
 			if err != nil {
 				return err
 			}
@@ -176,7 +181,7 @@ func newKillCommand(g *globals) *cobra.Command {
 		Short: "Kill an application or a driver",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := masterClient(masters)
+			client, err := g.masterClient(masters)
 			if err != nil {
 				return err
 			}

@@ -76,6 +76,9 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
+	if cfg.SubmitToken, err = g.token(); err != nil {
+		return err
+	}
 	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceSubmit, nil)
 	if err != nil {
 		return err
@@ -93,7 +96,7 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 		span.End()
 	}()
 	if f.deployMode == "cluster" {
-		return submitCluster(ctx, g, f, exe, cfg.Masters, args)
+		return submitCluster(ctx, g, f, exe, cfg.Masters, cfg.SubmitToken, args)
 	}
 	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.stdout, log)
 	if err != nil {
@@ -119,7 +122,7 @@ func clientMode(ctx context.Context, cfg *driver.Config, exe string, stdout io.W
 
 // submitCluster is spark-submit's cluster mode: the master queues a driver,
 // which a worker runs as `glint driver`.
-func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, masters, args []string) error {
+func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, masters []string, token string, args []string) error {
 	if f.driverCores <= 0 {
 		return fmt.Errorf("--driver-cores %d: must be positive", f.driverCores)
 	}
@@ -137,7 +140,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
 		Command: &masterv1.Command{Args: command},
 	}
-	client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider())...)
+	client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider(), token)...)
 	resp, err := client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: desc}))
 	if err != nil {
 		return fmt.Errorf("submit driver to %s: %w", masters[0], err)
@@ -213,6 +216,13 @@ func newDriverCommand(g *globals) *cobra.Command {
 			}
 			defer stopObserving()
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
+			// The master made a submit token for this driver; run by hand,
+			// it uses --token-file's.
+			if cfg.SubmitToken = os.Getenv(child.SubmitTokenEnv); cfg.SubmitToken == "" {
+				if cfg.SubmitToken, err = g.token(); err != nil {
+					return err
+				}
+			}
 			// A cluster-mode driver continues the trace of its submission.
 			_, err = serveDriver(telemetry.ContextFromEnv(ctx), log, cfg)
 			return err

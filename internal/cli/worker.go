@@ -24,6 +24,7 @@ type workerFlags struct {
 	workDir          string
 	registerInterval time.Duration
 	killGrace        time.Duration
+	serverAuth
 }
 
 func newWorkerCommand(g *globals) *cobra.Command {
@@ -46,6 +47,7 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.workDir, "work-dir", "./work", "directory for executor and driver work dirs and logs")
 	fl.DurationVar(&f.registerInterval, "register-interval", 10*time.Second, "base interval between registration attempts (Spark: 6 at 0.5–1.5×, then 6× that)")
 	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
+	f.serverAuth.register(fl)
 	return cmd
 }
 
@@ -91,10 +93,24 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 	defer stopObserving()
 
+	// Tokens: the cluster token, which the worker accepts (from the master)
+	// and sends (to the master).
+	cluster, err := g.token()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	tokens, err := f.tokens(ctx, log, "the worker", ln, cluster)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {

@@ -36,6 +36,12 @@ const (
 	ExecutorIDEnv = "GLINT_EXECUTOR_ID"
 	// DriverIDEnv names a cluster-mode driver.
 	DriverIDEnv = "GLINT_DRIVER_ID"
+	// AppTokenEnv is an executor's application token: it calls its driver
+	// with it and accepts calls only with it.
+	AppTokenEnv = "GLINT_APP_TOKEN"
+	// SubmitTokenEnv is a cluster-mode driver's submit token, which the
+	// master made for it: it registers its application with it.
+	SubmitTokenEnv = "GLINT_SUBMIT_TOKEN"
 )
 
 // InheritedListener returns the listener handed over in ListenFDEnv, or nil

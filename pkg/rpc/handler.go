@@ -26,11 +26,19 @@ type Endpoints struct {
 	Registry *prometheus.Registry
 	// Pages are further routes, such as "GET /json", and their handlers.
 	Pages map[string]http.HandlerFunc
+	// Tokens are the tokens the process accepts; nil accepts every call
+	// (--insecure).
+	Tokens *Tokens
+	// Access is the role each procedure and page needs. /healthz is Public;
+	// /metrics is Public unless Access says otherwise; anything else missing
+	// from Access needs the Cluster token.
+	Access Access
 }
 
 // NewHandler builds the one HTTP handler of a Glint process: the Connect
 // service with handlerOptions, GET /healthz, GET /metrics and the pages. It is
 // the single place where what every listener needs is put in front of them:
+// authentication by role before any of the body is read (auth.go), then
 // bounded request bodies and deadlines (limits.go).
 func NewHandler(e Endpoints) http.Handler {
 	mux := http.NewServeMux()
@@ -40,5 +48,19 @@ func NewHandler(e Endpoints) http.Handler {
 	for pattern, h := range e.Pages {
 		mux.HandleFunc(pattern, h)
 	}
-	return bounded(mux)
+	need := func(r *http.Request) Role {
+		if role, ok := e.Access[r.URL.Path]; ok {
+			return role
+		}
+		_, pattern := mux.Handler(r)
+		if role, ok := e.Access[pattern]; ok {
+			return role
+		}
+		switch pattern {
+		case "GET /healthz", "GET /metrics":
+			return Public
+		}
+		return Cluster
+	}
+	return authenticate(bounded(mux), e.Tokens, need)
 }

@@ -122,9 +122,10 @@ func NewHTTPClient() *http.Client {
 }
 
 // ClientOptions are the options every Connect client in Glint is built with:
-// its calls are traced through tp.
-func ClientOptions(tp trace.TracerProvider) []connect.ClientOption {
-	return []connect.ClientOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
+// its calls are traced through tp and carry token as their bearer token
+// ("" sends none).
+func ClientOptions(tp trace.TracerProvider, token string) []connect.ClientOption {
+	return []connect.ClientOption{connect.WithInterceptors(append(telemetry.Interceptors(tp), bearer(token))...)}
 }
 
 // handlerOptions are the options every Connect handler in Glint is built with:

@@ -33,11 +33,11 @@ func (d *Driver) Register(ctx context.Context) error {
 	if d.cfg.ExecutorCores > 0 {
 		desc.CoresPerExecutor = &d.cfg.ExecutorCores
 	}
-	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID}
+	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID, AppToken: d.appToken}
 	var errs []error
 	for round := 1; round <= d.cfg.RegisterAttempts; round++ {
 		for _, url := range d.cfg.Masters {
-			client := masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider)...)
+			client := masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
 			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			resp, err := client.RegisterApplication(rctx, connect.NewRequest(req))
 			cancel()

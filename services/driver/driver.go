@@ -74,6 +74,9 @@ type Config struct {
 	RegisterInterval time.Duration
 	// Stdout receives the application's output; default os.Stdout.
 	Stdout io.Writer
+	// SubmitToken is what the driver calls the master with ("" when the
+	// master has no authentication).
+	SubmitToken string
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 }
@@ -124,6 +127,11 @@ type Driver struct {
 	metrics *metrics
 	http    *http.Client
 	settings
+	// appToken is the application's own token: the driver accepts calls
+	// only with it (from its executors and the master) and calls its
+	// executors with it; the master hands it to the executors.
+	appToken string
+	tokens   *rpc.Tokens
 
 	mu    sync.Mutex
 	appID string
@@ -155,10 +163,13 @@ func New(cfg Config) (*Driver, error) {
 		tracer:     telemetry.Tracer(cfg.TracerProvider),
 		http:       rpc.NewHTTPClient(),
 		settings:   st,
+		appToken:   rpc.NewToken(),
+		tokens:     rpc.NewTokens(),
 		registered: make(chan struct{}),
 		removed:    make(chan struct{}),
 		backend:    newBackend(),
 	}
+	d.tokens.Add(rpc.App, d.appToken)
 	d.metrics = newMetrics(cfg.Registry, d)
 	return d, nil
 }
@@ -171,6 +182,9 @@ func (d *Driver) Handler() http.Handler {
 		},
 		TracerProvider: d.cfg.TracerProvider,
 		Registry:       d.cfg.Registry,
+		Tokens:         d.tokens,
+		// Every call, the executors' and the master's, needs the app's token.
+		Access: rpc.Access{"/" + driverv1connect.DriverServiceName + "/": rpc.App},
 	})
 }
 
@@ -191,6 +205,11 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// AppToken is the application's token: its executors call the driver with
+// it, and the driver calls them with it. The master hands it to the
+// executors it launches; an executor run another way needs it too.
+func (d *Driver) AppToken() string { return d.appToken }
 
 // URL is where the driver serves DriverService.
 func (d *Driver) URL() string { return d.cfg.URL }

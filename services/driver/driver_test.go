@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/internal/tooltest"
@@ -60,7 +61,7 @@ func startExecutor(t *testing.T, d *driver.Driver, a *app.App, id, cores int32) 
 				DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
 				WorkerURL: "http://127.0.0.1:1",
 			},
-			Apps: apps, RetryInterval: 10 * time.Millisecond,
+			Apps: apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond,
 		})
 	}()
 	t.Cleanup(func() {
@@ -92,7 +93,7 @@ func inputs(n int) [][]byte {
 
 func TestRegisterExecutorRejectsUnknownAppsDuplicatesAndBadInput(t *testing.T) {
 	d := startDriver(t, echoApp(nil), nil)
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
 	register := func(appID string, id, cores int32, url string) error {
 		_, err := client.RegisterExecutor(context.Background(), connect.NewRequest(&driverv1.RegisterExecutorRequest{
 			AppId: appID, ExecutorId: id, Hostname: "127.0.0.1", Cores: cores, ExecutorUrl: url,
@@ -119,7 +120,7 @@ func TestRegisterExecutorRejectsUnknownAppsDuplicatesAndBadInput(t *testing.T) {
 func TestRejectedExecutorStopsWithAClearError(t *testing.T) {
 	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
 	d := startDriver(t, a, nil)
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
 	if _, err := client.RegisterExecutor(context.Background(), connect.NewRequest(&driverv1.RegisterExecutorRequest{
 		AppId: d.AppID(), ExecutorId: 3, Hostname: "127.0.0.1", Cores: 1, ExecutorUrl: "http://127.0.0.1:1",
 	})); err != nil {
@@ -234,7 +235,7 @@ func TestTasksOfALostExecutorRunElsewhere(t *testing.T) {
 			<-started
 			startExecutor(t, d, a, 1, 1)
 			// The master reports what became of executor 0.
-			client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+			client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
 			for _, u := range tt.updates {
 				u.AppId = d.AppID()
 				if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(u)); err != nil {
@@ -265,7 +266,7 @@ func TestApplicationRemovedFailsRunningJobs(t *testing.T) {
 	})
 	d := startDriver(t, a, nil)
 	startExecutor(t, d, a, 0, 1)
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL())
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := d.RunTasks(context.Background(), "task", inputs(2))

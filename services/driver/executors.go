@@ -139,7 +139,7 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), telemetry.Cores.Int(int(m.GetCores())))
 	e.registered, e.url, e.cores = true, url, m.GetCores()
-	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider)...)
+	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.appToken)...)
 	e.mailbox = rpc.NewMailbox(context.Background())
 	e.timeline.Registered = time.Now()
 	e.trace = trace.SpanContextFromContext(ctx)

@@ -38,7 +38,7 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 	go func() {
 		_ = servicetest.RunExecutor(ctx, ln, executor.Config{
 			ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
-			Apps:         apps, Instruments: telemetry.Instruments{TracerProvider: tp},
+			Apps:         apps, AppToken: d.AppToken(), Instruments: telemetry.Instruments{TracerProvider: tp},
 		})
 	}()
 	if err := <-ran; err != nil {

@@ -39,6 +39,10 @@ type Config struct {
 	URL string
 	// Apps holds the task functions this binary can run.
 	Apps *app.Registry
+	// AppToken is the application's token (child.AppTokenEnv): the executor
+	// calls its driver with it and accepts calls only with it. Empty: no
+	// authentication.
+	AppToken string
 	// Attempts is how often each call to the driver is tried before giving up; default 3.
 	Attempts int
 	// RetryInterval is the pause between attempts; default 1s.
@@ -111,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider)...),
+		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		updates: rpc.NewMailbox(life),
 		metrics: newMetrics(cfg.Registry),
 		life:    life,
@@ -128,7 +132,19 @@ func (s *Server) Handler() http.Handler {
 		},
 		TracerProvider: s.cfg.TracerProvider,
 		Registry:       s.cfg.Registry,
+		Tokens:         s.tokens(),
+		Access:         rpc.Access{"/" + executorv1connect.ExecutorServiceName + "/": rpc.App},
 	})
+}
+
+// tokens accepts the application's token, only; none without one.
+func (s *Server) tokens() *rpc.Tokens {
+	if s.cfg.AppToken == "" {
+		return nil
+	}
+	t := rpc.NewTokens()
+	t.Add(rpc.App, s.cfg.AppToken)
+	return t
 }
 
 // Run is the executor's life, served by Handler: fetch properties, register,

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/internal/tooltest"
@@ -114,7 +115,7 @@ func startExecutor(ctx context.Context, t *testing.T, d *driver.Driver, a *app.A
 		spans: spans,
 		done:  make(chan struct{}),
 	}
-	e.client = executorv1connect.NewExecutorServiceClient(rpc.NewHTTPClient(), e.url)
+	e.client = executorv1connect.NewExecutorServiceClient(rpc.NewHTTPClient(), e.url, rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		defer close(e.done)
@@ -123,7 +124,7 @@ func startExecutor(ctx context.Context, t *testing.T, d *driver.Driver, a *app.A
 				DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
 				WorkerURL: "http://127.0.0.1:1",
 			},
-			Apps: apps, RetryInterval: 10 * time.Millisecond,
+			Apps: apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond,
 			Instruments: telemetry.Instruments{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))},
 		})
 	}()

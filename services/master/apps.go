@@ -20,7 +20,7 @@ import (
 
 // registerApplicationLocked admits a validated application (Spark's
 // registerApplication) unless the master keeps as many as it may.
-func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID string) (*appInfo, error) {
+func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken string) (*appInfo, error) {
 	size := proto.Size(desc)
 	if err := s.admitLocked("register application", len(s.apps), MaxActiveApps, size); err != nil {
 		return nil, err
@@ -31,8 +31,9 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: now, driverSeen: now,
 		trace:     trace.SpanContextFromContext(ctx),
 		executors: map[int32]*executorInfo{}, executorLimit: math.MaxInt,
-		client:  driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider)...),
-		mailbox: rpc.NewMailbox(s.ctx),
+		appToken: appToken,
+		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
+		mailbox:  rpc.NewMailbox(s.ctx),
 	}
 	if desc.InitialExecutorLimit != nil {
 		a.executorLimit = int(desc.GetInitialExecutorLimit())

@@ -10,6 +10,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
@@ -19,6 +20,11 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 	d := &driverInfo{
 		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc),
 		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
+	}
+	if s.cfg.Tokens != nil {
+		// The driver registers its application with a submit token of its own.
+		d.submitToken = rpc.NewToken()
+		s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
 	}
 	s.nextDriverNumber++
 	s.drivers[d.id] = d
@@ -55,6 +61,9 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 		return
 	}
 	s.log.Info("removing driver", "driver", d.id, "state", state.String(), "message", message)
+	if d.submitToken != "" {
+		s.cfg.Tokens.Remove(rpc.Submit, d.submitToken)
+	}
 	d.message = message
 	delete(s.drivers, d.id)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })

@@ -145,7 +145,7 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId())
+	a, err := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -172,6 +172,7 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()), cores,
 		resources.CheckMemoryMiB("memory_per_executor_mib", d.GetMemoryPerExecutorMib()),
 		resources.CheckLength("driver_url", m.GetDriverUrl(), resources.MaxURLBytes),
+		resources.CheckLength("app_token", m.GetAppToken(), rpc.MaxTokenBytes),
 	); err != nil {
 		return "", fmt.Errorf("register application %.256q: %w", d.GetName(), err)
 	}

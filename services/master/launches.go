@@ -106,7 +106,7 @@ func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, sta
 // sendLaunchDriver tells w to launch d. A worker that rejects it or cannot be
 // reached ends the driver in ERROR.
 func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo) {
-	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id, Description: d.desc}
+	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
 	w.mailbox.Post(ctx, func(ctx context.Context) {
 		if _, err := w.client.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
@@ -126,6 +126,7 @@ func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
 	w, a := e.worker, e.app
 	req := &workerv1.LaunchExecutorRequest{
 		MasterUrl: s.cfg.URL, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
+		AppToken: a.appToken,
 	}
 	w.mailbox.Post(ctx, func(ctx context.Context) {
 		_, err := w.client.LaunchExecutor(ctx, connect.NewRequest(req))

@@ -38,6 +38,14 @@ type Config struct {
 	// DeadWorkerPersistence is spark.dead.worker.persistence: a DEAD worker stays
 	// listed for (persistence+1) × WorkerTimeout. Default 15.
 	DeadWorkerPersistence int
+	// Tokens are the tokens the master accepts: the cluster token (Cluster)
+	// and the submit tokens (Submit), to which it adds one for each
+	// cluster-mode driver while it runs. Nil: no authentication (--insecure).
+	Tokens *rpc.Tokens
+	// ClusterToken is what the master calls its workers with.
+	ClusterToken string
+	// MetricsAuth makes /metrics and /sd need a token of any role.
+	MetricsAuth bool
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 	// Now is the clock; default time.Now.
@@ -134,6 +142,8 @@ func (s *Server) Handler() http.Handler {
 		TracerProvider: s.cfg.TracerProvider,
 		Registry:       s.cfg.Registry,
 		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD},
+		Tokens:         s.cfg.Tokens,
+		Access:         access(s.cfg.MetricsAuth),
 	})
 }
 
@@ -157,3 +167,29 @@ func (s *Server) Run(ctx context.Context) error {
 
 // now returns the clock's time.
 func (s *Server) now() time.Time { return s.cfg.Now() }
+
+// access is the role each MasterService procedure and master page needs:
+// workers' calls the cluster token, clients' and drivers' a submit token.
+func access(metricsAuth bool) rpc.Access {
+	a := rpc.Access{"GET /json": rpc.Submit, "GET /json/": rpc.Submit, "GET /sd": rpc.Public, "GET /metrics": rpc.Public}
+	if metricsAuth {
+		a["GET /sd"], a["GET /metrics"] = rpc.AnyToken, rpc.AnyToken
+	}
+	for _, p := range []string{
+		masterv1connect.MasterServiceRegisterWorkerProcedure, masterv1connect.MasterServiceHeartbeatProcedure,
+		masterv1connect.MasterServiceExecutorStateChangedProcedure, masterv1connect.MasterServiceDriverStateChangedProcedure,
+		masterv1connect.MasterServiceWorkerDecommissioningProcedure,
+	} {
+		a[p] = rpc.Cluster
+	}
+	for _, p := range []string{
+		masterv1connect.MasterServiceRegisterApplicationProcedure, masterv1connect.MasterServiceUnregisterApplicationProcedure,
+		masterv1connect.MasterServiceKillApplicationProcedure, masterv1connect.MasterServiceSubmitDriverProcedure,
+		masterv1connect.MasterServiceKillDriverProcedure, masterv1connect.MasterServiceDriverStatusProcedure,
+		masterv1connect.MasterServiceGetClusterStateProcedure, masterv1connect.MasterServiceRequestExecutorsProcedure,
+		masterv1connect.MasterServiceKillExecutorsProcedure,
+	} {
+		a[p] = rpc.Submit
+	}
+	return a
+}

@@ -154,7 +154,10 @@ func (e *executorInfo) setState(to masterv1.ExecutorState) error {
 
 // appInfo is one application (Spark's ApplicationInfo).
 type appInfo struct {
-	id            string
+	id string
+	// appToken is the application's own token: the master calls its driver
+	// with it and hands it to its executors; it is never shown.
+	appToken      string
 	desc          *masterv1.ApplicationDescription
 	driverURL     string
 	driverID      string
@@ -249,6 +252,9 @@ type driverInfo struct {
 	size int
 	// trace is the span context of the driver's submission.
 	trace trace.SpanContext
+	// submitToken is the submit token the master made for the driver while
+	// it runs (none without authentication); it is never shown.
+	submitToken string
 }
 
 func (d *driverInfo) setState(to masterv1.DriverState) error {

@@ -22,7 +22,7 @@ func tracedCluster(t *testing.T) (*cluster, *tracetest.SpanRecorder, *sdktrace.T
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	c := newCluster(t, Config{Instruments: telemetry.Instruments{TracerProvider: tp}})
-	c.client = masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.url, rpc.ClientOptions(tp)...)
+	c.client = masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.url, rpc.ClientOptions(tp, "")...)
 	return c, recorder, tp
 }
 

@@ -28,7 +28,7 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 	if len(s.workers) >= MaxWorkers {
 		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, len(s.workers), MaxWorkers)
 	}
-	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider)...)
+	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 	w.mailbox = rpc.NewMailbox(s.ctx)
 	s.workers = append(s.workers, w)
 	s.idToWorker[w.id] = w

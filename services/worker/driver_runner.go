@@ -65,6 +65,7 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 				child.WorkDirEnv + "=" + dir,
 				child.DriverIDEnv + "=" + id,
 				child.WorkerURLEnv + "=" + s.cfg.URL,
+				child.SubmitTokenEnv + "=" + m.GetSubmitToken(),
 			},
 			now: s.cfg.Now,
 			attrs: []attribute.KeyValue{

@@ -60,6 +60,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 				child.ExecutorIDEnv + "=" + execID,
 				child.AppIDEnv + "=" + m.GetAppId(),
 				child.WorkerURLEnv + "=" + s.cfg.URL,
+				child.AppTokenEnv + "=" + m.GetAppToken(),
 			},
 			now:        s.cfg.Now,
 			listenHost: s.host,

@@ -36,7 +36,10 @@ func validateLaunchExecutor(m *workerv1.LaunchExecutorRequest) error {
 	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
 		return fmt.Errorf("launch executor: %w", err)
 	}
-	if err := checkLimits(m.GetMasterUrl(), m.GetDescription().GetName(), m.GetCores(), m.GetMemoryMib(), m.GetDescription().GetCommand()); err != nil {
+	if err := errors.Join(
+		checkLimits(m.GetMasterUrl(), m.GetDescription().GetName(), m.GetCores(), m.GetMemoryMib(), m.GetDescription().GetCommand()),
+		resources.CheckLength("app_token", m.GetAppToken(), rpc.MaxTokenBytes),
+	); err != nil {
 		return fmt.Errorf("launch executor %s/%d: %w", m.GetAppId(), m.GetExecutorId(), err)
 	}
 	return nil
@@ -95,7 +98,10 @@ func validateLaunchDriver(m *workerv1.LaunchDriverRequest) error {
 		return fmt.Errorf("launch driver: %w", err)
 	}
 	d := m.GetDescription()
-	if err := checkLimits(m.GetMasterUrl(), d.GetName(), d.GetCores(), d.GetMemoryMib(), d.GetCommand()); err != nil {
+	if err := errors.Join(
+		checkLimits(m.GetMasterUrl(), d.GetName(), d.GetCores(), d.GetMemoryMib(), d.GetCommand()),
+		resources.CheckLength("submit_token", m.GetSubmitToken(), rpc.MaxTokenBytes),
+	); err != nil {
 		return fmt.Errorf("launch driver %s: %w", m.GetDriverId(), err)
 	}
 	return nil

@@ -69,6 +69,13 @@ type Config struct {
 	// SuperviseBackoffCap caps the restart backoff of supervised drivers
 	// (1s doubling, Spark's), default 60s.
 	SuperviseBackoffCap time.Duration
+	// Tokens are the tokens the worker accepts: the cluster token (Cluster).
+	// Nil: no authentication (--insecure).
+	Tokens *rpc.Tokens
+	// ClusterToken is what the worker calls the master with.
+	ClusterToken string
+	// MetricsAuth makes /metrics need a token.
+	MetricsAuth bool
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 	// Now is the clock for the worker id and launch timestamps; default time.Now.
@@ -232,7 +239,26 @@ func (s *Server) Handler() http.Handler {
 		TracerProvider: s.cfg.TracerProvider,
 		Registry:       s.cfg.Registry,
 		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON},
+		Tokens:         s.cfg.Tokens,
+		Access:         access(s.cfg.MetricsAuth),
 	})
+}
+
+// access is the role each WorkerService procedure and worker page needs:
+// the cluster token, the master's, for all but /metrics.
+func access(metricsAuth bool) rpc.Access {
+	a := rpc.Access{"GET /json": rpc.Cluster, "GET /metrics": rpc.Public}
+	if metricsAuth {
+		a["GET /metrics"] = rpc.AnyToken
+	}
+	for _, p := range []string{
+		workerv1connect.WorkerServiceLaunchExecutorProcedure, workerv1connect.WorkerServiceKillExecutorProcedure,
+		workerv1connect.WorkerServiceLaunchDriverProcedure, workerv1connect.WorkerServiceKillDriverProcedure,
+		workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure,
+	} {
+		a[p] = rpc.Cluster
+	}
+	return a
 }
 
 // Run registers with a master (retrying on Spark's schedule), heartbeats, and
@@ -304,7 +330,7 @@ func (s *Server) client(url string) masterv1connect.MasterServiceClient {
 	defer s.mu.Unlock()
 	c, ok := s.clients[url]
 	if !ok {
-		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions(s.cfg.TracerProvider)...)
+		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 		s.clients[url] = c
 	}
 	return c

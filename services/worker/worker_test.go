@@ -274,7 +274,7 @@ func startWorker(t *testing.T, cfg Config, masters ...string) *testWorker {
 	})
 	return &testWorker{
 		Server: w, url: cfg.URL, stop: stop,
-		client: workerv1connect.NewWorkerServiceClient(newHTTPClient(t), cfg.URL, rpc.ClientOptions(noop.NewTracerProvider())...),
+		client: workerv1connect.NewWorkerServiceClient(newHTTPClient(t), cfg.URL, rpc.ClientOptions(noop.NewTracerProvider(), "")...),
 	}
 }
 
@@ -316,7 +316,7 @@ func newHTTPClient(t *testing.T) *http.Client {
 
 // newMasterClient returns a Connect client for the master at url.
 func newMasterClient(t *testing.T, url string) masterv1connect.MasterServiceClient {
-	return masterv1connect.NewMasterServiceClient(newHTTPClient(t), url, rpc.ClientOptions(noop.NewTracerProvider())...)
+	return masterv1connect.NewMasterServiceClient(newHTTPClient(t), url, rpc.ClientOptions(noop.NewTracerProvider(), "")...)
 }
 
 func (c *cluster) state(t *testing.T) *masterv1.GetClusterStateResponse {

@@ -914,7 +914,11 @@ type RegisterApplicationRequest struct {
 	// URL at which the driver serves glint.driver.v1.DriverService.
 	DriverUrl string `protobuf:"bytes,2,opt,name=driver_url,json=driverUrl,proto3" json:"driver_url,omitempty"`
 	// Set when the driver runs in cluster mode under this driver id.
-	DriverId      string `protobuf:"bytes,3,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	DriverId string `protobuf:"bytes,3,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	// The application's own token, made by its driver: the master calls the
+	// driver with it and hands it to the application's executors, and the
+	// driver and its executors accept no other. Never shown.
+	AppToken      string `protobuf:"bytes,4,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -966,6 +970,13 @@ func (x *RegisterApplicationRequest) GetDriverUrl() string {
 func (x *RegisterApplicationRequest) GetDriverId() string {
 	if x != nil {
 		return x.DriverId
+	}
+	return ""
+}
+
+func (x *RegisterApplicationRequest) GetAppToken() string {
+	if x != nil {
+		return x.AppToken
 	}
 	return ""
 }
@@ -2533,12 +2544,13 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"reregister\";\n" +
 	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
-	"\x1dWorkerDecommissioningResponse\"\xa3\x01\n" +
+	"\x1dWorkerDecommissioningResponse\"\xc0\x01\n" +
 	"\x1aRegisterApplicationRequest\x12I\n" +
 	"\vdescription\x18\x01 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
 	"\n" +
 	"driver_url\x18\x02 \x01(\tR\tdriverUrl\x12\x1b\n" +
-	"\tdriver_id\x18\x03 \x01(\tR\bdriverId\"S\n" +
+	"\tdriver_id\x18\x03 \x01(\tR\bdriverId\x12\x1b\n" +
+	"\tapp_token\x18\x04 \x01(\tR\bappToken\"S\n" +
 	"\x1bRegisterApplicationResponse\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +

@@ -28,12 +28,15 @@ const (
 type LaunchExecutorRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The master sending the command; a worker ignores masters other than its active one.
-	MasterUrl     string                     `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
-	AppId         string                     `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	ExecutorId    int32                      `protobuf:"varint,3,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	Description   *v1.ApplicationDescription `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
-	Cores         int32                      `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
-	MemoryMib     int64                      `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	MasterUrl   string                     `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	AppId       string                     `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId  int32                      `protobuf:"varint,3,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	Description *v1.ApplicationDescription `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Cores       int32                      `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib   int64                      `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// The application's token, which the worker gives the executor (and no
+	// one else): the executor calls its driver with it and accepts no other.
+	AppToken      string `protobuf:"bytes,7,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -108,6 +111,13 @@ func (x *LaunchExecutorRequest) GetMemoryMib() int64 {
 		return x.MemoryMib
 	}
 	return 0
+}
+
+func (x *LaunchExecutorRequest) GetAppToken() string {
+	if x != nil {
+		return x.AppToken
+	}
+	return ""
 }
 
 type LaunchExecutorResponse struct {
@@ -243,10 +253,13 @@ func (*KillExecutorResponse) Descriptor() ([]byte, []int) {
 }
 
 type LaunchDriverRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MasterUrl     string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
-	DriverId      string                 `protobuf:"bytes,2,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
-	Description   *v1.DriverDescription  `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	MasterUrl   string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	DriverId    string                 `protobuf:"bytes,2,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	Description *v1.DriverDescription  `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// A submit token the master made for this driver, valid while it runs,
+	// which the worker gives the driver for its calls to the master.
+	SubmitToken   string `protobuf:"bytes,4,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +313,13 @@ func (x *LaunchDriverRequest) GetDescription() *v1.DriverDescription {
 		return x.Description
 	}
 	return nil
+}
+
+func (x *LaunchDriverRequest) GetSubmitToken() string {
+	if x != nil {
+		return x.SubmitToken
+	}
+	return ""
 }
 
 type LaunchDriverResponse struct {
@@ -598,7 +618,7 @@ var File_glint_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cglint/worker/v1/worker.proto\x12\x0fglint.worker.v1\x1a\x1cglint/master/v1/master.proto\"\xee\x01\n" +
+	"\x1cglint/worker/v1/worker.proto\x12\x0fglint.worker.v1\x1a\x1cglint/master/v1/master.proto\"\x8b\x02\n" +
 	"\x15LaunchExecutorRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x15\n" +
@@ -608,7 +628,8 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x14\n" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\x18\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\x12\x1b\n" +
+	"\tapp_token\x18\a \x01(\tR\bappToken\"\x18\n" +
 	"\x16LaunchExecutorResponse\"l\n" +
 	"\x13KillExecutorRequest\x12\x1d\n" +
 	"\n" +
@@ -616,12 +637,13 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x03 \x01(\x05R\n" +
 	"executorId\"\x16\n" +
-	"\x14KillExecutorResponse\"\x97\x01\n" +
+	"\x14KillExecutorResponse\"\xba\x01\n" +
 	"\x13LaunchDriverRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1b\n" +
 	"\tdriver_id\x18\x02 \x01(\tR\bdriverId\x12D\n" +
-	"\vdescription\x18\x03 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\"\x16\n" +
+	"\vdescription\x18\x03 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12!\n" +
+	"\fsubmit_token\x18\x04 \x01(\tR\vsubmitToken\"\x16\n" +
 	"\x14LaunchDriverResponse\"O\n" +
 	"\x11KillDriverRequest\x12\x1d\n" +
 	"\n" +

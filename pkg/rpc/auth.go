@@ -1,0 +1,235 @@
+package rpc
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+)
+
+// Role is who may make a call: each procedure and page of a service names
+// the one role whose tokens it accepts.
+type Role int
+
+const (
+	// Public calls need no token: /healthz always, and /metrics and /sd
+	// unless the process is told otherwise.
+	Public Role = iota
+	// AnyToken calls need a valid token of any role (/metrics and /sd with
+	// --metrics-auth).
+	AnyToken
+	// Cluster is the cluster token's: the master and its workers.
+	Cluster
+	// Submit is the submit tokens': registering and killing applications,
+	// submitting and killing drivers, reading the cluster's state.
+	Submit
+	// App is an application's own token: its driver and its executors, and
+	// the master calling its driver.
+	App
+)
+
+func (r Role) String() string {
+	return [...]string{"public", "any token", "cluster", "submit", "application"}[r]
+}
+
+// minTokenBytes is the shortest token accepted: 128 bits of a random token
+// in base64 is 22 characters. MaxTokenBytes is the longest.
+const (
+	minTokenBytes = 16
+	MaxTokenBytes = 256
+)
+
+// ReadToken reads a token from path: the file's content without surrounding
+// white space, at least 16 bytes. what names the token in errors
+// ("--token-file").
+func ReadToken(what, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) > MaxTokenBytes {
+		return "", fmt.Errorf("%s %s: the token has %d bytes, want at most %d", what, path, len(token), MaxTokenBytes)
+	}
+	if len(token) < minTokenBytes {
+		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s`)", what, path, len(token), minTokenBytes, path)
+	}
+	if strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("%s %s: the token has white space inside", what, path)
+	}
+	return token, nil
+}
+
+// NewToken returns a new random token: 32 random bytes in URL-safe base64.
+func NewToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Tokens are the tokens a listener accepts, by role. Tokens may be added and
+// removed while it serves (the master adds each cluster-mode driver's).
+type Tokens struct {
+	mu     sync.RWMutex
+	byRole map[Role]map[[sha256.Size]byte]int
+}
+
+// NewTokens returns an empty set: no call but a Public one is accepted.
+func NewTokens() *Tokens {
+	return &Tokens{byRole: map[Role]map[[sha256.Size]byte]int{}}
+}
+
+// Add accepts token for role.
+func (t *Tokens) Add(role Role, token string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byRole[role] == nil {
+		t.byRole[role] = map[[sha256.Size]byte]int{}
+	}
+	t.byRole[role][sha256.Sum256([]byte(token))]++
+}
+
+// Remove stops accepting token for role (once for each Add).
+func (t *Tokens) Remove(role Role, token string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := sha256.Sum256([]byte(token))
+	if t.byRole[role][h]--; t.byRole[role][h] <= 0 {
+		delete(t.byRole[role], h)
+	}
+}
+
+// rolesOf returns the roles a presented token is valid for (one token may
+// hold several: the cluster token is also the submit token by default).
+// Tokens are compared as SHA-256 digests in constant time, so neither a
+// token's content nor its length shows in how long the check takes.
+func (t *Tokens) rolesOf(token string) map[Role]bool {
+	presented := sha256.Sum256([]byte(token))
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	roles := map[Role]bool{}
+	for r, set := range t.byRole {
+		for h := range set {
+			if subtle.ConstantTimeCompare(presented[:], h[:]) == 1 {
+				roles[r] = true
+			}
+		}
+	}
+	return roles
+}
+
+// allows reports whether a token valid for roles have may make a call that
+// needs need.
+func allows(need Role, have map[Role]bool) bool {
+	return have[need] || (need == AnyToken && len(have) > 0)
+}
+
+// names lists roles for an error message.
+func names(roles map[Role]bool) string {
+	var out []string
+	for r := range roles {
+		out = append(out, r.String())
+	}
+	slices.Sort(out)
+	return strings.Join(out, " and ")
+}
+
+// Access says which role each of a service's procedures and pages needs:
+// keys are procedure paths ("/glint.master.v1.MasterService/RegisterWorker")
+// and page patterns as the handler mounts them ("GET /json").
+type Access map[string]Role
+
+var (
+	errNoToken    = errors.New("no bearer token: pass --token-file or set GLINT_TOKEN_FILE")
+	errBadToken   = errors.New("the bearer token is not one this process accepts")
+	errNotAllowed = errors.New("this call is not open to that token")
+)
+
+// authenticate is the middleware that checks every call's bearer token
+// against tokens before anything of the request's body is read: a missing
+// or unknown token is Unauthenticated, a valid token of the wrong role
+// PermissionDenied. need gives each request's role; with tokens nil every
+// call passes (--insecure).
+func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Role) http.Handler {
+	if tokens == nil {
+		return next
+	}
+	errs := connect.NewErrorWriter()
+	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
+		err = fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)
+		if errs.IsSupported(r) {
+			_ = errs.Write(w, r, connect.NewError(code, err))
+			return
+		}
+		status := http.StatusUnauthorized
+		if code == connect.CodePermissionDenied {
+			status = http.StatusForbidden
+		}
+		http.Error(w, err.Error(), status)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		role := need(r)
+		if role == Public {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			refuse(w, r, connect.CodeUnauthenticated, errNoToken)
+			return
+		}
+		have := tokens.rolesOf(token)
+		switch {
+		case len(have) == 0:
+			refuse(w, r, connect.CodeUnauthenticated, errBadToken)
+		case !allows(role, have):
+			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("%w: it needs the %s token, not a %s one", errNotAllowed, role, names(have)))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// bearer is the client side: it sends token with every call.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if b != "" && req.Spec().IsClient {
+			req.Header().Set("Authorization", "Bearer "+string(b))
+		}
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if b != "" {
+			conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		}
+		return conn
+	}
+}
+
+func (bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// Authorize sets token as req's bearer token, for plain HTTP calls to a
+// Glint process (its pages).
+func Authorize(req *http.Request, token string) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+}
