@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // TestHostileRequestsBounds sends a running master requests meant to crash,
@@ -77,10 +78,7 @@ func TestHostileRequestsBounds(t *testing.T) {
 // rawState is the master's /json without the fields that change by themselves.
 func (c *testCluster) rawState(t *testing.T) map[string]any {
 	t.Helper()
-	resp, err := http.Get(c.master.url + "/json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getPage(t, c.master.url+"/json")
 	defer resp.Body.Close()
 	var st map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
@@ -109,8 +107,14 @@ func hostileCall(t *testing.T, url string, body io.Reader, header http.Header) (
 	if header != nil || req.ContentLength == 0 {
 		req.Header.Set("Content-Type", "application/proto")
 	}
+	// Callers are authenticated with the test's token unless the case says
+	// otherwise (an empty Authorization sends none).
+	rpc.Authorize(req, testToken)
 	for k, v := range header {
 		req.Header[k] = v
+	}
+	if req.Header.Get("Authorization") == "" {
+		req.Header.Del("Authorization")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

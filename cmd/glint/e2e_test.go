@@ -14,10 +14,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // glintBin is the glint binary built once for every test in this package.
 var glintBin string
+
+// testToken is the cluster token every glint process the tests start is
+// given (GLINT_TOKEN_FILE in their environment), and with which the tests
+// read the master's pages.
+var testToken = rpc.NewToken()
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -37,6 +44,12 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "build glint:", err)
 		return 1
 	}
+	tokenFile := filepath.Join(dir, "cluster.token")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	os.Setenv("GLINT_TOKEN_FILE", tokenFile)
 	code := m.Run()
 	if left := glintProcesses(); len(left) > 0 && code == 0 {
 		fmt.Fprintf(os.Stderr, "glint processes left after the tests: %v\n", left)
@@ -178,6 +191,7 @@ type appJSON struct {
 	TraceID       string `json:"traceid"`
 	State         string `json:"state"`
 	StatusMessage string `json:"statusmessage"`
+	DriverURL     string `json:"driverurl"`
 	Executors     []struct {
 		ID     int    `json:"id"`
 		State  string `json:"state"`
@@ -197,16 +211,32 @@ func (s masterJSON) alive() int {
 
 func (c *testCluster) state(t testing.TB) masterJSON {
 	t.Helper()
-	resp, err := http.Get(c.master.url + "/json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getPage(t, c.master.url+"/json")
 	defer resp.Body.Close()
 	var s masterJSON
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// getPage GETs a page of a glint process with the test's token.
+func getPage(t testing.TB, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc.Authorize(req, testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return resp
 }
 
 // waitFor polls the master's /json until ok holds.

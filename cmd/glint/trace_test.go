@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -381,7 +382,7 @@ func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
 	c := startClusterWithEnv(t, j.env(), 1)
 	driver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer driver.Close()
-	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url)
+	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
 	one := int32(1)
 	resp, err := master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
 		DriverUrl: driver.URL,

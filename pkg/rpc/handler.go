@@ -30,8 +30,9 @@ type Endpoints struct {
 	// (--insecure).
 	Tokens *Tokens
 	// Access is the role each procedure and page needs. /healthz is Public;
-	// /metrics is Public unless Access says otherwise; anything else missing
-	// from Access needs the Cluster token.
+	// /metrics is Public unless Access says otherwise; a path nothing serves
+	// is Public (it is not found); anything else missing from Access needs
+	// the Cluster token.
 	Access Access
 }
 
@@ -57,7 +58,8 @@ func NewHandler(e Endpoints) http.Handler {
 			return role
 		}
 		switch pattern {
-		case "GET /healthz", "GET /metrics":
+		case "GET /healthz", "GET /metrics", "":
+			// Nothing is served at a path no pattern matches: 404 for all.
 			return Public
 		}
 		return Cluster

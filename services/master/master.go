@@ -169,9 +169,10 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // access is the role each MasterService procedure and master page needs:
-// workers' calls the cluster token, clients' and drivers' a submit token.
+// workers' calls the cluster token, clients' and drivers' a submit token;
+// /json either.
 func access(metricsAuth bool) rpc.Access {
-	a := rpc.Access{"GET /json": rpc.Submit, "GET /json/": rpc.Submit, "GET /sd": rpc.Public, "GET /metrics": rpc.Public}
+	a := rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "GET /sd": rpc.Public, "GET /metrics": rpc.Public}
 	if metricsAuth {
 		a["GET /sd"], a["GET /metrics"] = rpc.AnyToken, rpc.AnyToken
 	}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// appUnderTest is a running application as an attacker finds it: its
+// driver's and executor's URLs from the master's /json and /sd, and its
+// token from its executor's environment.
+type appUnderTest struct {
+	id, driver, executor, token string
+}
+
+// runningApp submits `hold` with one one-core executor as the holder of
+// submitTokenFile and waits until its task runs.
+func runningApp(t *testing.T, c *testCluster, submitTokenFile string, seen map[string]bool) appUnderTest {
+	t.Helper()
+	runInBackground(t, []string{"GLINT_TOKEN_FILE=" + submitTokenFile}, "submit", "--master", c.master.url,
+		"--executor-cores", "1", "--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn",
+		"hold", filepath.Join(t.TempDir(), "never"))
+	var a appUnderTest
+	s := c.waitFor(t, "a new application with a running executor", func(s masterJSON) bool {
+		for _, app := range s.ActiveApps {
+			if !seen[app.ID] && len(app.Executors) == 1 && app.Executors[0].State == "RUNNING" {
+				a.id = app.ID
+				return true
+			}
+		}
+		return false
+	})
+	seen[a.id] = true
+	for _, app := range s.ActiveApps {
+		if app.ID == a.id {
+			a.driver = app.DriverURL
+		}
+	}
+	for _, g := range byRole(discover(t, c.master.url), "executor") {
+		if g.Labels["app"] == a.id {
+			a.executor = "http://" + g.Targets[0]
+			waitForSample(t, a.executor, "glint_executor_tasks_running", 1)
+		}
+	}
+	var w struct {
+		Executors []struct {
+			AppID string `json:"appid"`
+			PID   int    `json:"pid"`
+		} `json:"executors"`
+	}
+	resp := getPage(t, c.workers[0].url+"/json")
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range w.Executors {
+		if e.AppID == a.id {
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", e.PID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for kv := range strings.SplitSeq(string(env), "\x00") {
+				if v, ok := strings.CutPrefix(kv, "GLINT_APP_TOKEN="); ok {
+					a.token = v
+				}
+			}
+		}
+	}
+	if a.driver == "" || a.executor == "" || a.token == "" {
+		t.Fatalf("application %+v: not all of driver, executor and token found", a)
+	}
+	return a
+}
+
+// TestHostileCallsAreRefusedByRole sends a running master, worker, driver
+// and executor calls without a token, with a wrong one, and with a valid
+// token of the wrong role: each is refused with its Connect code before its
+// handler runs, so nothing in the cluster changes.
+func TestHostileCallsAreRefusedByRole(t *testing.T) {
+	t.Parallel()
+	submitToken := rpc.NewToken()
+	submitFile := filepath.Join(t.TempDir(), "submit.token")
+	if err := os.WriteFile(submitFile, []byte(submitToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, "--submit-token-file", submitFile)
+	seen := map[string]bool{}
+	a, b := runningApp(t, c, submitFile, seen), runningApp(t, c, submitFile, seen)
+	master, worker := c.master.url, c.workers[0].url
+	wrong := rpc.NewToken()
+	call := func(url, service, procedure string) string {
+		return url + "/glint." + service + ".v1." + strings.ToUpper(service[:1]) + service[1:] + "Service/" + procedure
+	}
+	m := func(p string) string { return call(master, "master", p) }
+	w := func(p string) string { return call(worker, "worker", p) }
+	d := func(p string) string { return call(a.driver, "driver", p) }
+	e := func(p string) string { return call(a.executor, "executor", p) }
+	registerWorker := &masterv1.RegisterWorkerRequest{WorkerId: "worker-20261130120000-127.0.0.1-9", Host: "127.0.0.1", Port: 9, Cores: 64, MemoryMib: 1 << 20, WorkerUrl: "http://127.0.0.1:9"}
+	registerApp := &masterv1.RegisterApplicationRequest{DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
+		Name: "evil", MemoryPerExecutorMib: 256, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
+	launch := &workerv1.LaunchExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 7, Cores: 1, MemoryMib: 64,
+		Description: &masterv1.ApplicationDescription{Name: "evil", Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
+	launchDriver := &workerv1.LaunchDriverRequest{MasterUrl: master, DriverId: "driver-20261130120000-0099",
+		Description: &masterv1.DriverDescription{Name: "evil", Cores: 1, MemoryMib: 64, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
+	forged := &driverv1.RegisterExecutorRequest{AppId: a.id, ExecutorId: 9, Hostname: "127.0.0.1", Cores: 8, ExecutorUrl: "http://127.0.0.1:9"}
+	update := &driverv1.StatusUpdateRequest{ExecutorId: 0, TaskId: 0, State: driverv1.TaskState_TASK_STATE_FINISHED, Result: []byte("forged")}
+	const unauth, denied = "unauthenticated", "permission_denied"
+	for _, tc := range []struct {
+		name, url, token string
+		body             proto.Message
+		want             string
+	}{
+		// The master: workers' calls need the cluster token, clients' a submit token.
+		{"register a worker without a token", m("RegisterWorker"), "", registerWorker, unauth},
+		{"register a worker with a wrong token", m("RegisterWorker"), wrong, registerWorker, unauth},
+		{"register a worker with a submit token", m("RegisterWorker"), submitToken, registerWorker, denied},
+		{"heartbeat with a submit token", m("Heartbeat"), submitToken, &masterv1.HeartbeatRequest{WorkerId: registerWorker.WorkerId}, denied},
+		{"report an executor's end without a token", m("ExecutorStateChanged"), "", &masterv1.ExecutorStateChangedRequest{AppId: a.id, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_FAILED}, unauth},
+		{"report a driver's end with a submit token", m("DriverStateChanged"), submitToken, &masterv1.DriverStateChangedRequest{DriverId: "driver-20261130120000-0000", State: masterv1.DriverState_DRIVER_STATE_FAILED}, denied},
+		{"decommission a worker with a submit token", m("WorkerDecommissioning"), submitToken, &masterv1.WorkerDecommissioningRequest{WorkerId: registerWorker.WorkerId}, denied},
+		{"register an application without a token", m("RegisterApplication"), "", registerApp, unauth},
+		{"register an application with a wrong token", m("RegisterApplication"), wrong, registerApp, unauth},
+		{"register an application with an application's token", m("RegisterApplication"), a.token, registerApp, unauth},
+		{"kill an application without a token", m("KillApplication"), "", &masterv1.KillApplicationRequest{AppId: a.id}, unauth},
+		{"kill an application with another's token", m("KillApplication"), b.token, &masterv1.KillApplicationRequest{AppId: a.id}, unauth},
+		{"submit a driver without a token", m("SubmitDriver"), "", &masterv1.SubmitDriverRequest{Description: launchDriver.Description}, unauth},
+		{"kill a driver with a wrong token", m("KillDriver"), wrong, &masterv1.KillDriverRequest{DriverId: "driver-20261130120000-0000"}, unauth},
+		{"read the cluster's state without a token", m("GetClusterState"), "", &masterv1.GetClusterStateRequest{}, unauth},
+		{"ask for executors without a token", m("RequestExecutors"), "", &masterv1.RequestExecutorsRequest{AppId: a.id, RequestedTotal: 100}, unauth},
+		// The worker: only the master's cluster token (it knows no other).
+		{"launch an executor without a token", w("LaunchExecutor"), "", launch, unauth},
+		{"launch an executor with a submit token", w("LaunchExecutor"), submitToken, launch, unauth},
+		{"launch an executor with an application's token", w("LaunchExecutor"), a.token, launch, unauth},
+		{"launch a driver with a submit token", w("LaunchDriver"), submitToken, launchDriver, unauth},
+		{"kill an executor without a token", w("KillExecutor"), "", &workerv1.KillExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 0}, unauth},
+		{"take the worker over (MasterChanged) without a token", w("MasterChanged"), "", &workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9"}, unauth},
+		{"take the worker over with a submit token", w("MasterChanged"), submitToken, &workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9"}, unauth},
+		{"finish an application on the worker with a wrong token", w("ApplicationFinished"), wrong, &workerv1.ApplicationFinishedRequest{MasterUrl: master, AppId: a.id}, unauth},
+		// The driver: only its own application's token.
+		{"retrieve an app's properties without a token", d("RetrieveSparkProps"), "", &driverv1.RetrieveSparkPropsRequest{AppId: a.id}, unauth},
+		{"retrieve an app's properties with another app's token", d("RetrieveSparkProps"), b.token, &driverv1.RetrieveSparkPropsRequest{AppId: a.id}, unauth},
+		{"register a forged executor without a token", d("RegisterExecutor"), "", forged, unauth},
+		{"register a forged executor with the cluster token", d("RegisterExecutor"), testToken, forged, unauth},
+		{"register a forged executor with another app's token", d("RegisterExecutor"), b.token, forged, unauth},
+		{"forge a task result with a submit token", d("StatusUpdate"), submitToken, update, unauth},
+		{"remove the application as a fake master", d("ApplicationRemoved"), testToken, &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: "KILLED"}, unauth},
+		// The executor: only its application's token.
+		{"launch a task without a token", e("LaunchTask"), "", &executorv1.LaunchTaskRequest{TaskId: 99, Name: "hold.hold"}, unauth},
+		{"stop an executor with the cluster token", e("StopExecutor"), testToken, &executorv1.StopExecutorRequest{}, unauth},
+		{"kill a task with another app's token", e("KillTask"), b.token, &executorv1.KillTaskRequest{TaskId: 0}, unauth},
+	} {
+		before := observe(t, c)
+		t.Run(tc.name, func(t *testing.T) {
+			header := http.Header{"Authorization": {""}}
+			if tc.token != "" {
+				header.Set("Authorization", "Bearer "+tc.token)
+			}
+			code, msg := hostileCall(t, tc.url, jsonBody(t, tc.body)(), header)
+			if code != tc.want {
+				t.Fatalf("code %q (%s), want %q", code, msg, tc.want)
+			}
+			if after := observe(t, c); !reflect.DeepEqual(after, before) {
+				t.Errorf("the cluster changed:\n%v\nwas\n%v", after, before)
+			}
+		})
+	}
+	for _, page := range []struct {
+		url  string
+		want int
+	}{{master + "/json", http.StatusUnauthorized}, {worker + "/json", http.StatusUnauthorized},
+		{master + "/healthz", http.StatusOK}, {master + "/metrics", http.StatusOK}, {master + "/sd", http.StatusOK}} {
+		resp, err := http.Get(page.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != page.want {
+			t.Errorf("GET %s without a token: %s, want %d", page.url, resp.Status, page.want)
+		}
+	}
+	if hwm := peakRSS(t, c.master.cmd.Process.Pid); hwm > 200<<10 {
+		t.Errorf("master's peak RSS %d KiB, want under 200 MiB", hwm)
+	}
+}
+
+// observe is what an attack could change: the master's workers, applications
+// and executors with their states, and the worker's executors and drivers.
+func observe(t *testing.T, c *testCluster) string {
+	t.Helper()
+	s := c.state(t)
+	var out []string
+	for _, w := range s.Workers {
+		out = append(out, fmt.Sprintf("worker %s %s %d", w.ID, w.State, w.CoresUsed))
+	}
+	for _, a := range s.ActiveApps {
+		out = append(out, fmt.Sprintf("app %s %s %v", a.ID, a.State, a.Executors))
+	}
+	out = append(out, fmt.Sprintf("completed %d", len(s.CompletedApps)))
+	resp := getPage(t, c.workers[0].url+"/json")
+	defer resp.Body.Close()
+	var w struct {
+		Executors []struct {
+			AppID string `json:"appid"`
+			ID    int    `json:"id"`
+			State string `json:"state"`
+		} `json:"executors"`
+		Drivers []struct {
+			ID string `json:"id"`
+		} `json:"drivers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, fmt.Sprintf("worker runs %v %v", w.Executors, w.Drivers))
+	return strings.Join(out, "\n")
+}
+
+func TestAMasterOrWorkerOnANonLoopbackAddressNeedsATokenOrInsecure(t *testing.T) {
+	t.Parallel()
+	noToken := []string{"GLINT_TOKEN_FILE="}
+	for _, args := range [][]string{
+		{"master", "--listen", "0.0.0.0:0"},
+		{"worker", "--master", "http://127.0.0.1:1", "--listen", "0.0.0.0:0", "--host", "127.0.0.1", "--work-dir", t.TempDir()},
+	} {
+		_, stderr, err := glintWithEnv(t, noToken, args...)
+		if exitCode(err) == 0 || !strings.Contains(stderr, "needs a cluster token") || !strings.Contains(stderr, "glint token > cluster.token") {
+			t.Errorf("glint %s on 0.0.0.0 without a token: exit %d, stderr %q; want a refusal saying how to make a token", args[0], exitCode(err), stderr)
+		}
+	}
+	// --insecure: it serves, and anyone may call it.
+	m := start(t, "master", noToken, "master", "--listen", "0.0.0.0:0", "--host", "127.0.0.1", "--insecure")
+	resp, err := http.Get(m.url + "/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("an --insecure master's /json without a token: %s, want 200", resp.Status)
+	}
+	if log := readFile(m.log); !strings.Contains(log, "--insecure: calls are not authenticated") {
+		t.Errorf("the master does not warn that it is insecure:\n%s", log)
+	}
+	_, stderr, err := glintWithEnv(t, noToken, "master", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(t.TempDir(), "missing"))
+	if exitCode(err) == 0 || !strings.Contains(stderr, "--token-file") {
+		t.Errorf("a missing token file: exit %d, stderr %q", exitCode(err), stderr)
+	}
+}
