@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -61,6 +62,18 @@ type globals struct {
 	// tokenFile holds this process's token: the cluster token for a master
 	// or worker, a submit token for clients; empty: none.
 	tokenFile string
+	// redaction is the pattern of the keys whose values are hidden where a
+	// command is shown (spark.redaction.regex).
+	redaction string
+}
+
+// redactor compiles --redaction-regex.
+func (g *globals) redactor() (*redact.Redactor, error) {
+	r, err := redact.New(g.redaction)
+	if err != nil {
+		return nil, fmt.Errorf("--redaction-regex: %w", err)
+	}
+	return r, nil
 }
 
 // TokenFileEnv names the default of --token-file.
@@ -87,6 +100,8 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv(TokenFileEnv),
 		"file holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+TokenFileEnv+"; make one with `glint token`)")
+	root.PersistentFlags().StringVar(&g.redaction, "redaction-regex", redact.DefaultPattern,
+		"spark.redaction.regex: values of --conf keys, KEY=VALUE arguments and environment variables matching it are shown as "+redact.Text)
 	root.PersistentFlags().StringVar(&g.pyroscope, "pyroscope-url", os.Getenv(telemetry.PyroscopeEnv),
 		"Pyroscope server to push profiles to (default $"+telemetry.PyroscopeEnv+"; empty: no profiling)")
 	root.AddCommand(
@@ -200,8 +215,12 @@ func parseConf(pairs []string) (map[string]string, error) {
 	conf := map[string]string{}
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
-		if !ok || strings.TrimSpace(k) == "" {
+		if !ok {
 			return nil, fmt.Errorf("--conf %q: want KEY=VALUE", p)
+		}
+		if strings.TrimSpace(k) == "" {
+			// The value is not quoted: it may be a secret.
+			return nil, fmt.Errorf("--conf: want KEY=VALUE, the key is empty")
 		}
 		conf[strings.TrimSpace(k)] = v
 	}

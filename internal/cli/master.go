@@ -101,11 +101,17 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		}
 	}
 
+	redaction, err := g.redactor()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
 	// Master: worker, application and driver state, and the scheduler.
 	m, err := master.New(master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries,
-		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth,
+		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {

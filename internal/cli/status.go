@@ -49,13 +49,17 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			redaction, err := g.redactor()
+			if err != nil {
+				return err
+			}
 			resp, err := client.GetClusterState(cmd.Context(), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
 			if err != nil {
 				return fmt.Errorf("get cluster state: %w", err)
 			}
 			// The master hides secrets; so does the CLI, in case the master is
 			// older or matches fewer keys.
-			st := redactState(nil, resp.Msg)
+			st := redactState(redaction, resp.Msg)
 			if len(args) == 1 {
 				return printOne(g, st, args[0], asJSON)
 			}

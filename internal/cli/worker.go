@@ -106,11 +106,17 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		return err
 	}
 
+	redaction, err := g.redactor()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
-		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth,
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {

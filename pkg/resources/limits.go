@@ -87,7 +87,11 @@ func CheckCommand(args []string, env map[string]string) error {
 		if err := CheckLength("command environment variable name", k, MaxEnvNameBytes); err != nil {
 			return err
 		}
-		if err := CheckLength(fmt.Sprintf("command environment variable %.64q", k), v, MaxArgBytes); err != nil {
+		name := fmt.Sprintf("command environment variable %.64q", k)
+		if strings.ContainsAny(k, "=\x00") {
+			name = "a command environment variable with a malformed name" // which may hold a secret
+		}
+		if err := CheckLength(name, v, MaxArgBytes); err != nil {
 			return err
 		}
 		total += len(k) + len(v)

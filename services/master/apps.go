@@ -62,7 +62,7 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	delete(s.apps, a.id)
 	s.appQueue = slices.DeleteFunc(s.appQueue, func(o *appInfo) bool { return o == a })
 	s.activeBytes -= a.size
-	s.completedApps.add(a, proto.Size(appProto(a)), s.cfg.RetainedApplications, s.cfg.RetainedBytes)
+	s.completedApps.add(a, proto.Size(s.appProto(a)), s.cfg.RetainedApplications, s.cfg.RetainedBytes)
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
 	}

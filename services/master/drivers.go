@@ -68,7 +68,7 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	delete(s.drivers, d.id)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.activeBytes -= d.size
-	s.completedDrivers.add(d, proto.Size(driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
+	s.completedDrivers.add(d, proto.Size(s.driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
 	if d.worker != nil {
 		d.worker.removeDriver(d)
 	}

@@ -373,7 +373,7 @@ func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1
 	if d == nil {
 		return nil, rpc.Error(fmt.Errorf("driver %s: %w", id, fault.ErrNotFound))
 	}
-	return connect.NewResponse(&masterv1.DriverStatusResponse{Driver: driverProto(d)}), nil
+	return connect.NewResponse(&masterv1.DriverStatusResponse{Driver: s.driverProto(d)}), nil
 }
 
 // RequestExecutors sets the number of executors an application may have.

@@ -12,14 +12,8 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
-	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/resources"
 )
-
-// redaction hides the secret values of the commands the master shows
-// (GetClusterState, /json, DriverStatus); the commands it sends workers are
-// whole. nil is Spark's default pattern (redact.DefaultPattern).
-var redaction *redact.Redactor
 
 // clusterState is the master's whole view, as GetClusterState and /json show
 // it: commands with their secrets hidden.
@@ -31,10 +25,10 @@ func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 		out.Workers = append(out.Workers, workerProto(w))
 	}
 	for _, a := range s.appQueue {
-		out.ActiveApps = append(out.ActiveApps, appProto(a))
+		out.ActiveApps = append(out.ActiveApps, s.appProto(a))
 	}
 	for _, a := range s.completedApps.items {
-		out.CompletedApps = append(out.CompletedApps, appProto(a))
+		out.CompletedApps = append(out.CompletedApps, s.appProto(a))
 	}
 	var active []*driverInfo
 	for _, d := range s.drivers {
@@ -42,10 +36,10 @@ func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	}
 	sort.Slice(active, func(i, j int) bool { return active[i].id < active[j].id })
 	for _, d := range active {
-		out.ActiveDrivers = append(out.ActiveDrivers, driverProto(d))
+		out.ActiveDrivers = append(out.ActiveDrivers, s.driverProto(d))
 	}
 	for _, d := range s.completedDrivers.items {
-		out.CompletedDrivers = append(out.CompletedDrivers, driverProto(d))
+		out.CompletedDrivers = append(out.CompletedDrivers, s.driverProto(d))
 	}
 	return out
 }
@@ -59,9 +53,9 @@ func workerProto(w *workerInfo) *masterv1.WorkerInfo {
 }
 
 // appProto is a as shown, its command's secrets hidden.
-func appProto(a *appInfo) *masterv1.ApplicationInfo {
+func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 	p := &masterv1.ApplicationInfo{
-		Id: a.id, Description: redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
+		Id: a.id, Description: s.cfg.Redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
 		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
 		TraceId: traceID(a.trace),
 	}
@@ -85,9 +79,9 @@ func appProto(a *appInfo) *masterv1.ApplicationInfo {
 }
 
 // driverProto is d as shown, its command's secrets hidden.
-func driverProto(d *driverInfo) *masterv1.DriverInfo {
+func (s *Server) driverProto(d *driverInfo) *masterv1.DriverInfo {
 	p := &masterv1.DriverInfo{
-		Id: d.id, Description: redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
+		Id: d.id, Description: s.cfg.Redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
 		TraceId: traceID(d.trace),
 	}
 	if d.worker != nil {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -46,6 +47,10 @@ type Config struct {
 	ClusterToken string
 	// MetricsAuth makes /metrics and /sd need a token of any role.
 	MetricsAuth bool
+	// Redaction hides secret values in the commands the master shows
+	// (GetClusterState, DriverStatus, /json); workers are sent them whole.
+	// Nil: Spark's default pattern (redact.DefaultPattern).
+	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 	// Now is the clock; default time.Now.

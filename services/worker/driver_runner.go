@@ -67,7 +67,8 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 				child.WorkerURLEnv + "=" + s.cfg.URL,
 				child.SubmitTokenEnv + "=" + m.GetSubmitToken(),
 			},
-			now: s.cfg.Now,
+			now:       s.cfg.Now,
+			redaction: s.cfg.Redaction,
 			attrs: []attribute.KeyValue{
 				telemetry.DriverID.String(id), telemetry.WorkerID.String(s.id),
 				telemetry.Cores.Int(int(desc.GetCores())), telemetry.MemoryMiB.Int64(desc.GetMemoryMib()),

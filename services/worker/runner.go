@@ -13,6 +13,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -37,6 +38,9 @@ type launch struct {
 	env      []string          // GLINT_* variables, "KEY=value"
 	now      func() time.Time
 	attrs    []attribute.KeyValue // span attributes naming the process (glint.app.id, …)
+	// redaction hides secret values where a step shows the command (the
+	// log header, span attributes, errors); the process runs it whole.
+	redaction *redact.Redactor
 	// listenHost, when set, makes process.start open the process's listening
 	// socket on it and hand it over as file descriptor 3 (GLINT_LISTEN_FD).
 	listenHost string

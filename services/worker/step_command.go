@@ -11,14 +11,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
-	"github.com/glint-cluster/glint/pkg/redact"
 )
-
-// redaction hides secret values where the worker shows a command: the
-// launch-command header of its logs, the process.start span and errors. The
-// process runs the whole command. nil is Spark's default pattern
-// (redact.DefaultPattern).
-var redaction *redact.Redactor
 
 // commandStep turns the command template into the process's argument vector
 // and environment: template variables ({{EXECUTOR_ID}}, {{HOSTNAME}},
@@ -76,7 +69,8 @@ func validateCommand(c *masterv1.Command) error {
 	}
 	for k, v := range c.GetEnv() {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("command environment variable %q is malformed: %w", redaction.Arg(k), fault.ErrInvalidArgument)
+			// The name is not quoted: a malformed one may hold a secret.
+			return fmt.Errorf("a command environment variable's name is empty or holds '=' or a NUL byte: %w", fault.ErrInvalidArgument)
 		}
 	}
 	return nil

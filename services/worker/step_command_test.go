@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/redact"
 )
 
 func TestCommandStepSubstitutesArgumentByArgument(t *testing.T) {
@@ -79,9 +78,9 @@ func TestMergeEnvLaterValueWinsInPlace(t *testing.T) {
 	}
 }
 
-func TestValidateCommandNamesAMalformedKeyWithItsSecretHidden(t *testing.T) {
+func TestValidateCommandDoesNotQuoteAMalformedKey(t *testing.T) {
 	err := validateCommand(&masterv1.Command{Args: []string{"glint"}, Env: map[string]string{"MY_TOKEN=s3cr3t": "x"}})
-	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "MY_TOKEN="+redact.Text) {
-		t.Errorf("validateCommand = %v, want an error naming MY_TOKEN=%s", err, redact.Text)
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "name is empty or holds '='") {
+		t.Errorf("validateCommand = %v, want an error on the name that does not quote it", err)
 	}
 }

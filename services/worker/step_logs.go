@@ -19,7 +19,7 @@ func (logsStep) Name() string { return "logs" }
 // Run opens <dir>/stdout and <dir>/stderr for appending (a restarted driver
 // adds to them) and writes the header.
 func (logsStep) Run(_ context.Context, l *launch) error {
-	header := commandHeader(redaction.Args(l.argv))
+	header := commandHeader(l.redaction.Args(l.argv))
 	stdout, err := openLog(filepath.Join(l.dir, "stdout"), header)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -37,13 +38,13 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	span := trace.SpanFromContext(ctx)
 	// The template form, secrets hidden: the substituted arguments could
 	// carry values that do not belong in a trace.
-	span.SetAttributes(semconv.ProcessCommandArgs(redaction.Args(l.template.GetArgs())...))
-	path, err := lookPath(l.argv[0])
+	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...))
+	path, err := lookPath(l.redaction, l.argv[0])
 	if err != nil {
 		return err
 	}
 	l.path = path
-	span.SetAttributes(semconv.ProcessExecutablePath(redaction.Arg(path)))
+	span.SetAttributes(semconv.ProcessExecutablePath(l.redaction.Arg(path)))
 	cmd := &exec.Cmd{
 		Path:   l.path,
 		Args:   l.argv,
@@ -80,14 +81,14 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 // lookPath resolves name on the worker's PATH to an absolute path. exec's
 // errors quote name; one of the form KEY=VALUE is named as shown instead,
 // as its value may be a secret.
-func lookPath(name string) (string, error) {
+func lookPath(r *redact.Redactor, name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err == nil {
 		if path, err = filepath.Abs(path); err != nil {
 			err = fmt.Errorf("resolve %q: %w", name, err)
 		}
 	}
-	if shown := redaction.Arg(name); err != nil && shown != name {
+	if shown := r.Arg(name); err != nil && shown != name {
 		return "", fmt.Errorf("resolve %q: not found, or not an executable file", shown)
 	}
 	return path, err

@@ -23,6 +23,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -76,6 +77,10 @@ type Config struct {
 	ClusterToken string
 	// MetricsAuth makes /metrics need a token.
 	MetricsAuth bool
+	// Redaction hides secret values where the worker shows a command (the
+	// launch-command log line, process.start's attributes, errors); the
+	// process runs it whole. Nil: Spark's default pattern.
+	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 	// Now is the clock for the worker id and launch timestamps; default time.Now.
