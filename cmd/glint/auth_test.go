@@ -61,7 +61,7 @@ func runningApp(t *testing.T, c *testCluster, submitTokenFile string, seen map[s
 			PID   int    `json:"pid"`
 		} `json:"executors"`
 	}
-	resp := getPage(t, c.workers[0].url+"/json")
+	resp := getPage(t, nil, c.workers[0].url+"/json")
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func observe(t *testing.T, c *testCluster) string {
 		out = append(out, fmt.Sprintf("app %s %s %v", a.ID, a.State, a.Executors))
 	}
 	out = append(out, fmt.Sprintf("completed %d", len(s.CompletedApps)))
-	resp := getPage(t, c.workers[0].url+"/json")
+	resp := getPage(t, nil, c.workers[0].url+"/json")
 	defer resp.Body.Close()
 	var w struct {
 		Executors []struct {

@@ -78,7 +78,7 @@ func TestHostileRequestsBounds(t *testing.T) {
 // rawState is the master's /json without the fields that change by themselves.
 func (c *testCluster) rawState(t *testing.T) map[string]any {
 	t.Helper()
-	resp := getPage(t, c.master.url+"/json")
+	resp := getPage(t, nil, c.master.url+"/json")
 	defer resp.Body.Close()
 	var st map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {

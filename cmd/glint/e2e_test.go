@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,6 +154,8 @@ type testCluster struct {
 	master   *proc
 	workers  []*proc
 	workDirs []string
+	// client reads the master's pages; nil: http.DefaultClient.
+	client *http.Client
 }
 
 func startCluster(t testing.TB, workers int, masterArgs ...string) *testCluster {
@@ -163,7 +167,10 @@ func startCluster(t testing.TB, workers int, masterArgs ...string) *testCluster 
 // executors) have env in their environment.
 func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...string) *testCluster {
 	t.Helper()
-	c := &testCluster{master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...)}
+	c := &testCluster{
+		master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...),
+		client: tlsClient(t, env),
+	}
 	for i := range workers {
 		dir := t.TempDir()
 		c.workDirs = append(c.workDirs, dir)
@@ -173,6 +180,31 @@ func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
 	return c
+}
+
+// tlsClient is a client with the TLS files named in env (GLINT_TLS_*), or
+// nil when there are none.
+func tlsClient(t testing.TB, env []string) *http.Client {
+	t.Helper()
+	files := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			files[k] = v
+		}
+	}
+	if files["GLINT_TLS_CERT_FILE"] == "" {
+		return nil
+	}
+	pair, err := tls.LoadX509KeyPair(files["GLINT_TLS_CERT_FILE"], files["GLINT_TLS_KEY_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(files["GLINT_TLS_CA_FILE"])
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("read the test CA: %v", err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
 }
 
 // masterJSON is the part of the master's /json the tests read.
@@ -211,7 +243,7 @@ func (s masterJSON) alive() int {
 
 func (c *testCluster) state(t testing.TB) masterJSON {
 	t.Helper()
-	resp := getPage(t, c.master.url+"/json")
+	resp := getPage(t, c.client, c.master.url+"/json")
 	defer resp.Body.Close()
 	var s masterJSON
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
@@ -220,15 +252,19 @@ func (c *testCluster) state(t testing.TB) masterJSON {
 	return s
 }
 
-// getPage GETs a page of a glint process with the test's token.
-func getPage(t testing.TB, url string) *http.Response {
+// getPage GETs a page of a glint process with the test's token, through
+// client (nil: http.DefaultClient).
+func getPage(t testing.TB, client *http.Client, url string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rpc.Authorize(req, testToken)
-	resp, err := http.DefaultClient.Do(req)
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -65,6 +66,8 @@ type globals struct {
 	// redaction is the pattern of the keys whose values are hidden where a
 	// command is shown (spark.redaction.regex).
 	redaction string
+	// tls is this process's TLS files; zero: unencrypted HTTP/2.
+	tls rpc.TLSFiles
 }
 
 // redactor compiles --redaction-regex.
@@ -94,12 +97,20 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Glint: an observable re-creation of Spark's standalone cluster manager",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Every listener and client of the process speaks TLS, or none does.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return rpc.UseTLS(g.tls) },
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv(TokenFileEnv),
 		"file holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+TokenFileEnv+"; make one with `glint token`)")
+	root.PersistentFlags().StringVar(&g.tls.Cert, "tls-cert-file", os.Getenv(child.TLSCertFileEnv),
+		"this process's TLS certificate (PEM): every listener and client speaks TLS (default $"+child.TLSCertFileEnv+")")
+	root.PersistentFlags().StringVar(&g.tls.Key, "tls-key-file", os.Getenv(child.TLSKeyFileEnv),
+		"its private key (PEM) (default $"+child.TLSKeyFileEnv+")")
+	root.PersistentFlags().StringVar(&g.tls.CA, "tls-ca-file", os.Getenv(child.TLSCAFileEnv),
+		"the CA that signs every glint process's certificate: TLS is then mutual (default $"+child.TLSCAFileEnv+")")
 	root.PersistentFlags().StringVar(&g.redaction, "redaction-regex", redact.DefaultPattern,
 		"spark.redaction.regex: values of --conf keys, KEY=VALUE arguments and environment variables matching it are shown as "+redact.Text)
 	root.PersistentFlags().StringVar(&g.pyroscope, "pyroscope-url", os.Getenv(telemetry.PyroscopeEnv),

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // newHealthCommand is a container healthcheck that needs no shell or curl:
@@ -24,7 +26,7 @@ func newHealthCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("health %s: %w", args[0], err)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := rpc.NewHTTPClient().Do(req)
 			if err != nil {
 				return fmt.Errorf("health %s: %w", args[0], err)
 			}

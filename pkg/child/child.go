@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // The environment a worker gives every process it launches.
@@ -42,7 +44,18 @@ const (
 	// SubmitTokenEnv is a cluster-mode driver's submit token, which the
 	// master made for it: it registers its application with it.
 	SubmitTokenEnv = "GLINT_SUBMIT_TOKEN"
+	// TLSCertFileEnv, TLSKeyFileEnv and TLSCAFileEnv are the worker's TLS
+	// files, which its processes use too (and the defaults of every glint
+	// command's --tls-*-file flags).
+	TLSCertFileEnv = "GLINT_TLS_CERT_FILE"
+	TLSKeyFileEnv  = "GLINT_TLS_KEY_FILE"
+	TLSCAFileEnv   = "GLINT_TLS_CA_FILE"
 )
+
+// TLSEnv is the environment that hands a process TLS files f.
+func TLSEnv(f rpc.TLSFiles) []string {
+	return []string{TLSCertFileEnv + "=" + f.Cert, TLSKeyFileEnv + "=" + f.Key, TLSCAFileEnv + "=" + f.CA}
+}
 
 // InheritedListener returns the listener handed over in ListenFDEnv, or nil
 // when there is none.
@@ -116,7 +129,8 @@ func WatchWorker(ctx context.Context, interval, grace time.Duration) (_ context.
 // goes on after the context ended for another reason (a SIGTERM from the
 // dying worker), as the process may still not end.
 func watch(stopped <-chan struct{}, cancel context.CancelCauseFunc, pid int, url string, interval, grace time.Duration) {
-	client := &http.Client{Timeout: interval}
+	client := rpc.NewHTTPClient()
+	client.Timeout = interval
 	refusals := 0
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -35,7 +36,14 @@ func NewServer(handler http.Handler) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	var tlsConfig *tls.Config
+	if processTLS != nil {
+		protocols.SetUnencryptedHTTP2(false)
+		protocols.SetHTTP2(true)
+		tlsConfig = processTLS.server
+	}
 	return &http.Server{
+		TLSConfig:         tlsConfig,
 		Handler:           handler,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -76,6 +84,9 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 		defer mu.Unlock()
 		return inflight.Load() > 0 || len(active) > 0
 	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -106,12 +117,20 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	return nil
 }
 
-// NewHTTPClient returns a client that speaks unencrypted HTTP/2 to Glint servers.
+// NewHTTPClient returns a client that speaks HTTP/2 to Glint servers:
+// unencrypted, or over TLS after UseTLS.
 func NewHTTPClient() *http.Client {
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
+	var tlsConfig *tls.Config
+	if processTLS != nil {
+		protocols.SetUnencryptedHTTP2(false)
+		protocols.SetHTTP2(true)
+		tlsConfig = processTLS.client
+	}
 	return &http.Client{
 		Transport: &http.Transport{
+			TLSClientConfig:     tlsConfig,
 			Protocols:           &protocols,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: 4,
@@ -134,24 +153,25 @@ func handlerOptions(tp trace.TracerProvider) []connect.HandlerOption {
 	return []connect.HandlerOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
 }
 
-// NormalizeURL turns "host:port", "glint://host:port" and "spark://host:port"
-// into "http://host:port".
+// NormalizeURL turns "host:port", "glint://host:port", "spark://host:port"
+// and "https://host:port" into "http://host:port" — into "https://…" after
+// UseTLS, as every Glint process of a cluster speaks the same.
 func NormalizeURL(s string) (string, error) {
 	raw := strings.TrimSpace(s)
-	for _, scheme := range []string{"glint://", "spark://"} {
-		if rest, ok := strings.CutPrefix(raw, scheme); ok {
-			raw = "http://" + rest
+	for _, prefix := range []string{"glint://", "spark://", "http://", "https://"} {
+		if rest, ok := strings.CutPrefix(raw, prefix); ok {
+			raw = scheme() + "://" + rest
 		}
 	}
 	if !strings.Contains(raw, "://") {
-		raw = "http://" + raw
+		raw = scheme() + "://" + raw
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", fmt.Errorf("url %q: %w", s, err)
 	}
-	if u.Scheme != "http" {
-		return "", fmt.Errorf("url %q: scheme %q is not supported (want http, glint or spark)", s, u.Scheme)
+	if u.Scheme != scheme() {
+		return "", fmt.Errorf("url %q: scheme %q is not supported (want http, https, glint or spark)", s, u.Scheme)
 	}
 	if u.Hostname() == "" || u.Port() == "" {
 		return "", fmt.Errorf("url %q: want host:port", s)
@@ -162,7 +182,7 @@ func NormalizeURL(s string) (string, error) {
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return "", fmt.Errorf("url %q: want only scheme, host and port", s)
 	}
-	return "http://" + u.Host, nil
+	return scheme() + "://" + u.Host, nil
 }
 
 // ParseURLs parses a comma-separated list of URLs, as in --master a,b.
@@ -213,15 +233,15 @@ func AdvertiseHost(target string) (string, error) {
 	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
-// URL returns "http://host:port" for a listener address, replacing an unspecified
+// URL returns "http://host:port" (https after UseTLS) for a listener address, replacing an unspecified
 // listen host (":7077", "0.0.0.0") with advertise.
 func URL(addr net.Addr, advertise string) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "http://" + addr.String()
+		return scheme() + "://" + addr.String()
 	}
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = advertise
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme() + "://" + net.JoinHostPort(host, port)
 }

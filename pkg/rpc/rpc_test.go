@@ -26,6 +26,7 @@ func TestNormalizeURLAcceptsSparkAndGlintForms(t *testing.T) {
 		"http://127.0.0.1:7077/":  "http://127.0.0.1:7077",
 		" http://[::1]:7077 ":     "http://[::1]:7077",
 		"http://master.svc:65535": "http://master.svc:65535",
+		"https://m:7077":          "http://m:7077", // every process of a cluster speaks the same
 	} {
 		if got, err := NormalizeURL(in); err != nil || got != want {
 			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", in, got, err, want)
@@ -34,7 +35,7 @@ func TestNormalizeURLAcceptsSparkAndGlintForms(t *testing.T) {
 }
 
 func TestNormalizeURLRejectsWhatIsNotHostAndPort(t *testing.T) {
-	for _, in := range []string{"", "master", "https://m:7077", "ftp://m:1", "http://m:0", "http://m:70000", "http://m:7077/x", "http://u@m:1", "http://m:1?q=1"} {
+	for _, in := range []string{"", "master", "ftp://m:1", "http://m:0", "http://m:70000", "http://m:7077/x", "http://u@m:1", "http://m:1?q=1"} {
 		if _, err := NormalizeURL(in); err == nil {
 			t.Errorf("NormalizeURL(%q) accepted", in)
 		}

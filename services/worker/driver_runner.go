@@ -61,12 +61,12 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 			dir:      dir,
 			template: desc.GetCommand(),
 			vars:     map[string]string{child.VarDriverID: id, child.VarWorkerURL: s.cfg.URL},
-			env: []string{
-				child.WorkDirEnv + "=" + dir,
-				child.DriverIDEnv + "=" + id,
-				child.WorkerURLEnv + "=" + s.cfg.URL,
-				child.SubmitTokenEnv + "=" + m.GetSubmitToken(),
-			},
+			env: append(child.TLSEnv(s.cfg.TLS),
+				child.WorkDirEnv+"="+dir,
+				child.DriverIDEnv+"="+id,
+				child.WorkerURLEnv+"="+s.cfg.URL,
+				child.SubmitTokenEnv+"="+m.GetSubmitToken(),
+			),
 			now:       s.cfg.Now,
 			redaction: s.cfg.Redaction,
 			attrs: []attribute.KeyValue{

@@ -77,6 +77,9 @@ type Config struct {
 	ClusterToken string
 	// MetricsAuth makes /metrics need a token.
 	MetricsAuth bool
+	// TLS is the worker's TLS files (rpc.UseTLS), which its executors and
+	// drivers are given too; zero: none.
+	TLS rpc.TLSFiles
 	// Redaction hides secret values where the worker shows a command (the
 	// launch-command log line, process.start's attributes, errors); the
 	// process runs it whole. Nil: Spark's default pattern.
