@@ -37,10 +37,16 @@ dashboards:
 	$(GO) run ./dashboards/generate -dir dashboards
 
 ## image, up, down: the container image and the docker-compose stack (needs Docker).
+## up makes the cluster token deploy/cluster.token once (32 random bytes, like
+## `glint token`; git ignores it) and gives it to compose as GLINT_CLUSTER_TOKEN.
+CLUSTER_TOKEN := deploy/cluster.token
 image:
 	docker build -t ghcr.io/glint-cluster/glint:0.1.0-dev .
-up:
-	docker compose --profile demo up -d --build
+$(CLUSTER_TOKEN):
+	@umask 077 && token=$$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n') && \
+	printf '%s\n' "$$token" > $@ && echo "made the cluster token $@ (glint ... --token-file $@)"
+up: $(CLUSTER_TOKEN)
+	GLINT_CLUSTER_TOKEN="$$(cat $(CLUSTER_TOKEN))" docker compose --profile demo up -d --build
 down:
 	docker compose --profile demo down
 

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -129,6 +130,153 @@ func TestComposeGlintServices(t *testing.T) {
 	}
 	if got := service(t, p, "master").Ports; len(got) != 1 || got[0].Target != 7077 || got[0].Published != "7077" {
 		t.Errorf("master publishes %v, want 7077:7077", got)
+	}
+}
+
+// clusterTokenEnv is the environment variable compose reads the cluster
+// token from (docker-compose.yml's secret cluster-token; make up sets it).
+const clusterTokenEnv = "GLINT_CLUSTER_TOKEN"
+
+// tokenFile is the file a glint service's command reads its token from:
+// --token-file, else GLINT_TOKEN_FILE (glint's default for it).
+func tokenFile(s types.ServiceConfig) string {
+	if cmd := []string(s.Command); len(cmd) > 0 {
+		if f, _ := flags(cmd[1:]); f["--token-file"] != "" {
+			return f["--token-file"]
+		}
+	}
+	if v := s.Environment["GLINT_TOKEN_FILE"]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// secretTarget is where compose puts a service's secret in its container.
+func secretTarget(sec types.ServiceSecretConfig) string {
+	switch {
+	case sec.Target == "":
+		return "/run/secrets/" + sec.Source
+	case !strings.HasPrefix(sec.Target, "/"):
+		return "/run/secrets/" + sec.Target
+	}
+	return sec.Target
+}
+
+// secretAt is the secret a service has at path in its container, or "".
+func secretAt(s types.ServiceConfig, path string) string {
+	for _, sec := range s.Secrets {
+		if secretTarget(sec) == path {
+			return sec.Source
+		}
+	}
+	return ""
+}
+
+// Every compose service that runs glint master or worker, and the demo's
+// submit, has the cluster token: one Docker secret, the same for all, that
+// its --token-file or GLINT_TOKEN_FILE names; none runs with --insecure. A
+// master or worker on 0.0.0.0 without a token does not start, so a service
+// that lost it would only show when the stack is up.
+func TestComposeGlintServicesHaveTheClusterToken(t *testing.T) {
+	p := loadCompose(t, "demo")
+	secrets := map[string][]string{} // secret → services
+	seen := map[string]bool{}
+	for _, name := range p.ServiceNames() {
+		s := p.Services[name]
+		cmd := []string(s.Command)
+		if !isGlint(s) || len(cmd) == 0 {
+			continue
+		}
+		if slices.Contains(cmd, "--insecure") || slices.ContainsFunc(cmd, func(a string) bool { return strings.HasPrefix(a, "--insecure=") }) {
+			t.Errorf("service %s runs glint with --insecure: anyone who reaches it can run any program on every worker", name)
+		}
+		if !slices.Contains([]string{"master", "worker", "submit"}, cmd[0]) {
+			continue
+		}
+		seen[cmd[0]] = true
+		path := tokenFile(s)
+		if path == "" {
+			t.Errorf("service %s (glint %s) has no token: set GLINT_TOKEN_FILE to the cluster token's secret (x-glint in docker-compose.yml)", name, cmd[0])
+			continue
+		}
+		secret := secretAt(s, path)
+		if secret == "" {
+			t.Errorf("service %s reads its token from %s, where it has no secret (it has %v)", name, path, s.Secrets)
+			continue
+		}
+		secrets[secret] = append(secrets[secret], name)
+	}
+	for _, cmd := range []string{"master", "worker", "submit"} {
+		if !seen[cmd] {
+			t.Errorf("no compose service runs glint %s", cmd)
+		}
+	}
+	if len(secrets) != 1 {
+		t.Fatalf("the glint services read their tokens from %v, want one secret (the cluster token) for all", secrets)
+	}
+	for name := range secrets {
+		sec, ok := p.Secrets[name]
+		if !ok {
+			t.Fatalf("no top-level secret %s", name)
+		}
+		// The token comes from the environment (make up: deploy/cluster.token),
+		// never from a file or a value in the repository.
+		if sec.Environment != clusterTokenEnv || sec.File != "" || sec.External {
+			t.Errorf("secret %s: environment %q file %q external %v, want environment %s", name, sec.Environment, sec.File, sec.External, clusterTokenEnv)
+		}
+		if v, ok := p.Environment[sec.Environment]; ok {
+			t.Errorf(".env sets %s (%d bytes): a token in the repository is everyone's; leave it to the environment (make up)", sec.Environment, len(v))
+		}
+	}
+}
+
+// make up gives compose the cluster token from a file that git ignores.
+func TestMakeUpPassesAnIgnoredClusterToken(t *testing.T) {
+	root := tooltest.Root(t)
+	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file, recipe string
+	inUp := false
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CLUSTER_TOKEN :="); ok {
+			file = strings.TrimSpace(v)
+		}
+		switch {
+		case strings.HasPrefix(line, "up:"):
+			inUp = true
+		case inUp && strings.HasPrefix(line, "\t"):
+			recipe += line
+		default:
+			inUp = false
+		}
+	}
+	if file == "" || !strings.Contains(recipe, clusterTokenEnv+`="$$(cat $(CLUSTER_TOKEN))" docker compose`) {
+		t.Fatalf("Makefile: CLUSTER_TOKEN %q, up runs %q; want it to pass %s from $(CLUSTER_TOKEN) to docker compose", file, recipe, clusterTokenEnv)
+	}
+	out, err := exec.Command("git", "-C", root, "check-ignore", "--no-index", file).CombinedOutput()
+	if err != nil {
+		t.Errorf("git check-ignore %s: %v %s: the cluster token file must be ignored", file, err, out)
+	}
+}
+
+// Every published port is on a loopback address: the observability tools
+// have no authentication, and the master's token is the only thing between
+// anyone who reaches 7077 and every worker.
+func TestComposePortsArePublishedOnLoopback(t *testing.T) {
+	p := loadCompose(t, "demo")
+	n := 0
+	for _, name := range p.ServiceNames() {
+		for _, pc := range p.Services[name].Ports {
+			n++
+			if !isLoopback(pc.HostIP) {
+				t.Errorf("service %s publishes %s on %q, want a loopback address (.env's GLINT_PUBLISH_HOST)", name, pc.Published, pc.HostIP)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no published ports")
 	}
 }
 

@@ -3,8 +3,10 @@ package deploy_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,21 +52,41 @@ type k8sObject struct {
 					Name  string   `yaml:"name"`
 					Image string   `yaml:"image"`
 					Args  []string `yaml:"args"`
+					Env   []struct {
+						Name  string `yaml:"name"`
+						Value string `yaml:"value"`
+					} `yaml:"env"`
 					Ports []struct {
 						ContainerPort int `yaml:"containerPort"`
 					} `yaml:"ports"`
 					VolumeMounts []volumeMount `yaml:"volumeMounts"`
 				} `yaml:"containers"`
+				Volumes []struct {
+					Name   string `yaml:"name"`
+					Secret *struct {
+						SecretName string `yaml:"secretName"`
+						Items      []any  `yaml:"items"`
+					} `yaml:"secret"`
+				} `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
 	// Kustomization
-	Resources []string `yaml:"resources"`
-	file      string
+	Resources       []string `yaml:"resources"`
+	SecretGenerator []struct {
+		Name      string   `yaml:"name"`
+		Namespace string   `yaml:"namespace"`
+		Files     []string `yaml:"files"`
+		Literals  []string `yaml:"literals"`
+		Envs      []string `yaml:"envs"`
+	} `yaml:"secretGenerator"`
+	file string
 }
 
 type volumeMount struct {
+	Name      string `yaml:"name"`
 	MountPath string `yaml:"mountPath"`
+	ReadOnly  bool   `yaml:"readOnly"`
 }
 
 func loadK8s(t testing.TB) []k8sObject {
@@ -140,6 +162,13 @@ func TestK8sManifestsAreObjects(t *testing.T) {
 	if !slices.Equal(kustomized, want) {
 		t.Errorf("kustomization.yaml lists %v, deploy/k8s has %v", kustomized, want)
 	}
+	if k := find(objs, "Kustomization", ""); k != nil {
+		for _, g := range k.SecretGenerator {
+			if g.Namespace != namespace {
+				t.Errorf("kustomization.yaml: secretGenerator %s is in namespace %q, want %q", g.Name, g.Namespace, namespace)
+			}
+		}
+	}
 }
 
 // The Kubernetes manifests run what docker-compose.yml runs: the same
@@ -209,6 +238,19 @@ func TestK8sAgreesWithCompose(t *testing.T) {
 				t.Errorf("%s %s: pod annotations %v, want prometheus.io/scrape \"true\", port %d, path /metrics", kind, name, ann, a.port)
 			}
 		}
+		// The token: where compose's service has it, from the cluster
+		// token's Secret.
+		var token string
+		for _, e := range c.Env {
+			if e.Name == "GLINT_TOKEN_FILE" {
+				token = e.Value
+			}
+		}
+		if want := tokenFile(s); token != want || want == "" {
+			t.Errorf("%s %s: GLINT_TOKEN_FILE %q, compose's %s reads its token from %q", kind, name, token, s.Name, want)
+		} else if err := clusterTokenMounted(t, objs, o, token); err != nil {
+			t.Errorf("%s %s: GLINT_TOKEN_FILE %s: %v", kind, name, token, err)
+		}
 		if wd, ok := kf["--work-dir"]; ok {
 			if wd != workDir || !slices.ContainsFunc(c.VolumeMounts, func(m volumeMount) bool { return m.MountPath == wd }) {
 				t.Errorf("%s %s: --work-dir %s, want the image's %s with a volume mounted there", kind, name, wd, workDir)
@@ -237,6 +279,47 @@ func TestK8sAgreesWithCompose(t *testing.T) {
 			}
 		}
 	}
+}
+
+// clusterTokenMounted returns why path in workload o's container is not the
+// cluster token: a key of the Secret kustomization.yaml's secretGenerator
+// makes from a file git ignores, in a read-only volume of that Secret.
+func clusterTokenMounted(t testing.TB, objs []k8sObject, o *k8sObject, path string) error {
+	t.Helper()
+	k := find(objs, "Kustomization", "")
+	if k == nil || len(k.SecretGenerator) != 1 {
+		return errors.New("kustomization.yaml has no secretGenerator (the cluster token's Secret)")
+	}
+	gen := k.SecretGenerator[0]
+	if len(gen.Files) != 1 || len(gen.Literals) > 0 || len(gen.Envs) > 0 {
+		return fmt.Errorf("secretGenerator %s: files %v literals %v envs %v, want one file (the token in the repository would be everyone's)", gen.Name, gen.Files, gen.Literals, gen.Envs)
+	}
+	key, file, ok := strings.Cut(gen.Files[0], "=")
+	if !ok {
+		key, file = filepath.Base(gen.Files[0]), gen.Files[0]
+	}
+	pod := o.Spec.Template.Spec
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if filepath.Join(m.MountPath, key) != path {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if v.Secret == nil || v.Secret.SecretName != gen.Name || len(v.Secret.Items) > 0 || !m.ReadOnly {
+				return fmt.Errorf("volume %s at %s (read-only %v) is %+v, want all of Secret %s", m.Name, m.MountPath, m.ReadOnly, v.Secret, gen.Name)
+			}
+			rel := filepath.Join("deploy/k8s", file)
+			root := tooltest.Root(t)
+			if out, err := exec.Command("git", "-C", root, "check-ignore", "--no-index", rel).CombinedOutput(); err != nil {
+				return fmt.Errorf("Secret %s comes from %s, which git does not ignore (%v %s)", gen.Name, rel, err, out)
+			}
+			return nil
+		}
+		return fmt.Errorf("volume %s at %s is not in the pod", m.Name, m.MountPath)
+	}
+	return fmt.Errorf("no volume mounted at %s with key %s of Secret %s", filepath.Dir(path), key, gen.Name)
 }
 
 // subset reports whether every label a Service selects is in labels.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // loopback runs compose services as local processes: every port a service
@@ -41,12 +42,19 @@ type loopback struct {
 	// extraArgs are appended to a service's command, where a test needs a
 	// setting changed (a shorter worker timeout).
 	extraArgs map[string][]string
+	// secrets are the contents of the compose file's secrets: a new token
+	// each (compose reads the cluster token from the environment, which
+	// the tests do not have).
+	secrets map[string]string
 }
 
 func newLoopback(t testing.TB) *loopback {
 	t.Helper()
 	top := newTopology(t)
-	l := &loopback{top: top, ports: map[string]string{}, logs: map[string]string{}}
+	l := &loopback{top: top, ports: map[string]string{}, logs: map[string]string{}, secrets: map[string]string{}}
+	for name := range top.project.Secrets {
+		l.secrets[name] = rpc.NewToken()
+	}
 	var keys []string
 	for name, ls := range top.listens {
 		for _, ln := range ls {
@@ -140,6 +148,9 @@ type process struct {
 	env   []string
 	ready string // URL that answers 200 once it serves
 	pid   int    // once started (env execs the binary, so this is the service's own pid)
+	// token and tokenFile: a glint service's token (GLINT_TOKEN_FILE or
+	// --token-file) and the file under root that holds it.
+	token, tokenFile string
 }
 
 // notServedLocally are environment variables naming services the tests do
@@ -156,8 +167,9 @@ var readyWithoutHealthcheck = map[string]string{
 
 // prepare turns compose service name into a process: its bind mounts copied
 // (YAML rewritten to loopback, then edited by tweak if set) under a temporary
-// root, its named volumes and the image's work dir made there, its command,
-// environment and readiness rewritten.
+// root, its secrets written there (l.secrets), its named volumes and the
+// image's work dir made there, its command, environment and readiness
+// rewritten: addresses to loopback, container paths to under the root.
 func (l *loopback) prepare(t testing.TB, name string, tweak func(target string, doc *yaml.Node)) *process {
 	t.Helper()
 	s := l.top.project.Services[name]
@@ -174,6 +186,21 @@ func (l *loopback) prepare(t testing.TB, name string, tweak func(target string, 
 				t.Fatal(err)
 			}
 		}
+	}
+	for _, sec := range s.Secrets {
+		target := secretTarget(sec)
+		content, ok := l.secrets[sec.Source]
+		if !ok {
+			t.Fatalf("service %s: no secret %s", name, sec.Source)
+		}
+		dst := filepath.Join(p.root, target)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, target)
 	}
 	switch repo := imageRepo(s.Image); repo {
 	case glintRepo:
@@ -211,8 +238,16 @@ func (l *loopback) prepare(t testing.TB, name string, tweak func(target string, 
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
 		if v := s.Environment[k]; v != nil && !slices.Contains(notServedLocally, k) {
-			p.env = append(p.env, k+"="+l.rewrite(name, *v))
+			p.env = append(p.env, k+"="+inRoot(l.rewrite(name, *v), p.root, targets))
 		}
+	}
+	if path := tokenFile(s); path != "" {
+		p.tokenFile = inRoot(path, p.root, targets)
+		b, err := os.ReadFile(p.tokenFile)
+		if err != nil {
+			t.Fatalf("service %s: its token file: %v", name, err)
+		}
+		p.token = strings.TrimSpace(string(b))
 	}
 	if hc := s.HealthCheck; hc != nil {
 		for _, arg := range hc.Test {
@@ -334,8 +369,23 @@ func eventually(t testing.TB, what string, f func() error) {
 	}
 }
 
-func getJSON(u string, v any) error {
-	resp, err := http.Get(u)
+func getJSON(u string, v any) error { return getJSONWith(u, "", v) }
+
+// get is GET u with a bearer token, if token is not "".
+func get(u, token string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// getJSONWith is getJSON with a bearer token, if token is not "".
+func getJSONWith(u, token string, v any) error {
+	resp, err := get(u, token)
 	if err != nil {
 		return err
 	}
@@ -348,6 +398,18 @@ func getJSON(u string, v any) error {
 		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
 	}
 	return json.Unmarshal(b, v)
+}
+
+// status is the status code of GET u with a bearer token, if token is not "".
+func status(t testing.TB, u, token string) int {
+	t.Helper()
+	resp, err := get(u, token)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 func randomHex(n int) string {
@@ -607,7 +669,7 @@ func sampleValue(line string) float64 {
 
 // docker-compose.yml without Docker: master, workers and demo from the
 // glint built as the Dockerfile builds it, with compose's commands and
-// environment; the collector and Jaeger from otel/*.yaml; Prometheus from
+// environment and a cluster token in their secret's place; the collector and Jaeger from otel/*.yaml; Prometheus from
 // deploy/prometheus with compose's flags. Every address is moved to
 // loopback; Prometheus scrapes and evaluates every second instead of every
 // 15 s, and the collector's tail sampling decides after a second and keeps
@@ -652,6 +714,36 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 	})
 
 	master := l.url("master", 7077)
+	token := procs["master"].token
+	t.Run("the master and the workers run with the cluster token", func(t *testing.T) {
+		for _, name := range []string{"master", "worker-1", "worker-2", "demo"} {
+			if p := procs[name]; p.token == "" || p.token != token {
+				t.Errorf("service %s runs with token file %q (%d bytes), want the master's cluster token", name, p.tokenFile, len(p.token))
+			}
+		}
+		// On loopback without a token they would serve anyone: their pages
+		// answer only the token; /healthz, /metrics and /sd anyone.
+		for _, u := range []string{master, l.url("worker-1", 7078), l.url("worker-2", 7078)} {
+			for _, tc := range []struct {
+				page, token string
+				want        int
+			}{
+				{"/json", "", http.StatusUnauthorized},
+				{"/json", rpc.NewToken(), http.StatusUnauthorized},
+				{"/json", token, http.StatusOK},
+				{"/healthz", "", http.StatusOK},
+				{"/metrics", "", http.StatusOK},
+			} {
+				if got := status(t, u+tc.page, tc.token); got != tc.want {
+					t.Errorf("GET %s%s with a token of %d bytes: %d, want %d", u, tc.page, len(tc.token), got, tc.want)
+				}
+			}
+		}
+		if got := status(t, master+"/sd", ""); got != http.StatusOK {
+			t.Errorf("GET %s/sd without a token: %d, want 200 (Prometheus reads it without one)", master, got)
+		}
+	})
+
 	var traceID string
 	t.Run("demo's pi runs on the workers' executors", func(t *testing.T) {
 		eventually(t, "a finished application on the master", func() error {
@@ -661,7 +753,7 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 					Executors                []struct{ Worker string }
 				}
 			}
-			if err := getJSON(master+"/json", &st); err != nil {
+			if err := getJSONWith(master+"/json", token, &st); err != nil {
 				return err
 			}
 			for _, a := range st.Completedapps {
@@ -741,7 +833,7 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 		// executors (its release file is never made) until the checks
 		// passed, then it is stopped.
 		var out bytes.Buffer
-		submit := exec.Command(procs["master"].bin, "submit", "--master", master, "--executor-cores", "1",
+		submit := exec.Command(procs["master"].bin, "submit", "--master", master, "--token-file", procs["master"].tokenFile, "--executor-cores", "1",
 			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "hold", filepath.Join(t.TempDir(), "never"), "2")
 		submit.Stdout, submit.Stderr = &out, &out
 		if err := submit.Start(); err != nil {
