@@ -79,9 +79,6 @@ func (g *globals) redactor() (*redact.Redactor, error) {
 	return r, nil
 }
 
-// TokenFileEnv names the default of --token-file.
-const TokenFileEnv = "GLINT_TOKEN_FILE"
-
 // token reads --token-file; "" when none is given.
 func (g *globals) token() (string, error) {
 	if g.tokenFile == "" {
@@ -103,8 +100,8 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv(TokenFileEnv),
-		"file holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+TokenFileEnv+"; make one with `glint token`)")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", os.Getenv(child.TokenFileEnv),
+		"file holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+child.TokenFileEnv+"; make one with `glint token`)")
 	root.PersistentFlags().StringVar(&g.tls.Cert, "tls-cert-file", os.Getenv(child.TLSCertFileEnv),
 		"this process's TLS certificate (PEM): every listener and client speaks TLS (default $"+child.TLSCertFileEnv+")")
 	root.PersistentFlags().StringVar(&g.tls.Key, "tls-key-file", os.Getenv(child.TLSKeyFileEnv),

@@ -44,6 +44,10 @@ const (
 	// SubmitTokenEnv is a cluster-mode driver's submit token, which the
 	// master made for it: it registers its application with it.
 	SubmitTokenEnv = "GLINT_SUBMIT_TOKEN"
+	// TokenFileEnv names a glint process's token file (the default of
+	// --token-file). A worker sets it empty for the processes it launches:
+	// its own is the cluster token, which they must not have.
+	TokenFileEnv = "GLINT_TOKEN_FILE"
 	// TLSCertFileEnv, TLSKeyFileEnv and TLSCAFileEnv are the worker's TLS
 	// files, which its processes use too (and the defaults of every glint
 	// command's --tls-*-file flags).
@@ -52,9 +56,12 @@ const (
 	TLSCAFileEnv   = "GLINT_TLS_CA_FILE"
 )
 
-// TLSEnv is the environment that hands a process TLS files f.
-func TLSEnv(f rpc.TLSFiles) []string {
-	return []string{TLSCertFileEnv + "=" + f.Cert, TLSKeyFileEnv + "=" + f.Key, TLSCAFileEnv + "=" + f.CA}
+// WorkerEnv is what a worker sets in the environment of every process it
+// launches, over its own: its TLS files f, and no token file (a process gets
+// only its own token: an executor its application's, a driver a submit
+// token).
+func WorkerEnv(f rpc.TLSFiles) []string {
+	return []string{TLSCertFileEnv + "=" + f.Cert, TLSKeyFileEnv + "=" + f.Key, TLSCAFileEnv + "=" + f.CA, TokenFileEnv + "="}
 }
 
 // InheritedListener returns the listener handed over in ListenFDEnv, or nil

@@ -61,7 +61,7 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 			dir:      dir,
 			template: desc.GetCommand(),
 			vars:     map[string]string{child.VarDriverID: id, child.VarWorkerURL: s.cfg.URL},
-			env: append(child.TLSEnv(s.cfg.TLS),
+			env: append(child.WorkerEnv(s.cfg.TLS),
 				child.WorkDirEnv+"="+dir,
 				child.DriverIDEnv+"="+id,
 				child.WorkerURLEnv+"="+s.cfg.URL,

@@ -55,7 +55,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 				child.VarAppID:      m.GetAppId(),
 				child.VarWorkerURL:  s.cfg.URL,
 			},
-			env: append(child.TLSEnv(s.cfg.TLS),
+			env: append(child.WorkerEnv(s.cfg.TLS),
 				child.WorkDirEnv+"="+dir,
 				child.ExecutorIDEnv+"="+execID,
 				child.AppIDEnv+"="+m.GetAppId(),

@@ -21,6 +21,8 @@ import (
 )
 
 func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
+	// The worker's own token file, which its executors must not be handed.
+	t.Setenv("GLINT_TOKEN_FILE", filepath.Join(t.TempDir(), "cluster.token"))
 	release := func(t *testing.T, dir string, _ int) {
 		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -65,7 +67,8 @@ func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
 				"--hostname", "127.0.0.1", "--worker-url", c.worker.url})
 			waitFileContains(t, filepath.Join(dir, "stdout"), args,
 				"env GLINT_WORK_DIR="+dir+"\n", "env GLINT_APP_ID="+appID+"\n", "env GLINT_EXECUTOR_ID=0\n",
-				"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()))
+				"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()),
+				"env GLINT_TOKEN_FILE=\n")
 			waitFileContains(t, filepath.Join(dir, "stderr"), "child hold stderr")
 
 			running, _ := c.worker.executor(t, appID, 0)
