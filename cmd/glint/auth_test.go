@@ -109,7 +109,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 	d := func(p string) string { return call(a.driver, "driver", p) }
 	e := func(p string) string { return call(a.executor, "executor", p) }
 	registerWorker := &masterv1.RegisterWorkerRequest{WorkerId: "worker-20261130120000-127.0.0.1-9", Host: "127.0.0.1", Port: 9, Cores: 64, MemoryMib: 1 << 20, WorkerUrl: "http://127.0.0.1:9"}
-	registerApp := &masterv1.RegisterApplicationRequest{DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
+	registerApp := &masterv1.RegisterApplicationRequest{AppToken: "test-application-token", DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
 		Name: "evil", MemoryPerExecutorMib: 256, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	launch := &workerv1.LaunchExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 7, Cores: 1, MemoryMib: 64,
 		Description: &masterv1.ApplicationDescription{Name: "evil", Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
@@ -256,5 +256,13 @@ func TestAMasterOrWorkerOnANonLoopbackAddressNeedsATokenOrInsecure(t *testing.T)
 	_, stderr, err := glintWithEnv(t, noToken, "master", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(t.TempDir(), "missing"))
 	if exitCode(err) == 0 || !strings.Contains(stderr, "--token-file") {
 		t.Errorf("a missing token file: exit %d, stderr %q", exitCode(err), stderr)
+	}
+	submitFile := filepath.Join(t.TempDir(), "submit.token")
+	if err := os.WriteFile(submitFile, []byte(rpc.NewToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = glintWithEnv(t, noToken, "master", "--listen", "127.0.0.1:0", "--submit-token-file", submitFile)
+	if exitCode(err) == 0 || !strings.Contains(stderr, "--submit-token-file needs --token-file") {
+		t.Errorf("submit tokens without a cluster token: exit %d, stderr %q; want a refusal", exitCode(err), stderr)
 	}
 }

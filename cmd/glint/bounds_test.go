@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // TestHostileRequestsBounds sends a running master requests meant to crash,
@@ -30,7 +29,7 @@ func TestHostileRequestsBounds(t *testing.T) {
 		return &masterv1.RegisterWorkerRequest{WorkerId: id, Host: "10.0.0.9", Port: 7078, Cores: cores, MemoryMib: memoryMiB, WorkerUrl: "http://10.0.0.9:7078"}
 	}
 	app := func(name string, args ...string) proto.Message {
-		return &masterv1.RegisterApplicationRequest{DriverUrl: "http://127.0.0.1:1", Description: &masterv1.ApplicationDescription{
+		return &masterv1.RegisterApplicationRequest{AppToken: "test-application-token", DriverUrl: "http://127.0.0.1:1", Description: &masterv1.ApplicationDescription{
 			Name: name, MemoryPerExecutorMib: 512, Command: &masterv1.Command{Args: append([]string{"/bin/true"}, args...)}}}
 	}
 	bomb := gzipBomb(t)
@@ -109,7 +108,7 @@ func hostileCall(t *testing.T, url string, body io.Reader, header http.Header) (
 	}
 	// Callers are authenticated with the test's token unless the case says
 	// otherwise (an empty Authorization sends none).
-	rpc.Authorize(req, testToken)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	for k, v := range header {
 		req.Header[k] = v
 	}

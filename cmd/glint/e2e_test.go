@@ -260,7 +260,7 @@ func getPage(t testing.TB, client *http.Client, url string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rpc.Authorize(req, testToken)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	if client == nil {
 		client = http.DefaultClient
 	}

@@ -308,7 +308,11 @@ func complete(executors int) func(*jaeger.Trace) bool {
 	return func(tr *jaeger.Trace) bool {
 		return hasStep(tr, "submit") && count(tr, func(s jaeger.Span) bool {
 			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
-		}) == executors && count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.wait" }) == executors
+		}) == executors && count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.wait" }) == executors &&
+			// The workers' last reports, RUNNING and the end, after the exits.
+			count(tr, func(s jaeger.Span) bool {
+				return s.Service == telemetry.ServiceMaster && strings.HasSuffix(s.OperationName, "/ExecutorStateChanged")
+			}) == 2*executors
 	}
 }
 
@@ -384,7 +388,7 @@ func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
 	defer driver.Close()
 	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
 	one := int32(1)
-	resp, err := master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+	resp, err := master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token",
 		DriverUrl: driver.URL,
 		Description: &masterv1.ApplicationDescription{
 			Name: "missing-binary", MemoryPerExecutorMib: 256, CoresPerExecutor: &one, MaxCores: &one,

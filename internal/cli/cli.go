@@ -95,7 +95,20 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Every listener and client of the process speaks TLS, or none does.
-		PersistentPreRunE: func(*cobra.Command, []string) error { return rpc.UseTLS(g.tls) },
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// Absolute, as the processes a worker hands them to run elsewhere.
+			for _, path := range []*string{&g.tls.Cert, &g.tls.Key, &g.tls.CA} {
+				if *path == "" {
+					continue
+				}
+				abs, err := filepath.Abs(*path)
+				if err != nil {
+					return fmt.Errorf("TLS file %s: %w", *path, err)
+				}
+				*path = abs
+			}
+			return rpc.UseTLS(g.tls)
+		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)

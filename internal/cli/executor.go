@@ -52,7 +52,9 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				url = rpc.URL(ln.Addr(), args.Hostname)
 			}
 			cfg.ExecutorArgs, cfg.URL, cfg.Apps, cfg.Logger, cfg.TracerProvider = args, url, g.apps, log, tp
+			// The token is unset once read: nothing a task starts inherits it.
 			cfg.AppToken = os.Getenv(child.AppTokenEnv)
+			os.Unsetenv(child.AppTokenEnv)
 			s, err := executor.New(cfg)
 			if err != nil {
 				ln.Close()

@@ -79,6 +79,9 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 	tokens, err := f.tokens(ctx, log, "the master", ln, cluster)
+	if err == nil && tokens == nil && len(f.submitTokenFiles) > 0 {
+		err = fmt.Errorf("--submit-token-file needs --token-file: without a cluster token the master authenticates no one")
+	}
 	if err != nil {
 		ln.Close()
 		return err

@@ -218,7 +218,9 @@ func newDriverCommand(g *globals) *cobra.Command {
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
 			// The master made a submit token for this driver; run by hand,
 			// it uses --token-file's.
-			if cfg.SubmitToken = os.Getenv(child.SubmitTokenEnv); cfg.SubmitToken == "" {
+			cfg.SubmitToken = os.Getenv(child.SubmitTokenEnv)
+			os.Unsetenv(child.SubmitTokenEnv) // nothing the application starts inherits it
+			if cfg.SubmitToken == "" {
 				if cfg.SubmitToken, err = g.token(); err != nil {
 					return err
 				}

@@ -36,7 +36,7 @@ type serverAuth struct {
 
 func (a *serverAuth) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&a.insecure, "insecure", false, "accept calls without tokens: anyone who reaches the listener can run any program on every worker (for a laptop or a closed test network only)")
-	fl.BoolVar(&a.metricsAuth, "metrics-auth", false, "make /metrics and /sd need a token too (of any role)")
+	fl.BoolVar(&a.metricsAuth, "metrics-auth", false, "make /metrics (and the master's /sd) need a token this process accepts too")
 }
 
 // tokens returns the tokens a master or worker on ln accepts, with the

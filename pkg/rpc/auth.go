@@ -42,10 +42,10 @@ func (r Role) String() string {
 	return [...]string{"public", "any token", "cluster", "submit", "application"}[r]
 }
 
-// minTokenBytes is the shortest token accepted: 128 bits of a random token
+// MinTokenBytes is the shortest token accepted: 128 bits of a random token
 // in base64 is 22 characters. MaxTokenBytes is the longest.
 const (
-	minTokenBytes = 16
+	MinTokenBytes = 16
 	MaxTokenBytes = 256
 )
 
@@ -61,8 +61,8 @@ func ReadToken(what, path string) (string, error) {
 	if len(token) > MaxTokenBytes {
 		return "", fmt.Errorf("%s %s: the token has %d bytes, want at most %d", what, path, len(token), MaxTokenBytes)
 	}
-	if len(token) < minTokenBytes {
-		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s`)", what, path, len(token), minTokenBytes, path)
+	if len(token) < MinTokenBytes {
+		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s`)", what, path, len(token), MinTokenBytes, path)
 	}
 	if strings.ContainsAny(token, " \t\r\n") {
 		return "", fmt.Errorf("%s %s: the token has white space inside", what, path)
@@ -104,8 +104,12 @@ func (t *Tokens) Remove(role Role, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := sha256.Sum256([]byte(token))
-	if t.byRole[role][h]--; t.byRole[role][h] <= 0 {
-		delete(t.byRole[role], h)
+	set := t.byRole[role]
+	if set == nil {
+		return
+	}
+	if set[h]--; set[h] <= 0 {
+		delete(set, h)
 	}
 }
 
@@ -224,12 +228,4 @@ func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 
 func (bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
-}
-
-// Authorize sets token as req's bearer token, for plain HTTP calls to a
-// Glint process (its pages).
-func Authorize(req *http.Request, token string) {
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 }

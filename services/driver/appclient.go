@@ -17,10 +17,9 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
-// register is StandaloneAppClient's registerWithMaster: every master in turn,
-// RegisterAttempts rounds, until one admits the application.
-// Register registers the application with the first master that answers,
-// trying the masters in turn for RegisterAttempts rounds; Run calls it.
+// Register is StandaloneAppClient's registerWithMaster: it registers the
+// application with the first master that answers, trying the masters in turn
+// for RegisterAttempts rounds; Run calls it.
 func (d *Driver) Register(ctx context.Context) error {
 	desc := &masterv1.ApplicationDescription{
 		Name:                 d.cfg.Name,

@@ -164,6 +164,9 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 		return bad("total executor cores %d must be positive", d.GetMaxCores())
 	case d.InitialExecutorLimit != nil && d.GetInitialExecutorLimit() < 0:
 		return bad("executor limit %d must not be negative", d.GetInitialExecutorLimit())
+	case len(m.GetAppToken()) < rpc.MinTokenBytes:
+		// Without one, its executors would answer anyone.
+		return bad("app_token has %d bytes, want at least %d (the driver makes it)", len(m.GetAppToken()), rpc.MinTokenBytes)
 	}
 	var cores error
 	if d.CoresPerExecutor != nil {
@@ -242,16 +245,22 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	a, err := s.activeAppLocked(m.GetAppId())
-	if errors.Is(err, errEnded) && lifecycle.ExecutorFinished(m.GetState()) {
-		// The application ended first (it finished or was killed) and its
-		// executors exit after it: normal life, not a failed report.
-		s.log.Debug("executor of an ended application exited", "app", m.GetAppId(), "executor", m.GetExecutorId(), "state", lifecycle.Name(m.GetState()))
+	if errors.Is(err, errEnded) {
+		// The application ended first (it finished or was killed, maybe
+		// before this executor even started) and the master killed its
+		// executors: their reports are normal life, not failed calls.
+		s.log.Debug("report on an ended application's executor", "app", m.GetAppId(), "executor", m.GetExecutorId(), "state", lifecycle.Name(m.GetState()))
 		return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
 	}
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
 	e, ok := a.executors[m.GetExecutorId()]
+	if !ok && lifecycle.ExecutorFinished(m.GetState()) && a.ended(m.GetExecutorId()) {
+		// The master killed it (the driver asked for fewer executors) and
+		// forgot it at once; the worker reports the end it caused.
+		return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+	}
 	if !ok {
 		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", a.id, m.GetExecutorId(), fault.ErrNotFound))
 	}

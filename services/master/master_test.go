@@ -187,7 +187,7 @@ func (c *cluster) registerWorker(t *testing.T, p *peer, port int32, cores int32,
 
 func (c *cluster) registerApp(t *testing.T, p *peer, desc *masterv1.ApplicationDescription) string {
 	t.Helper()
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token",
 		Description: desc, DriverUrl: p.url,
 	}))
 	if err != nil {
@@ -325,11 +325,18 @@ func TestRegisterApplicationRejectsBadInput(t *testing.T) {
 		"negative limit": {Name: "a", MemoryPerExecutorMib: 512, InitialExecutorLimit: ptr[int32](-1), Command: &masterv1.Command{Args: []string{"x"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: p.url}))
+			_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token", Description: desc, DriverUrl: p.url}))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument {
 				t.Fatalf("got %v, want InvalidArgument", err)
 			}
 		})
+	}
+	for _, token := range []string{"", "short"} {
+		_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+			AppToken: token, Description: appDesc(512, 1), DriverUrl: p.url}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "app_token") {
+			t.Errorf("app token %q: got %v, want InvalidArgument naming app_token", token, err)
+		}
 	}
 	if n := len(c.srv.clusterState().GetActiveApps()); n != 0 {
 		t.Errorf("%d apps registered after bad input", n)
@@ -429,16 +436,14 @@ func TestUnregisteredAppKillsExecutorsAndIsRetained(t *testing.T) {
 	if st := c.srv.clusterState(); st.GetWorkers()[0].GetCoresUsed() != 0 {
 		t.Errorf("cores used %d after the app ended", st.GetWorkers()[0].GetCoresUsed())
 	}
-	// Its executor's exit, reported after the app ended, is normal life; a
-	// report that it runs is not.
+	// Its executor's reports after the app ended — that it started late, that
+	// it exited — are normal life, accepted and changing nothing.
 	report := &masterv1.ExecutorStateChangedRequest{AppId: first, ExecutorId: 0, WorkerId: c.srv.clusterState().GetWorkers()[0].GetId()}
-	report.State = masterv1.ExecutorState_EXECUTOR_STATE_KILLED
-	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(report)); err != nil {
-		t.Errorf("the exit of an ended app's executor: %v, want it accepted", err)
-	}
-	report.State = masterv1.ExecutorState_EXECUTOR_STATE_RUNNING
-	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(report)); connect.CodeOf(err) != connect.CodeFailedPrecondition {
-		t.Errorf("an ended app's executor reported running: %v, want FailedPrecondition", err)
+	for _, state := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, masterv1.ExecutorState_EXECUTOR_STATE_KILLED} {
+		report.State = state
+		if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(report)); err != nil {
+			t.Errorf("an ended app's executor reported %s: %v, want it accepted", lifecycle.Name(state), err)
+		}
 	}
 	for i := range 12 {
 		id := c.registerApp(t, dp, appDesc(512, 1))
@@ -590,7 +595,7 @@ func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	driverSrv := httptest.NewServer(http.NotFoundHandler())
 	driverURL := driverSrv.URL
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token",
 		Description: appDesc(512, 1), DriverUrl: driverURL,
 	}))
 	if err != nil {
@@ -611,4 +616,22 @@ func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
 		t.Errorf("app %s %q; want FAILED naming the unreachable driver", lifecycle.Name(a.GetState()), a.GetStatusMessage())
 	}
 	wp.expect(t, "KillExecutor "+app)
+}
+
+func TestTheEndOfAnExecutorTheDriverHadKilledIsAccepted(t *testing.T) {
+	c := newCluster(t, Config{})
+	wp, dp := newPeer(t), newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 2, 4096)
+	app := c.registerApp(t, dp, appDesc(512, 1))
+	wp.expect(t, "LaunchExecutor "+app)
+	if _, err := c.client.KillExecutors(context.Background(), connect.NewRequest(&masterv1.KillExecutorsRequest{AppId: app, ExecutorIds: []int32{0}})); err != nil {
+		t.Fatal(err)
+	}
+	wp.expect(t, "KillExecutor "+app)
+	// The master forgot it at once; the worker's report of the kill is no error.
+	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+		AppId: app, ExecutorId: 0, WorkerId: worker, State: masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
+	})); err != nil {
+		t.Errorf("the killed executor's end: %v, want it accepted", err)
+	}
 }

@@ -231,6 +231,11 @@ func (a *appInfo) removeExecutor(e *executorInfo) {
 	a.coresGranted -= e.cores
 }
 
+// ended reports whether executor id of a is among those that ended.
+func (a *appInfo) ended(id int32) bool {
+	return slices.ContainsFunc(a.removed, func(e *executorInfo) bool { return e.id == id })
+}
+
 func (a *appInfo) hasRunningExecutor() bool {
 	for _, e := range a.executors {
 		if e.state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
