@@ -70,6 +70,8 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS = \
 	FuzzMasterHandlers:./services/master \
 	FuzzWorkerHandlers:./services/worker \
+	FuzzDriverHandlers:./services/driver \
+	FuzzExecutorHandlers:./services/executor \
 	FuzzParseSize:./pkg/resources \
 	FuzzCheckCommand:./pkg/resources \
 	FuzzValidate:./pkg/ids \

@@ -32,6 +32,9 @@ type Target struct {
 	Codes []connect.Code
 	// Check, when set, checks the target's invariants after each call.
 	Check func(t *testing.T)
+	// Token, when set, is the bearer token the handler accepts: each input
+	// is sent with it or without, and without it must be Unauthenticated.
+	Token string
 }
 
 // Fuzz runs t's fuzz test: each input names a procedure (by index), an
@@ -51,17 +54,25 @@ func Fuzz(f *testing.F, target Target) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint8(i), false, b)
+		f.Add(uint8(i), false, true, b)
 		j, err := protojson.Marshal(m)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint8(i), true, j)
+		f.Add(uint8(i), true, true, j)
+		f.Add(uint8(i), true, false, j)
 	}
-	f.Fuzz(func(t *testing.T, method uint8, isJSON bool, body []byte) {
+	f.Fuzz(func(t *testing.T, method uint8, isJSON, withToken bool, body []byte) {
 		md := methods.Get(int(method) % methods.Len())
-		code, msg := Call(target.Handler(t), "/"+string(target.Service.FullName())+"/"+string(md.Name()), isJSON, body)
-		if code != "" && !slices.ContainsFunc(target.Codes, func(c connect.Code) bool { return c.String() == code }) {
+		token := ""
+		if withToken {
+			token = target.Token
+		}
+		code, msg := Call(target.Handler(t), "/"+string(target.Service.FullName())+"/"+string(md.Name()), token, isJSON, body)
+		if target.Token != "" && token == "" && code != connect.CodeUnauthenticated.String() {
+			t.Fatalf("%s without a token: answered %q: %s", md.Name(), code, msg)
+		}
+		if code != "" && code != connect.CodeUnauthenticated.String() && !slices.ContainsFunc(target.Codes, func(c connect.Code) bool { return c.String() == code }) {
 			t.Fatalf("%s: answered %s: %s", md.Name(), code, msg)
 		}
 		if target.Check != nil {
@@ -78,10 +89,14 @@ func allMethods(ms protoreflect.MethodDescriptors) []protoreflect.MethodDescript
 	return out
 }
 
-// Call posts body to procedure on h as a Connect unary call and returns the
-// code of the answer ("" for success) and its message.
-func Call(h http.Handler, procedure string, isJSON bool, body []byte) (code, message string) {
+// Call posts body to procedure on h as a Connect unary call, with token as
+// its bearer token unless it is "", and returns the code of the answer (""
+// for success) and its message.
+func Call(h http.Handler, procedure, token string, isJSON bool, body []byte) (code, message string) {
 	req := httptest.NewRequest(http.MethodPost, procedure, bytes.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Content-Type", "application/proto")
 	if isJSON {
 		req.Header.Set("Content-Type", "application/json")
