@@ -191,6 +191,15 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 			t.Errorf("GET %s without a token: %s, want %d", page.url, resp.Status, page.want)
 		}
 	}
+	// A client with a wrong token is told so at once, not retried.
+	wrongFile := filepath.Join(t.TempDir(), "wrong.token")
+	if err := os.WriteFile(wrongFile, []byte(wrong), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := glintWithEnv(t, []string{"GLINT_TOKEN_FILE=" + wrongFile}, "submit", "--master", master, "pi")
+	if exitCode(err) == 0 || !strings.Contains(stderr, "rejected: unauthenticated") {
+		t.Errorf("submit with a wrong token: exit %d, stderr %q; want it rejected as unauthenticated", exitCode(err), stderr)
+	}
 	if hwm := peakRSS(t, c.master.cmd.Process.Pid); hwm > 200<<10 {
 		t.Errorf("master's peak RSS %d KiB, want under 200 MiB", hwm)
 	}

@@ -17,21 +17,29 @@ import (
 	"github.com/glint-cluster/glint/services/driver"
 )
 
+// tracedAndNot starts two identical two-worker clusters, one exporting every
+// span to a real Jaeger and one with tracing off, and returns them with a
+// tracer provider exporting to that Jaeger for what runs in the benchmark.
+func tracedAndNot(b *testing.B) (off, on *testCluster, traced trace.TracerProvider) {
+	j := startJaeger(b)
+	off = startClusterWithEnv(b, nil, 2)
+	on = startClusterWithEnv(b, j.env(), 2)
+	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(j.otlp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return off, on, tp
+}
+
 // BenchmarkLaunchLatency measures, per executor, the time from the worker
 // receiving LaunchExecutor to the driver registering the executor, on two
 // identical two-worker clusters: one exporting every span to a real Jaeger,
 // one with tracing off. Each iteration launches four executors on each. It
 // reports both means and their ratio (the target is at most 1.05).
 func BenchmarkLaunchLatency(b *testing.B) {
-	j := startJaeger(b)
-	off := startClusterWithEnv(b, nil, 2)
-	on := startClusterWithEnv(b, j.env(), 2)
-	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(j.otlp))
-	if err != nil {
-		b.Fatal(err)
-	}
-	traced := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
-	b.Cleanup(func() { _ = traced.Shutdown(context.Background()) })
+	off, on, traced := tracedAndNot(b)
 
 	var offSum, onSum time.Duration
 	var offN, onN int
@@ -54,7 +62,7 @@ func BenchmarkLaunchLatency(b *testing.B) {
 func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (time.Duration, int) {
 	d, err := servicetest.NewDriver(b, driver.Config{
 		Masters: []string{c.master.url}, App: examples.Pi(), Args: []string{"4"}, ExecutorCores: 1, MaxCores: 4,
-		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, Instruments: telemetry.Instruments{TracerProvider: tp},
+		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: tp},
 		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
 	})
 	if err != nil {
@@ -98,15 +106,7 @@ const dispatchTasks = 4000
 // real Jaeger with the default task sampling, one with tracing off. It
 // reports both rates and their ratio (the target is at least 0.95).
 func BenchmarkTaskDispatch(b *testing.B) {
-	j := startJaeger(b)
-	off := startClusterWithEnv(b, nil, 2)
-	on := startClusterWithEnv(b, j.env(), 2)
-	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(j.otlp))
-	if err != nil {
-		b.Fatal(err)
-	}
-	traced := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
-	b.Cleanup(func() { _ = traced.Shutdown(context.Background()) })
+	off, on, traced := tracedAndNot(b)
 
 	var offTime, onTime time.Duration
 	for b.Loop() {
@@ -137,7 +137,7 @@ func dispatch(b *testing.B, c *testCluster, tp trace.TracerProvider) time.Durati
 	}}
 	d, err := servicetest.NewDriver(b, driver.Config{
 		Masters: []string{c.master.url}, App: timed, ExecutorCores: 1, MaxCores: 4,
-		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, Instruments: telemetry.Instruments{TracerProvider: tp},
+		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: tp},
 		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0", "spark.scheduler.maxRegisteredResourcesWaitingTime": "10m"},
 	})
 	if err != nil {

@@ -47,7 +47,8 @@ func (d *Driver) Register(ctx context.Context) error {
 				close(d.registered)
 				return nil
 			}
-			if code := connect.CodeOf(err); code == connect.CodeInvalidArgument || code == connect.CodeFailedPrecondition {
+			switch connect.CodeOf(err) {
+			case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeUnauthenticated, connect.CodePermissionDenied:
 				return fmt.Errorf("register application with master %s: rejected: %w", url, err)
 			}
 			d.log.Warn("master unreachable", "master", url, "round", round, "err", err)
