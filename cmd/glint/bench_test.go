@@ -56,25 +56,10 @@ func BenchmarkLaunchLatency(b *testing.B) {
 	b.ReportMetric(onMean/offMean, "ratio")
 }
 
-// launchExecutors runs pi on four one-core executors of c with an in-process
-// driver and returns the summed LaunchExecutor-to-registered time and the
-// number of executors.
+// launchExecutors runs pi on four one-core executors of c and returns the
+// summed LaunchExecutor-to-registered time and the number of executors.
 func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (time.Duration, int) {
-	d, err := servicetest.NewDriver(b, driver.Config{
-		Masters: []string{c.master.url}, App: examples.Pi(), Args: []string{"4"}, ExecutorCores: 1, MaxCores: 4,
-		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: tp},
-		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0"},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
-	err = d.Run(ctx)
-	span.End()
-	if err != nil {
-		b.Fatal(err)
-	}
-	timelines := d.Timelines()
+	timelines := runOnFourExecutors(b, c, tp, examples.Pi(), "4").Timelines()
 	var sum time.Duration
 	n := 0
 	for _, t := range timelines {
@@ -86,6 +71,27 @@ func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (tim
 	if n != 4 {
 		b.Fatalf("%d executors with launch and registration times, want 4: %+v", n, timelines)
 	}
+	return sum, n
+}
+
+// runOnFourExecutors runs a with args in an in-process driver on four
+// one-core executors of c, all registered before it starts, in a submit
+// span of tp, and returns once c's cores are free again.
+func runOnFourExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider, a *app.App, args ...string) *driver.Driver {
+	d, err := servicetest.NewDriver(b, driver.Config{
+		Masters: []string{c.master.url}, App: a, Args: args, ExecutorCores: 1, MaxCores: 4, ExecutorMemoryMiB: 256,
+		ExecutorCommand: []string{glintBin, "executor"}, SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: tp},
+		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0", "spark.scheduler.maxRegisteredResourcesWaitingTime": "10m"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
+	err = d.Run(ctx)
+	span.End()
+	if err != nil {
+		b.Fatal(err)
+	}
 	c.waitFor(b, "cores free again", func(s masterJSON) bool {
 		for _, w := range s.Workers {
 			if w.CoresUsed != 0 {
@@ -94,7 +100,7 @@ func launchExecutors(b *testing.B, c *testCluster, tp trace.TracerProvider) (tim
 		}
 		return len(s.ActiveApps) == 0
 	})
-	return sum, n
+	return d
 }
 
 // dispatchTasks is how many no-op tasks BenchmarkTaskDispatch runs per job.
@@ -135,27 +141,6 @@ func dispatch(b *testing.B, c *testCluster, tp trace.TracerProvider) time.Durati
 		took = time.Since(start)
 		return err
 	}}
-	d, err := servicetest.NewDriver(b, driver.Config{
-		Masters: []string{c.master.url}, App: timed, ExecutorCores: 1, MaxCores: 4,
-		ExecutorMemoryMiB: 256, ExecutorCommand: []string{glintBin, "executor"}, SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: tp},
-		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0", "spark.scheduler.maxRegisteredResourcesWaitingTime": "10m"},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, span := tp.Tracer("bench").Start(context.Background(), "submit")
-	err = d.Run(ctx)
-	span.End()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.waitFor(b, "cores free again", func(s masterJSON) bool {
-		for _, w := range s.Workers {
-			if w.CoresUsed != 0 {
-				return false
-			}
-		}
-		return len(s.ActiveApps) == 0
-	})
+	runOnFourExecutors(b, c, tp, timed)
 	return took
 }
