@@ -383,7 +383,8 @@ func TestTheLaunchTraceStaysSmallAndShallowWhateverTheTaskCount(t *testing.T) {
 func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
 	t.Parallel()
 	j := startJaeger(t)
-	c := startClusterWithEnv(t, j.env(), 1)
+	// Two failed launches, a second apart (the relaunch backoff), fail the app.
+	c := startClusterWithEnv(t, j.env(), 1, "--max-executor-retries", "2")
 	driver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer driver.Close()
 	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)

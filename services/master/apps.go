@@ -115,14 +115,19 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	s.log.Info("executor finished", "app", a.id, "executor", e.id, "state", state.String(), "message", message)
 	a.removeExecutor(e)
 	e.worker.removeExecutor(e)
-	normalExit := exitStatus != nil && *exitStatus == 0
-	if !normalExit && old != masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED {
+	// An executor that ends without being asked — the driver released its
+	// executors (limit 0) when it stops, the master forgets those it kills —
+	// failed, whatever its exit code: a command that exits 0 at once would
+	// otherwise be relaunched without end.
+	asked := a.executorLimit == 0 || old == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED
+	if !asked {
 		a.retryCount++
 		if s.cfg.MaxExecutorRetries >= 0 && a.retryCount >= s.cfg.MaxExecutorRetries && !a.hasRunningExecutor() {
 			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
 				fmt.Sprintf("%d executors failed in a row and none is running; last: %s", a.retryCount, message))
 			return nil
 		}
+		s.backOffLocked(a)
 	}
 	s.needSchedule = true
 	return nil

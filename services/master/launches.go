@@ -43,7 +43,11 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	for _, d := range s.waitingDrivers {
 		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
 	}
+	now := s.now()
 	for _, a := range s.appQueue {
+		if now.Before(a.relaunchAfter) {
+			continue // backing off after its executors failed
+		}
 		snap.Apps = append(snap.Apps, AppDemand{
 			ID: a.id, CoresLeft: a.coresLeft(), CoresPerExecutor: a.desc.GetCoresPerExecutor(),
 			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - len(a.executors),
@@ -75,12 +79,47 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	telemetry.ObserveInTrace(exemplar, s.metrics.scheduleDuration, ended.Sub(started).Seconds())
 	for _, a := range s.appQueue {
 		// Only an application without executors is stuck; say why.
-		if len(a.executors) == 0 {
+		switch {
+		case now.Before(a.relaunchAfter):
+			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
+				a.retryCount, a.relaunchAfter.Sub(now).Round(time.Second))
+		case len(a.executors) == 0:
 			a.statusMessage = plan.Waiting[a.id]
-		} else {
+		default:
 			a.statusMessage = ""
 		}
 	}
+}
+
+// Relaunch backoff: after an executor failure an application gets no new
+// executor for relaunchWait(failures in a row) — 1 s, doubling, at most a
+// minute — so a command that exits at once cannot make a launch storm.
+const (
+	relaunchBase = time.Second
+	relaunchCap  = time.Minute
+)
+
+func relaunchWait(failures int) time.Duration {
+	wait := relaunchBase
+	for i := 1; i < failures && wait < relaunchCap; i++ {
+		wait *= 2
+	}
+	return min(wait, relaunchCap)
+}
+
+// backOffLocked holds a's next executors back after a failure, and wakes the
+// scheduler when the wait is over.
+func (s *Server) backOffLocked(a *appInfo) {
+	wait := relaunchWait(a.retryCount)
+	a.relaunchAfter = s.now().Add(wait)
+	time.AfterFunc(wait, s.wake)
+}
+
+// wake runs a schedule pass: a backoff ended.
+func (s *Server) wake() {
+	s.mu.Lock()
+	s.needSchedule = true
+	s.scheduleAndUnlock(s.ctx)
 }
 
 // scheduleSpan starts the "schedule" span of one application's (or driver's)

@@ -385,6 +385,9 @@ func TestExecutorFailuresFailTheAppOnlyWhenNoneRuns(t *testing.T) {
 				if err := report(next, masterv1.ExecutorState_EXECUTOR_STATE_FAILED, ptr[int32](1)); err != nil {
 					t.Fatalf("report executor %d failed: %v", next, err)
 				}
+				// The relaunch backoff ends.
+				c.clock.advance(time.Minute)
+				c.srv.wake()
 				next = c.app(t, app).GetExecutors()[len(c.app(t, app).GetExecutors())-1].GetId()
 			}
 			if got := lifecycle.Name(c.app(t, app).GetState()); got != tc.wantState {
@@ -633,5 +636,64 @@ func TestTheEndOfAnExecutorTheDriverHadKilledIsAccepted(t *testing.T) {
 		AppId: app, ExecutorId: 0, WorkerId: worker, State: masterv1.ExecutorState_EXECUTOR_STATE_KILLED,
 	})); err != nil {
 		t.Errorf("the killed executor's end: %v, want it accepted", err)
+	}
+}
+
+func TestAnExecutorThatExitsUnaskedIsRelaunchedOnlyAfterABackoff(t *testing.T) {
+	c := newCluster(t, Config{MaxExecutorRetries: 10})
+	wp, dp := newPeer(t), newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 1, 4096)
+	app := c.registerApp(t, dp, appDesc(512, 1))
+	// The executors the app has now (it also lists those that ended).
+	executors := func() []*masterv1.ExecutorInfo {
+		var live []*masterv1.ExecutorInfo
+		for _, e := range c.app(t, app).GetExecutors() {
+			if !lifecycle.ExecutorFinished(e.GetState()) {
+				live = append(live, e)
+			}
+		}
+		return live
+	}
+	for failures, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		e := executors()[0].GetId()
+		// It exits 0 without being asked: that is a failure too.
+		if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+			AppId: app, ExecutorId: e, State: masterv1.ExecutorState_EXECUTOR_STATE_EXITED, WorkerId: worker, ExitStatus: ptr[int32](0),
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if live, msg := executors(), c.app(t, app).GetStatusMessage(); len(live) != 0 || !strings.Contains(msg, fmt.Sprintf("%d executors failed in a row", failures+1)) {
+			t.Fatalf("after failure %d: executors %v, status %q; want none launched yet and the backoff said", failures+1, live, msg)
+		}
+		c.clock.advance(wait - time.Millisecond)
+		c.srv.wake()
+		if n := len(executors()); n != 0 {
+			t.Fatalf("after failure %d: %d executors before the %s backoff ended", failures+1, n, wait)
+		}
+		c.clock.advance(time.Millisecond)
+		c.srv.wake()
+		if n := len(executors()); n != 1 {
+			t.Fatalf("after failure %d: %d executors once the %s backoff ended, want 1", failures+1, n, wait)
+		}
+	}
+	// Exits after the driver released its executors (it is stopping) are asked for.
+	if _, err := c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: app})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+		AppId: app, ExecutorId: executors()[0].GetId(), State: masterv1.ExecutorState_EXECUTOR_STATE_EXITED, WorkerId: worker, ExitStatus: ptr[int32](0),
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if msg := c.app(t, app).GetStatusMessage(); strings.Contains(msg, "failed in a row") {
+		t.Errorf("an asked-for exit counted as a failure: %q", msg)
+	}
+}
+
+func TestRelaunchWaitDoublesAndIsCapped(t *testing.T) {
+	for failures, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 7: time.Minute, 100: time.Minute} {
+		if got := relaunchWait(failures); got != want {
+			t.Errorf("relaunchWait(%d) = %s, want %s", failures, got, want)
+		}
 	}
 }

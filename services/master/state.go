@@ -157,18 +157,20 @@ type appInfo struct {
 	id string
 	// appToken is the application's own token: the master calls its driver
 	// with it and hands it to its executors; it is never shown.
-	appToken      string
-	desc          *masterv1.ApplicationDescription
-	driverURL     string
-	driverID      string
-	state         masterv1.ApplicationState
-	startTime     time.Time
-	endTime       time.Time
-	executors     map[int32]*executorInfo
-	removed       []*executorInfo
-	coresGranted  int32
-	nextExecID    int32
-	retryCount    int
+	appToken     string
+	desc         *masterv1.ApplicationDescription
+	driverURL    string
+	driverID     string
+	state        masterv1.ApplicationState
+	startTime    time.Time
+	endTime      time.Time
+	executors    map[int32]*executorInfo
+	removed      []*executorInfo
+	coresGranted int32
+	nextExecID   int32
+	retryCount   int
+	// relaunchAfter holds new executors back after failures (backOffLocked).
+	relaunchAfter time.Time
 	executorLimit int
 	// size is the size of desc, counted in Server.activeBytes while active.
 	size          int
