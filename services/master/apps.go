@@ -106,6 +106,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	e.message, e.exitStatus = message, exitStatus
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
+		e.runningSince = s.now()
 		telemetry.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
 	}
 	s.sendExecutorUpdated(ctx, e, false, times)
@@ -122,9 +123,18 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	asked := a.executorLimit == 0 || old == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED
 	if !asked {
 		a.retryCount++
-		if s.cfg.MaxExecutorRetries >= 0 && a.retryCount >= s.cfg.MaxExecutorRetries && !a.hasRunningExecutor() {
+		// An executor that ran a while before failing was healthy: the
+		// backoff starts over. One that failed at once (it never ran, or
+		// exited within healthyRun) makes it longer.
+		if e.runningSince.IsZero() || s.now().Sub(e.runningSince) < healthyRun {
+			a.quickFailures++
+		} else {
+			a.quickFailures = 1
+		}
+		failures := max(a.retryCount, a.quickFailures)
+		if s.cfg.MaxExecutorRetries >= 0 && failures >= s.cfg.MaxExecutorRetries && !a.hasRunningExecutor() {
 			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
-				fmt.Sprintf("%d executors failed in a row and none is running; last: %s", a.retryCount, message))
+				fmt.Sprintf("%d executors failed in a row and none is running; last: %s", failures, message))
 			return nil
 		}
 		s.backOffLocked(a)

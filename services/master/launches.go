@@ -82,7 +82,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		switch {
 		case now.Before(a.relaunchAfter):
 			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
-				a.retryCount, a.relaunchAfter.Sub(now).Round(time.Second))
+				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second))
 		case len(a.executors) == 0:
 			a.statusMessage = plan.Waiting[a.id]
 		default:
@@ -92,11 +92,14 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 }
 
 // Relaunch backoff: after an executor failure an application gets no new
-// executor for relaunchWait(failures in a row) — 1 s, doubling, at most a
-// minute — so a command that exits at once cannot make a launch storm.
+// executor for relaunchWait(quick failures in a row) — 1 s, doubling, at
+// most a minute, as for a supervised driver — so a command that exits at
+// once cannot make a launch storm. An executor that ran healthyRun before it
+// failed starts the backoff over.
 const (
 	relaunchBase = time.Second
 	relaunchCap  = time.Minute
+	healthyRun   = 5 * time.Second
 )
 
 func relaunchWait(failures int) time.Duration {
@@ -110,7 +113,7 @@ func relaunchWait(failures int) time.Duration {
 // backOffLocked holds a's next executors back after a failure, and wakes the
 // scheduler when the wait is over.
 func (s *Server) backOffLocked(a *appInfo) {
-	wait := relaunchWait(a.retryCount)
+	wait := relaunchWait(a.quickFailures)
 	a.relaunchAfter = s.now().Add(wait)
 	time.AfterFunc(wait, s.wake)
 }

@@ -654,15 +654,24 @@ func TestAnExecutorThatExitsUnaskedIsRelaunchedOnlyAfterABackoff(t *testing.T) {
 		}
 		return live
 	}
-	for failures, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
-		e := executors()[0].GetId()
-		// It exits 0 without being asked: that is a failure too.
+	report := func(e int32, state masterv1.ExecutorState) {
+		t.Helper()
 		if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
-			AppId: app, ExecutorId: e, State: masterv1.ExecutorState_EXECUTOR_STATE_EXITED, WorkerId: worker, ExitStatus: ptr[int32](0),
+			AppId: app, ExecutorId: e, State: state, WorkerId: worker, ExitStatus: ptr[int32](0),
 		})); err != nil {
 			t.Fatal(err)
 		}
-		if live, msg := executors(), c.app(t, app).GetStatusMessage(); len(live) != 0 || !strings.Contains(msg, fmt.Sprintf("%d executors failed in a row", failures+1)) {
+	}
+	for failures, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, time.Second} {
+		e := executors()[0].GetId()
+		// It starts and exits 0 at once, without being asked: a failure,
+		// which the next backoff doubles — unless it ran a while first.
+		report(e, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+		if failures == 3 {
+			c.clock.advance(5 * time.Second)
+		}
+		report(e, masterv1.ExecutorState_EXECUTOR_STATE_EXITED)
+		if live, msg := executors(), c.app(t, app).GetStatusMessage(); len(live) != 0 || !strings.Contains(msg, "executors failed in a row") {
 			t.Fatalf("after failure %d: executors %v, status %q; want none launched yet and the backoff said", failures+1, live, msg)
 		}
 		c.clock.advance(wait - time.Millisecond)
@@ -695,5 +704,27 @@ func TestRelaunchWaitDoublesAndIsCapped(t *testing.T) {
 		if got := relaunchWait(failures); got != want {
 			t.Errorf("relaunchWait(%d) = %s, want %s", failures, got, want)
 		}
+	}
+}
+
+func TestExecutorsThatExitAtOnceFailTheAppThoughEachReachedRunning(t *testing.T) {
+	c := newCluster(t, Config{MaxExecutorRetries: 3})
+	wp, dp := newPeer(t), newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 1, 4096)
+	app := c.registerApp(t, dp, appDesc(512, 1))
+	for i := range 3 {
+		e := c.app(t, app).GetExecutors()[i].GetId()
+		for _, state := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, masterv1.ExecutorState_EXECUTOR_STATE_EXITED} {
+			if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+				AppId: app, ExecutorId: e, State: state, WorkerId: worker, ExitStatus: ptr[int32](0),
+			})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.clock.advance(time.Minute)
+		c.srv.wake()
+	}
+	if a := c.app(t, app); lifecycle.Name(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "3 executors failed in a row") {
+		t.Errorf("app %s %q; want FAILED after 3 executors exited at once", lifecycle.Name(a.GetState()), a.GetStatusMessage())
 	}
 }

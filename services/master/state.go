@@ -138,6 +138,8 @@ type executorInfo struct {
 	message     string
 	exitStatus  *int32
 	scheduledAt time.Time
+	// runningSince is when its worker reported it RUNNING.
+	runningSince time.Time
 	// url is where the executor serves, once its worker reported it.
 	url string
 }
@@ -169,6 +171,10 @@ type appInfo struct {
 	coresGranted int32
 	nextExecID   int32
 	retryCount   int
+	// quickFailures counts executors in a row that failed within
+	// healthyRun of starting: they set the relaunch backoff, and fail the
+	// application at MaxExecutorRetries even though each reached RUNNING.
+	quickFailures int
 	// relaunchAfter holds new executors back after failures (backOffLocked).
 	relaunchAfter time.Time
 	executorLimit int
