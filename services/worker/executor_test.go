@@ -18,6 +18,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/services/master"
 )
 
 func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
@@ -94,7 +95,8 @@ func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
 }
 
 func TestExecutorWithMissingBinaryFailsAndWorkerKeepsServing(t *testing.T) {
-	c := startCluster(t, clusterConfig{worker: Config{Cores: 1}})
+	// Two failed launches, a second apart (the master's relaunch backoff), fail the app.
+	c := startCluster(t, clusterConfig{worker: Config{Cores: 1}, master: master.Config{MaxExecutorRetries: 2}})
 	missing := "/nonexistent/glint-worker-test-binary"
 	appID := c.registerApp(t, &masterv1.Command{Args: []string{missing}}, 1)
 	e := c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
