@@ -29,6 +29,7 @@ const (
 	idleTimeout       = 2 * time.Minute
 	maxHeaderBytes    = 64 << 10
 	shutdownTimeout   = 5 * time.Second
+	hangUpGrace       = 250 * time.Millisecond
 )
 
 // NewServer returns an http.Server for handler speaking HTTP/1.1 and unencrypted HTTP/2.
@@ -59,10 +60,11 @@ func NewServer(handler http.Handler) *http.Server {
 // request is in flight and every answer was written out (no connection is
 // active), the remaining connections are closed.
 func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
-	var inflight atomic.Int64
+	var inflight, lastAnswer atomic.Int64
 	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inflight.Add(1)
 		defer inflight.Add(-1)
+		defer func() { lastAnswer.Store(time.Now().UnixNano()) }()
 		handler.ServeHTTP(w, r)
 	}))
 	// A connection is active from a request's first byte until its answer's
@@ -101,10 +103,14 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	for busy() && sctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// An answer given just now may still sit in a connection's buffer: give
+	// its peer until hangUpGrace after it to read it and hang up before
+	// closing what is left. Idle peers are not waited for.
+	wait := hangUpGrace - time.Since(time.Unix(0, lastAnswer.Load()))
 	var err error
 	select {
 	case err = <-shut:
-	default:
+	case <-time.After(max(wait, 0)):
 		srv.Close()
 		<-shut
 	}

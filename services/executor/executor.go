@@ -116,7 +116,9 @@ func New(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
 		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
-		updates: rpc.NewMailbox(life),
+		// Not ended with the executor: the updates of tasks that ended
+		// before it stopped are delivered (Run waits for them), never cut off.
+		updates: rpc.NewMailbox(context.Background()),
 		metrics: newMetrics(cfg.Registry),
 		life:    life,
 		stop:    stop,

@@ -109,7 +109,11 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 		e.runningSince = s.now()
 		telemetry.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
 	}
-	s.sendExecutorUpdated(ctx, e, false, times)
+	// A driver that released its executors is stopping, and may be gone:
+	// it is told nothing more about them.
+	if a.executorLimit != 0 {
+		s.sendExecutorUpdated(ctx, e, false, times)
+	}
 	if !lifecycle.ExecutorFinished(state) {
 		return nil
 	}
