@@ -100,7 +100,7 @@ type Server struct {
 	stop context.CancelCauseFunc
 
 	mu    sync.Mutex
-	tasks map[int64]context.CancelFunc
+	tasks map[int64]context.CancelCauseFunc
 	wg    sync.WaitGroup
 }
 
@@ -113,16 +113,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	life, stop := context.WithCancelCause(context.Background())
 	return &Server{
-		cfg:     cfg,
-		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
+		cfg:    cfg,
+		log:    cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
+		driver: driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		// Not ended with the executor: the updates of tasks that ended
 		// before it stopped are delivered (Run waits for them), never cut off.
 		updates: rpc.NewMailbox(context.Background()),
 		metrics: newMetrics(cfg.Registry),
 		life:    life,
 		stop:    stop,
-		tasks:   map[int64]context.CancelFunc{},
+		tasks:   map[int64]context.CancelCauseFunc{},
 	}, nil
 }
 
@@ -166,7 +166,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("executor registered", "url", s.cfg.URL, "cores", s.cfg.Cores)
 	<-s.life.Done()
-	s.killAll("executor stopping")
+	s.killAll()
 	s.wg.Wait()
 	s.updates.Wait()
 	if cause := context.Cause(s.life); !errors.Is(cause, context.Canceled) {
@@ -254,13 +254,20 @@ func (s *Server) LaunchTask(ctx context.Context, req *connect.Request[executorv1
 		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: all %d cores are busy", m.GetTaskId(), fault.ErrResourceExhausted, s.cfg.Cores))
 	}
 	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	s.tasks[m.GetTaskId()] = func() { cancel(errKilled) }
+	s.tasks[m.GetTaskId()] = cancel
 	s.metrics.tasksRunning.Inc()
 	s.wg.Go(func() { s.runTask(tctx, m, fn) })
 	return connect.NewResponse(&executorv1.LaunchTaskResponse{}), nil
 }
 
-var errKilled = errors.New("task killed")
+// A task's context ends with errKilled when the driver kills it, and with
+// errStopping when the executor stops with tasks still running: the driver
+// then learns from the master that the executor ended, and the task is not
+// reported (its report would count as the task's failure).
+var (
+	errKilled   = errors.New("task killed")
+	errStopping = errors.New("executor stopping")
+)
 
 func (s *Server) runTask(ctx context.Context, m *executorv1.LaunchTaskRequest, fn app.TaskFunc) {
 	out, err := safeRun(ctx, fn, m.GetInput())
@@ -268,6 +275,10 @@ func (s *Server) runTask(ctx context.Context, m *executorv1.LaunchTaskRequest, f
 	delete(s.tasks, m.GetTaskId())
 	s.mu.Unlock()
 	s.metrics.tasksRunning.Dec()
+	if errors.Is(context.Cause(ctx), errStopping) {
+		s.metrics.tasks.WithLabelValues(lifecycle.Label(driverv1.TaskState_TASK_STATE_KILLED)).Inc()
+		return
+	}
 	update := &driverv1.StatusUpdateRequest{ExecutorId: s.cfg.ExecutorID, TaskId: m.GetTaskId()}
 	switch {
 	case err == nil:
@@ -303,11 +314,11 @@ func safeRun(ctx context.Context, fn app.TaskFunc, input []byte) (out []byte, er
 func (s *Server) KillTask(_ context.Context, req *connect.Request[executorv1.KillTaskRequest]) (*connect.Response[executorv1.KillTaskResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kill, ok := s.tasks[req.Msg.GetTaskId()]
+	cancel, ok := s.tasks[req.Msg.GetTaskId()]
 	if !ok {
 		return nil, rpc.Error(fmt.Errorf("kill task %d: %w", req.Msg.GetTaskId(), fault.ErrNotFound))
 	}
-	kill()
+	cancel(errKilled)
 	return connect.NewResponse(&executorv1.KillTaskResponse{}), nil
 }
 
@@ -319,11 +330,12 @@ func (s *Server) StopExecutor(context.Context, *connect.Request[executorv1.StopE
 	return connect.NewResponse(&executorv1.StopExecutorResponse{}), nil
 }
 
-func (s *Server) killAll(reason string) {
+// killAll ends every running task as the executor stops; none is reported.
+func (s *Server) killAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, kill := range s.tasks {
-		s.log.Info("killing task", "task", id, "reason", reason)
-		kill()
+	for id, cancel := range s.tasks {
+		s.log.Info("killing task", "task", id, "reason", errStopping)
+		cancel(errStopping)
 	}
 }
