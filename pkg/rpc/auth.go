@@ -36,10 +36,13 @@ const (
 	// App is an application's own token: its driver and its executors, and
 	// the master calling its driver.
 	App
+	// Metrics is the metrics pages' (/metrics, the master's /sd): Public,
+	// or AnyToken when the process has Endpoints.MetricsAuth.
+	Metrics
 )
 
 func (r Role) String() string {
-	return [...]string{"public", "any token", "cluster", "submit", "application"}[r]
+	return [...]string{"public", "any token", "cluster", "submit", "application", "metrics"}[r]
 }
 
 // MinTokenBytes is the shortest token accepted: 128 bits of a random token
@@ -152,6 +155,14 @@ func names(roles map[Role]bool) string {
 // keys are procedure paths ("/glint.master.v1.MasterService/RegisterWorker")
 // and page patterns as the handler mounts them ("GET /json").
 type Access map[string]Role
+
+// Grant gives role the procedures (or pages) and returns a.
+func (a Access) Grant(role Role, procedures ...string) Access {
+	for _, p := range procedures {
+		a[p] = role
+	}
+	return a
+}
 
 var (
 	errNoToken    = errors.New("no bearer token: pass --token-file or set GLINT_TOKEN_FILE")

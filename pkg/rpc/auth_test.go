@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestAuthenticateAnswersPagesByRole(t *testing.T) {
@@ -52,5 +55,34 @@ func TestTokensRemovedAreRefused(t *testing.T) {
 	tokens.Remove(Submit, token)
 	if len(tokens.rolesOf(token)) != 0 {
 		t.Errorf("a removed token is still accepted")
+	}
+}
+
+func TestMetricsPagesNeedATokenOnlyWithMetricsAuth(t *testing.T) {
+	token := NewToken()
+	tokens := NewTokens()
+	tokens.Add(Cluster, token)
+	for _, metricsAuth := range []bool{false, true} {
+		h := NewHandler(Endpoints{
+			Service: func(...connect.HandlerOption) (string, http.Handler) {
+				return "/test.v1.Service/", http.NotFoundHandler()
+			},
+			Registry: prometheus.NewRegistry(),
+			Pages:    map[string]http.HandlerFunc{"GET /sd": func(http.ResponseWriter, *http.Request) {}},
+			Access:   Access{"GET /sd": Metrics}, Tokens: tokens, MetricsAuth: metricsAuth,
+		})
+		for _, path := range []string{"/metrics", "/sd"} {
+			for _, withToken := range []bool{false, true} {
+				req := httptest.NewRequest(http.MethodGet, path, nil)
+				if withToken {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if want := !metricsAuth || withToken; (rec.Code == http.StatusOK) != want {
+					t.Errorf("metrics auth %v, GET %s with token %v: %d", metricsAuth, path, withToken, rec.Code)
+				}
+			}
+		}
 	}
 }

@@ -30,10 +30,12 @@ type Endpoints struct {
 	// (--insecure).
 	Tokens *Tokens
 	// Access is the role each procedure and page needs. /healthz is Public;
-	// /metrics is Public unless Access says otherwise; a path nothing serves
+	// /metrics is Metrics unless Access says otherwise; a path nothing serves
 	// is Public (it is not found); anything else missing from Access needs
 	// the Cluster token.
 	Access Access
+	// MetricsAuth makes the Metrics pages need a token (--metrics-auth).
+	MetricsAuth bool
 }
 
 // NewHandler builds the one HTTP handler of a Glint process: the Connect
@@ -49,7 +51,7 @@ func NewHandler(e Endpoints) http.Handler {
 	for pattern, h := range e.Pages {
 		mux.HandleFunc(pattern, h)
 	}
-	need := func(r *http.Request) Role {
+	role := func(r *http.Request) Role {
 		if role, ok := e.Access[r.URL.Path]; ok {
 			return role
 		}
@@ -58,11 +60,23 @@ func NewHandler(e Endpoints) http.Handler {
 			return role
 		}
 		switch pattern {
-		case "GET /healthz", "GET /metrics", "":
+		case "GET /metrics":
+			return Metrics
+		case "GET /healthz", "":
 			// Nothing is served at a path no pattern matches: 404 for all.
 			return Public
 		}
 		return Cluster
+	}
+	need := func(r *http.Request) Role {
+		switch role := role(r); {
+		case role == Metrics && e.MetricsAuth:
+			return AnyToken
+		case role == Metrics:
+			return Public
+		default:
+			return role
+		}
 	}
 	return authenticate(bounded(mux), e.Tokens, need)
 }

@@ -148,7 +148,8 @@ func (s *Server) Handler() http.Handler {
 		Registry:       s.cfg.Registry,
 		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD},
 		Tokens:         s.cfg.Tokens,
-		Access:         access(s.cfg.MetricsAuth),
+		Access:         access,
+		MetricsAuth:    s.cfg.MetricsAuth,
 	})
 }
 
@@ -175,27 +176,15 @@ func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // access is the role each MasterService procedure and master page needs:
 // workers' calls the cluster token, clients' and drivers' a submit token;
-// /json either.
-func access(metricsAuth bool) rpc.Access {
-	a := rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "GET /sd": rpc.Public, "GET /metrics": rpc.Public}
-	if metricsAuth {
-		a["GET /sd"], a["GET /metrics"] = rpc.AnyToken, rpc.AnyToken
-	}
-	for _, p := range []string{
+// /json either; /sd is a metrics page.
+var access = rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "GET /sd": rpc.Metrics}.
+	Grant(rpc.Cluster,
 		masterv1connect.MasterServiceRegisterWorkerProcedure, masterv1connect.MasterServiceHeartbeatProcedure,
 		masterv1connect.MasterServiceExecutorStateChangedProcedure, masterv1connect.MasterServiceDriverStateChangedProcedure,
-		masterv1connect.MasterServiceWorkerDecommissioningProcedure,
-	} {
-		a[p] = rpc.Cluster
-	}
-	for _, p := range []string{
+		masterv1connect.MasterServiceWorkerDecommissioningProcedure).
+	Grant(rpc.Submit,
 		masterv1connect.MasterServiceRegisterApplicationProcedure, masterv1connect.MasterServiceUnregisterApplicationProcedure,
 		masterv1connect.MasterServiceKillApplicationProcedure, masterv1connect.MasterServiceSubmitDriverProcedure,
 		masterv1connect.MasterServiceKillDriverProcedure, masterv1connect.MasterServiceDriverStatusProcedure,
 		masterv1connect.MasterServiceGetClusterStateProcedure, masterv1connect.MasterServiceRequestExecutorsProcedure,
-		masterv1connect.MasterServiceKillExecutorsProcedure,
-	} {
-		a[p] = rpc.Submit
-	}
-	return a
-}
+		masterv1connect.MasterServiceKillExecutorsProcedure)

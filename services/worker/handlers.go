@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"connectrpc.com/connect"
 
@@ -74,7 +75,10 @@ func (s *Server) KillExecutor(ctx context.Context, req *connect.Request[workerv1
 	}
 	what := fmt.Sprintf("kill executor %s/%d", m.GetAppId(), m.GetExecutorId())
 	key := executorKey{app: m.GetAppId(), id: m.GetExecutorId()}
-	if err := killRunner(ctx, s, m.GetMasterUrl(), what, s.executors, key); err != nil {
+	ended := func(k executorKey) bool {
+		return slices.ContainsFunc(s.finishedExecutors, func(r *executorRunner) bool { return r.key() == k })
+	}
+	if err := killRunner(ctx, s, m.GetMasterUrl(), what, s.executors, key, ended); err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&workerv1.KillExecutorResponse{}), nil
@@ -113,7 +117,10 @@ func (s *Server) KillDriver(ctx context.Context, req *connect.Request[workerv1.K
 	if err := ids.ValidateDriver(m.GetDriverId()); err != nil {
 		return nil, rpc.Error(fmt.Errorf("kill driver: %w", err))
 	}
-	if err := killRunner(ctx, s, m.GetMasterUrl(), "kill driver "+m.GetDriverId(), s.drivers, m.GetDriverId()); err != nil {
+	ended := func(id string) bool {
+		return slices.ContainsFunc(s.finishedDrivers, func(r *driverRunner) bool { return r.id == id })
+	}
+	if err := killRunner(ctx, s, m.GetMasterUrl(), "kill driver "+m.GetDriverId(), s.drivers, m.GetDriverId(), ended); err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&workerv1.KillDriverResponse{}), nil

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -363,9 +362,10 @@ type stopper interface{ stop(reason error) }
 
 // killRunner kills the runner with key in table when the command comes from
 // the active master: the whole of KillExecutor and KillDriver but for the
-// request. A process that already ended is killed already (the kill raced
-// its exit: normal life); one the worker never ran, or forgot, is NotFound.
-func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterURL, what string, table map[K]R, key K) error {
+// request. A process that already ended (ended, called under s.mu) is killed
+// already (the kill raced its exit: normal life); one the worker never ran,
+// or forgot, is NotFound.
+func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterURL, what string, table map[K]R, key K, ended func(K) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.awaitActiveLocked(ctx, masterURL); err != nil {
@@ -373,7 +373,7 @@ func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterU
 	}
 	r, ok := table[key]
 	if !ok {
-		if s.endedLocked(key) {
+		if ended(key) {
 			s.log.Debug("kill of a process that already ended", "what", what)
 			return nil
 		}
@@ -381,18 +381,6 @@ func killRunner[K comparable, R stopper](ctx context.Context, s *Server, masterU
 	}
 	r.stop(errKilledByMaster)
 	return nil
-}
-
-// endedLocked reports whether the executor (an executorKey) or driver (its
-// id) with key is among the processes that ended here.
-func (s *Server) endedLocked(key any) bool {
-	switch k := key.(type) {
-	case executorKey:
-		return slices.ContainsFunc(s.finishedExecutors, func(r *executorRunner) bool { return r.appID == k.app && r.execID == k.id })
-	case string:
-		return slices.ContainsFunc(s.finishedDrivers, func(r *driverRunner) bool { return r.id == k })
-	}
-	return false
 }
 
 // retain appends r to finished, keeping the last retainedFinished.

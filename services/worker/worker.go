@@ -248,26 +248,17 @@ func (s *Server) Handler() http.Handler {
 		Registry:       s.cfg.Registry,
 		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON},
 		Tokens:         s.cfg.Tokens,
-		Access:         access(s.cfg.MetricsAuth),
+		Access:         access,
+		MetricsAuth:    s.cfg.MetricsAuth,
 	})
 }
 
 // access is the role each WorkerService procedure and worker page needs:
-// the cluster token, the master's, for all but /metrics.
-func access(metricsAuth bool) rpc.Access {
-	a := rpc.Access{"GET /json": rpc.Cluster, "GET /metrics": rpc.Public}
-	if metricsAuth {
-		a["GET /metrics"] = rpc.AnyToken
-	}
-	for _, p := range []string{
-		workerv1connect.WorkerServiceLaunchExecutorProcedure, workerv1connect.WorkerServiceKillExecutorProcedure,
-		workerv1connect.WorkerServiceLaunchDriverProcedure, workerv1connect.WorkerServiceKillDriverProcedure,
-		workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure,
-	} {
-		a[p] = rpc.Cluster
-	}
-	return a
-}
+// the cluster token, the master's.
+var access = rpc.Access{"GET /json": rpc.Cluster}.Grant(rpc.Cluster,
+	workerv1connect.WorkerServiceLaunchExecutorProcedure, workerv1connect.WorkerServiceKillExecutorProcedure,
+	workerv1connect.WorkerServiceLaunchDriverProcedure, workerv1connect.WorkerServiceKillDriverProcedure,
+	workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure)
 
 // Run registers with a master (retrying on Spark's schedule), heartbeats, and
 // registers again when the master asks, changes or stops answering. When ctx
