@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"connectrpc.com/connect"
 
@@ -29,8 +28,8 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
 	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
-	if w, ok := s.idToWorker[m.GetWorkerId()]; ok {
-		w.lastHeartbeat = now
+	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
+		s.workers.heartbeat(w, now)
 		resp.Duplicate = true
 		return connect.NewResponse(resp), nil
 	}
@@ -95,11 +94,11 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w, ok := s.idToWorker[id]; ok {
-		w.lastHeartbeat = s.now()
+	if w, ok := s.workers.alive(id); ok {
+		s.workers.heartbeat(w, s.now())
 		return connect.NewResponse(&masterv1.HeartbeatResponse{}), nil
 	}
-	if slices.ContainsFunc(s.workers, func(w *workerInfo) bool { return w.id == id }) {
+	if s.workers.removed(id) {
 		s.log.Info("heartbeat from removed worker; asking it to re-register", "worker", id)
 		return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
 	}
@@ -116,7 +115,7 @@ func (s *Server) WorkerDecommissioning(ctx context.Context, req *connect.Request
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	w, ok := s.idToWorker[id]
+	w, ok := s.workers.alive(id)
 	if !ok {
 		return nil, rpc.Error(fmt.Errorf("decommission worker %s: %w", id, fault.ErrNotFound))
 	}

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -32,14 +33,6 @@ func (s *Server) scheduleAndUnlock(ctx context.Context) {
 // waiting demand, lets schedule decide, and launches what it placed.
 func (s *Server) scheduleLocked(ctx context.Context) {
 	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
-	for _, w := range s.workers {
-		if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
-			snap.Workers = append(snap.Workers, WorkerSlot{
-				ID: w.id, Cores: w.cores, MemoryMiB: w.memoryMiB,
-				CoresFree: w.cores - w.coresUsed, MemoryFreeMiB: w.memoryMiB - w.memoryUsedMiB,
-			})
-		}
-	}
 	for _, d := range s.waitingDrivers {
 		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
 	}
@@ -53,6 +46,18 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - len(a.executors),
 		})
 	}
+	// A pass without demand — most passes, as every registration and
+	// executor end asks for one — does not look at the workers.
+	if len(snap.Drivers) > 0 || slices.ContainsFunc(snap.Apps, AppDemand.wantsExecutors) {
+		for w := range s.workers.all() {
+			if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
+				snap.Workers = append(snap.Workers, WorkerSlot{
+					ID: w.id, Cores: w.cores, MemoryMiB: w.memoryMiB,
+					CoresFree: w.cores - w.coresUsed, MemoryFreeMiB: w.memoryMiB - w.memoryUsedMiB,
+				})
+			}
+		}
+	}
 	started := time.Now()
 	plan := schedule(snap, s.cfg.Rand)
 	ended := time.Now()
@@ -61,7 +66,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	for _, p := range plan.Drivers {
 		d := s.drivers[p.DriverID]
 		sctx, span := s.scheduleSpan(ctx, d.trace, started, telemetry.DriverID.String(d.id))
-		s.launchDriverLocked(sctx, s.idToWorker[p.WorkerID], d)
+		s.launchDriverLocked(sctx, s.workers.byID[p.WorkerID], d)
 		span.End(trace.WithTimestamp(ended))
 	}
 	for i := 0; i < len(plan.Executors); {
@@ -72,7 +77,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		}
 		for ; i < len(plan.Executors) && plan.Executors[i].AppID == a.id; i++ {
 			p := plan.Executors[i]
-			s.launchExecutorLocked(sctx, s.idToWorker[p.WorkerID], a, p.Cores, p.MemoryMiB)
+			s.launchExecutorLocked(sctx, s.workers.byID[p.WorkerID], a, p.Cores, p.MemoryMiB)
 		}
 		span.End(trace.WithTimestamp(ended))
 	}
@@ -233,11 +238,12 @@ func (s *Server) sendApplicationRemoved(ctx context.Context, a *appInfo, state m
 	})
 }
 
-// sendApplicationFinished tells every ALIVE worker that a ended, so they
-// clean up after it.
+// sendApplicationFinished tells every ALIVE worker on which a had executors
+// that a ended, so they clean up after it. (Spark tells every worker; at
+// 10,000 workers that is 10,000 messages for each application's end.)
 func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
 	req := &workerv1.ApplicationFinishedRequest{MasterUrl: s.cfg.URL, AppId: a.id}
-	for _, w := range s.workers {
+	for w := range a.workers {
 		if w.state != masterv1.WorkerState_WORKER_STATE_ALIVE {
 			continue
 		}
