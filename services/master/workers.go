@@ -6,9 +6,7 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
-	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // registerWorkerLocked admits w unless an ALIVE worker holds its address
@@ -25,8 +23,6 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 	if n := s.workers.len(); n >= MaxWorkers {
 		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, n, MaxWorkers)
 	}
-	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
-	w.mailbox = rpc.NewMailbox(s.ctx)
 	s.workers.add(w)
 	return nil
 }

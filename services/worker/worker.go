@@ -120,12 +120,16 @@ type Server struct {
 	masterChanges int
 	// registering is closed when the registration attempt in flight ends; nil
 	// when none is.
-	registering       chan struct{}
-	closing           bool
-	clients           map[string]masterv1connect.MasterServiceClient
-	coresUsed         int32
-	memoryUsedMiB     int64
-	executors         map[executorKey]*executorRunner
+	registering   chan struct{}
+	closing       bool
+	clients       map[string]masterv1connect.MasterServiceClient
+	coresUsed     int32
+	memoryUsedMiB int64
+	executors     map[executorKey]*executorRunner
+	// launched are the executor ids of each application this worker was
+	// told to launch (bounded: launchedIDs), so a launch the master retries
+	// is refused instead of run twice.
+	launched          launchedIDs
 	drivers           map[string]*driverRunner
 	finishedExecutors []*executorRunner
 	finishedDrivers   []*driverRunner
@@ -180,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 		reregister: make(chan struct{}, 1),
 		clients:    map[string]masterv1connect.MasterServiceClient{},
 		executors:  map[executorKey]*executorRunner{},
+		launched:   launchedIDs{},
 		drivers:    map[string]*driverRunner{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
