@@ -372,7 +372,7 @@ func TestLosingAWorkerCostsTheJobNoTaskFailure(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatalf("the job failed after losing a worker: %v", err)
 	}
 }

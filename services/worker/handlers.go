@@ -156,7 +156,7 @@ func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.
 	}
 	s.mu.Lock()
 	old := s.active
-	s.active, s.preferred = url, url
+	s.active, s.route, s.preferred = url, url, url
 	s.masterChanges++
 	s.mu.Unlock()
 	s.log.Info("master changed", "from", old, "to", url)

@@ -122,7 +122,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 			// A master that cannot name itself is reached where we found it.
 			active = url
 		}
-		s.endRegistration(active, changes)
+		s.endRegistration(active, url, changes)
 		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
 		s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
@@ -132,7 +132,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 		}
 		return interval, nil
 	}
-	s.endRegistration("", changes)
+	s.endRegistration("", "", changes)
 	return 0, errors.Join(errs...)
 }
 
@@ -151,7 +151,7 @@ func (s *Server) beginRegistration() (*masterv1.RegisterWorkerRequest, []string,
 	}
 	req.Executors, req.DriverIds = s.runsLocked()
 	var targets []string
-	for _, u := range append([]string{s.preferred, s.active}, s.cfg.Masters...) {
+	for _, u := range append([]string{s.preferred, s.route}, s.cfg.Masters...) {
 		if u != "" && !slices.Contains(targets, u) {
 			targets = append(targets, u)
 		}
@@ -160,14 +160,14 @@ func (s *Server) beginRegistration() (*masterv1.RegisterWorkerRequest, []string,
 }
 
 // endRegistration ends the registration in flight; active, unless empty, is
-// the master that accepted the worker. If a master announced itself with
+// the master that accepted the worker, reached at route. If a master announced itself with
 // MasterChanged since the registration began (changes is the count when it
 // began), that newer word stands: the worker registers with it next.
-func (s *Server) endRegistration(active string, changes int) {
+func (s *Server) endRegistration(active, route string, changes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if active != "" && changes == s.masterChanges {
-		s.active = active
+		s.active, s.route = active, route
 		s.preferred = ""
 	}
 	if s.registering != nil {

@@ -112,8 +112,13 @@ type Server struct {
 	reregister chan struct{}
 
 	mu sync.Mutex
-	// active is the master whose commands the worker obeys ("" until registered).
+	// active is the master whose commands the worker obeys ("" until
+	// registered): the URL it names itself by.
 	active string
+	// route is where the worker reaches the active master: the URL its
+	// registration went to, which may differ from the one the master names
+	// itself by (a proxy, a Service, NAT in between).
+	route string
 	// preferred is the master announced by MasterChanged, tried first;
 	// masterChanges counts those announcements.
 	preferred     string
@@ -340,11 +345,12 @@ func (s *Server) client(url string) masterv1connect.MasterServiceClient {
 	return c
 }
 
-// activeMaster returns the active master's URL, "" before registration.
+// activeMaster returns where the worker reaches the active master, "" before
+// registration.
 func (s *Server) activeMaster() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.active
+	return s.route
 }
 
 // report queues a message for the active master. Messages are delivered in the
