@@ -18,6 +18,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -126,5 +127,27 @@ func TestAHeartbeatIsAnsweredWithWhatTheMasterDoesNotKnowToRunThere(t *testing.T
 	want := []string{app + "/1", app + "/99", "app-20261129140000-9999/0"}
 	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(resp.Msg.GetUnknownDriverIds()) != "[driver-20261129140000-0000]" {
 		t.Fatalf("unknown executors %v and drivers %v, want %v and the driver", got, resp.Msg.GetUnknownDriverIds(), want)
+	}
+}
+
+func TestOnlyTheApplicationsOwnDriverKeepsItAlive(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: 60 * time.Second})
+	// An application whose driver URL is the master's own: it answers
+	// /healthz, but it is not the application's driver.
+	impostor, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		AppToken: "test-application-token", Description: appDesc(512, 1), DriverUrl: c.url,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := c.registerApp(t, newPeer(t), appDesc(512, 1))
+	c.srv.checkDrivers(context.Background())
+	c.clock.advance(61 * time.Second)
+	c.srv.checkDrivers(context.Background())
+	if a := c.app(t, impostor.Msg.GetAppId()); lifecycle.Name(a.GetState()) != "FAILED" {
+		t.Errorf("app whose driver URL is the master's: %s %q, want FAILED", lifecycle.Name(a.GetState()), a.GetStatusMessage())
+	}
+	if a := c.app(t, genuine); a.GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED {
+		t.Errorf("app whose driver answers: FAILED %q", a.GetStatusMessage())
 	}
 }
