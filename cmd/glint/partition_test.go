@@ -43,6 +43,19 @@ func executorProcesses() []executorProcess {
 	return out
 }
 
+// processesWithEnv lists the live processes of the test's glint binary with
+// kv in their environment.
+func processesWithEnv(kv string) []int {
+	var out []int
+	for _, pid := range glintProcesses() {
+		env, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "environ"))
+		if err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(e []byte) bool { return string(e) == kv }) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // watchForTwins scans the processes until the test ends and records every
 // moment two live executors share an application and executor id.
 func watchForTwins(t *testing.T) (twins func() []string) {

@@ -62,3 +62,18 @@ func TestAnExecutorTheMasterDoesNotKnowIsKilledAtTheNextHeartbeat(t *testing.T) 
 	}
 	assertGone(t, e.PID)
 }
+
+func TestAStoppingWorkerDecommissionsItselfSoItsKilledExecutorsDoNotFailTheApp(t *testing.T) {
+	c := startCluster(t, clusterConfig{master: master.Config{MaxExecutorRetries: 1}})
+	app := c.registerApp(t, executorCommand(t, "hold", 0), 1)
+	c.waitMasterExecutor(t, app, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	if err := c.worker.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if w := c.masterWorker(t, c.worker.ID()); w.GetState() != masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED {
+		t.Errorf("worker %s after it stopped, want DECOMMISSIONED", w.GetState())
+	}
+	if a := c.masterApp(t, app); a.GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED {
+		t.Errorf("the stopping worker's killed executor failed the app: %q", a.GetStatusMessage())
+	}
+}
