@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,22 @@ func TestAStoppingWorkerDecommissionsItselfSoItsKilledExecutorsDoNotFailTheApp(t
 	}
 	if a := c.masterApp(t, app); a.GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED {
 		t.Errorf("the stopping worker's killed executor failed the app: %q", a.GetStatusMessage())
+	}
+}
+
+func TestMasterAnnouncementsCannotGrowTheWorkersClientCache(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	for port := range 50 {
+		if _, err := c.worker.client.MasterChanged(context.Background(), connect.NewRequest(&workerv1.MasterChangedRequest{
+			MasterUrl: fmt.Sprintf("http://127.0.0.1:%d", 1+port),
+		})); err != nil {
+			t.Fatal(err)
+		}
+		c.worker.Server.client(fmt.Sprintf("http://127.0.0.1:%d", 1+port))
+	}
+	c.worker.mu.Lock()
+	defer c.worker.mu.Unlock()
+	if n := len(c.worker.clients); n > len(c.worker.cfg.Masters)+1 {
+		t.Fatalf("%d master clients kept after 50 announcements, want at most %d", n, len(c.worker.cfg.Masters)+1)
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,12 +335,17 @@ func (s *Server) decommission() {
 	}
 }
 
-// client returns the Connect client for the master at url.
+// client returns the Connect client for the master at url. It keeps the
+// clients of the configured masters and of one other (the last named by
+// MasterChanged), so announcements cannot grow the cache.
 func (s *Server) client(url string) masterv1connect.MasterServiceClient {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.clients[url]
 	if !ok {
+		maps.DeleteFunc(s.clients, func(u string, _ masterv1connect.MasterServiceClient) bool {
+			return !slices.Contains(s.cfg.Masters, u)
+		})
 		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 		s.clients[url] = c
 	}
