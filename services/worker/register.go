@@ -182,7 +182,9 @@ func (s *Server) runsLocked() ([]*masterv1.RunningExecutor, []string) {
 	var executors []*masterv1.RunningExecutor
 	var drivers []string
 	for _, r := range s.sortedExecutorsLocked() {
-		executors = append(executors, &masterv1.RunningExecutor{AppId: r.appID, ExecutorId: r.execID})
+		executors = append(executors, &masterv1.RunningExecutor{
+			AppId: r.appID, ExecutorId: r.execID, Cores: r.cores, MemoryMib: r.memoryMiB, Url: r.url,
+		})
 	}
 	for _, r := range s.sortedDriversLocked() {
 		drivers = append(drivers, r.id)
