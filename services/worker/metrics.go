@@ -13,6 +13,7 @@ type metrics struct {
 	processStart      prometheus.Histogram
 	masterConnected   prometheus.Gauge
 	heartbeatFailures prometheus.Counter
+	staleCommands     prometheus.Counter
 
 	cores     *prometheus.Desc
 	memory    *prometheus.Desc
@@ -30,6 +31,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "glint_worker_master_connected",
 			Help: "1 while the worker is registered with a master and its heartbeats succeed, else 0.",
 		}),
+		staleCommands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_worker_stale_commands_total",
+			Help: "Commands refused because they came from a deposed master (an older leadership epoch).",
+		}),
 		heartbeatFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "glint_worker_heartbeat_failures_total",
 			Help: "Heartbeats to the master that failed.",
@@ -38,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		memory:    prometheus.NewDesc("glint_worker_memory_bytes", "The worker's memory, used by executors and drivers or free.", []string{"state"}, nil),
 		executors: prometheus.NewDesc("glint_worker_executors", "Executors the worker runs, by state.", []string{"state"}, nil),
 	}
-	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, &stateCollector{m: m, s: s})
+	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.staleCommands, &stateCollector{m: m, s: s})
 	return m
 }
 
