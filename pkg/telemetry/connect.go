@@ -11,7 +11,7 @@ import (
 
 // untraced are polling calls that would otherwise fill Jaeger with one-span
 // traces: heartbeats, status polls.
-var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus"}
+var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus", "/ReportExecutorLaunch"}
 
 // Interceptors trace every Connect call through tp: otelconnect's client and
 // server spans, trusting the remote parent (every peer is part of the

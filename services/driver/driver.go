@@ -138,10 +138,12 @@ type Driver struct {
 	// registeredAt is when the master gave the application its id.
 	registeredAt time.Time
 	master       masterv1connect.MasterServiceClient
-	registered   chan struct{} // closed once the master gave an app id
-	removed      chan struct{} // closed when the master removed the application
-	removedWhy   string
-	stopping     bool // the driver unregistered the application itself
+	// toMaster delivers the driver's launch reports to its master.
+	toMaster   *rpc.Mailbox
+	registered chan struct{} // closed once the master gave an app id
+	removed    chan struct{} // closed when the master removed the application
+	removedWhy string
+	stopping   bool // the driver unregistered the application itself
 	backend
 }
 
@@ -165,6 +167,7 @@ func New(cfg Config) (*Driver, error) {
 		settings:   st,
 		appToken:   rpc.NewToken(),
 		tokens:     rpc.NewTokens(),
+		toMaster:   rpc.NewMailbox(context.Background()),
 		registered: make(chan struct{}),
 		removed:    make(chan struct{}),
 		backend:    newBackend(),
@@ -232,10 +235,11 @@ func (d *Driver) Stdout() io.Writer { return d.cfg.Stdout }
 
 // Stop ends the application: the master is asked for no more executors, the
 // executors are told to stop (they exit 0 and end EXITED), and the master is
-// told the application finished.
+// told the application finished once it has the driver's launch reports.
 func (d *Driver) Stop(ctx context.Context) {
 	d.releaseExecutors(ctx)
 	d.stopExecutors(ctx)
+	d.toMaster.Wait()
 	d.unregister(ctx)
 }
 

@@ -73,6 +73,9 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 			Id: e.id, AppId: a.id, WorkerId: e.worker.id, HostPort: e.worker.address(),
 			Cores: e.cores, MemoryMib: e.memoryMiB, State: e.state, Message: e.message,
 			ExitStatus: e.exitStatus, ScheduledAt: timestamppb.New(e.scheduledAt), Url: e.url,
+			LaunchedAt: stamp(e.launch.launched), StartedAt: stamp(e.launch.started),
+			PropsRetrievedAt: stamp(e.launch.propsRetrieved), RegisteredAt: stamp(e.launch.registered),
+			FirstTaskAt: stamp(e.launch.firstTask),
 		})
 	}
 	return p

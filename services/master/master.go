@@ -187,4 +187,4 @@ var access = rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "
 		masterv1connect.MasterServiceKillApplicationProcedure, masterv1connect.MasterServiceSubmitDriverProcedure,
 		masterv1connect.MasterServiceKillDriverProcedure, masterv1connect.MasterServiceDriverStatusProcedure,
 		masterv1connect.MasterServiceGetClusterStateProcedure, masterv1connect.MasterServiceRequestExecutorsProcedure,
-		masterv1connect.MasterServiceKillExecutorsProcedure)
+		masterv1connect.MasterServiceKillExecutorsProcedure, masterv1connect.MasterServiceReportExecutorLaunchProcedure)
