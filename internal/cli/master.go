@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -21,6 +22,8 @@ type masterFlags struct {
 	spreadOut          bool
 	maxExecutorRetries int
 	submitTokenFiles   []string
+	jaegerUIURL        string
+	grafanaURL         string
 	serverAuth
 }
 
@@ -42,6 +45,8 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.BoolVar(&f.spreadOut, "spread-out", true, "spark.deploy.spreadOut: spread executors over workers rather than fill one first")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
+	fl.StringVar(&f.jaegerUIURL, "jaeger-ui-url", "", "Jaeger's UI, e.g. http://localhost:16686: the web UI links each application's trace there (default: shows the trace id)")
+	fl.StringVar(&f.grafanaURL, "grafana-url", "", "Grafana, e.g. http://localhost:3000: the web UI links each application's launch metrics there")
 	f.serverAuth.register(fl)
 	return cmd
 }
@@ -49,6 +54,12 @@ func newMasterCommand(g *globals) *cobra.Command {
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
+	}
+	if err := checkLinkURL("--jaeger-ui-url", f.jaegerUIURL); err != nil {
+		return err
+	}
+	if err := checkLinkURL("--grafana-url", f.grafanaURL); err != nil {
+		return err
 	}
 	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
@@ -115,6 +126,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries,
 		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
+		UI:          master.UIConfig{Public: f.uiPublic, JaegerURL: f.jaegerUIURL, GrafanaURL: f.grafanaURL},
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
@@ -124,4 +136,16 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 
 	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut)
 	return serve(ctx, log, ln, url, f.urlFile, m)
+}
+
+// checkLinkURL checks a URL the web UI links to: empty, or http(s) with a host.
+func checkLinkURL(flag, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want an http:// or https:// URL with a host", flag, raw)
+	}
+	return nil
 }

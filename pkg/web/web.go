@@ -1,0 +1,132 @@
+// Package web is what the master's and the worker's web UIs share: the page
+// templates and stylesheet (embedded, no build step), browser sessions (a login
+// form, a session cookie, CSRF tokens), and the drawing of launch timelines.
+package web
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/glint-cluster/glint/pkg/resources"
+)
+
+//go:embed templates/*.html templates/glint.css
+var files embed.FS
+
+// pages are the templates a Site renders, each with the layout.
+var pages = parsePages("error", "login", "master", "app", "worker", "log")
+
+// funcs are the helpers templates use.
+var funcs = template.FuncMap{
+	"mib":      resources.FormatMiB,
+	"duration": FormatDuration,
+	"stamp":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"phases":   func() [len(Phases)]string { return Phases },
+	// table passes a table's rows, its element id and the viewer to a
+	// table template.
+	"table": func(rows any, v Viewer, id string) tableData { return tableData{Rows: rows, Viewer: v, ID: id} },
+}
+
+func parsePages(names ...string) map[string]*template.Template {
+	css, err := fs.ReadFile(files, "templates/glint.css")
+	if err != nil {
+		panic(err)
+	}
+	layout := template.Must(template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{
+		"css": func() template.CSS { return template.CSS(css) },
+	}).ParseFS(files, "templates/layout.html"))
+	out := map[string]*template.Template{}
+	for _, name := range names {
+		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(files, "templates/"+name+".html"))
+	}
+	return out
+}
+
+// FormatDuration shows d rounded for people: 850µs, 12.3ms, 4.56s, 3m20s.
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// tableData is what a table template is given.
+type tableData struct {
+	Rows   any
+	Viewer Viewer
+	ID     string
+}
+
+// view is what the layout is given: the page's own data and who looks.
+type view struct {
+	Title   string
+	Service string
+	Viewer  Viewer
+	Page    any
+}
+
+// Render answers with page name showing data to the viewer v, with status.
+// The page is rendered into memory first, so a template error is a clean 500.
+func (s *Site) Render(w http.ResponseWriter, status int, name, title string, v Viewer, data any) {
+	var buf bytes.Buffer
+	if err := pages[name].ExecuteTemplate(&buf, "layout.html", view{Title: title, Service: s.cfg.Service, Viewer: v, Page: data}); err != nil {
+		http.Error(w, fmt.Sprintf("render %s: %v", name, err), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// Error answers a page request with a short page saying what was wrong.
+func (s *Site) Error(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	s.Render(w, status, "error", http.StatusText(status), s.viewer(r), msg)
+}
+
+// Fail answers a page or button whose work failed with err: a page saying
+// what went wrong, with the HTTP status of err's Connect code (rpc.Error).
+func (s *Site) Fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument:
+		status = http.StatusBadRequest
+	case connect.CodeNotFound:
+		status = http.StatusNotFound
+	case connect.CodeFailedPrecondition, connect.CodeAlreadyExists:
+		status = http.StatusConflict
+	case connect.CodeUnauthenticated:
+		status = http.StatusUnauthorized
+	case connect.CodePermissionDenied:
+		status = http.StatusForbidden
+	case connect.CodeResourceExhausted:
+		status = http.StatusRequestEntityTooLarge
+	case connect.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	}
+	msg := err.Error()
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		msg = ce.Message()
+	}
+	s.Error(w, r, status, msg)
+}
