@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -84,9 +85,11 @@ func NewTimeline(launches []Launch) Timeline {
 		if total <= 0 {
 			return timelineLabel
 		}
-		return timelineLabel + float64(t.Sub(first))/float64(total)*timelinePlot
+		// A tenth of a unit is finer than any screen shows, and keeps the page small.
+		return math.Round((timelineLabel+float64(t.Sub(first))/float64(total)*timelinePlot)*10) / 10
 	}
-	tl := Timeline{Width: timelineLabel + timelinePlot + 8, Height: timelineAxis + timelineRow*len(launches) + 4, Total: total}
+	// The right margin leaves room for the last tick's label.
+	tl := Timeline{Width: timelineLabel + timelinePlot + 32, Height: timelineAxis + timelineRow*len(launches) + 4, Total: total}
 	for i := range 5 {
 		d := total * time.Duration(i) / 4
 		tl.Ticks = append(tl.Ticks, TimelineTick{X: x(first.Add(d)), Label: FormatDuration(d)})
@@ -100,7 +103,7 @@ func NewTimeline(launches []Launch) Timeline {
 				continue
 			}
 			row.Bars = append(row.Bars, TimelineBar{
-				Phase: phase, Index: p, X: x(from), W: max(x(to)-x(from), timelineMinBar), Y: y + (timelineRow-timelineBar)/2,
+				Phase: phase, Index: p, X: x(from), W: max(math.Round((x(to)-x(from))*10)/10, timelineMinBar), Y: y + (timelineRow-timelineBar)/2,
 				Title: fmt.Sprintf("executor %d %s: %s → %s (%s)", l.Executor, phase,
 					from.UTC().Format("15:04:05.000000"), to.UTC().Format("15:04:05.000000"), FormatDuration(to.Sub(from))),
 			})

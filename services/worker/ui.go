@@ -146,7 +146,8 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, 
 		return
 	}
 	if err != nil {
-		s.site.Fail(w, r, fmt.Errorf("open %s of %s: %w", stream, owner, err))
+		// A link that leads out of the work dir, or a file the worker may not read.
+		s.site.Error(w, r, http.StatusForbidden, fmt.Sprintf("the %s of %s cannot be opened inside the work dir: %v", stream, owner, err))
 		return
 	}
 	defer f.Close()
