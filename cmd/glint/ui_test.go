@@ -223,8 +223,9 @@ func TestWebUIKillButtonEndsARunningAppOnlyAfterLogin(t *testing.T) {
 	if err := submit.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- submit.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = submit.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = os.WriteFile(release, nil, 0o644)
 		_ = submit.Process.Signal(syscall.SIGTERM)
@@ -263,8 +264,26 @@ func TestWebUIKillButtonEndsARunningAppOnlyAfterLogin(t *testing.T) {
 		t.Fatalf("refused kills changed the app: %+v", s.ActiveApps)
 	}
 
-	// After a login in the browser, its kill button ends the application.
 	p := &pages{t: t, ctx: browser(t), dir: t.TempDir()}
+	// A log page in follow mode shows what is written to the log after it opened.
+	p.do("open a log", chromedp.Navigate(c.workers[0].url+"/log/"+id+"/0/stdout?follow=1"))
+	p.login()
+	p.do("log page", chromedp.WaitVisible(chromedp.CSS("#log")))
+	f, err := os.OpenFile(filepath.Join(c.workDirs[0], id, "0", "stdout"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("written after the page opened\n")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](`document.querySelector('#log').textContent.includes('written after the page opened')`)); err != nil {
+		t.Fatalf("follow mode did not show the new line: %v", err)
+	}
+	p.shot("log-follow")
+
+	// After a login in the browser, its kill button ends the application.
 	p.do("open the master", chromedp.Navigate(c.master.url+"/"))
 	p.login()
 	p.do("master page", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#active-apps tr[data-app=%q] button.kill`, id))))
@@ -280,8 +299,8 @@ func TestWebUIKillButtonEndsARunningAppOnlyAfterLogin(t *testing.T) {
 	}
 	p.shot("app-killed")
 	select {
-	case err := <-exited:
-		if exitCode(err) == 0 {
+	case <-exited:
+		if exitCode(waitErr) == 0 {
 			t.Error("submit of a killed app exited 0")
 		}
 	case <-time.After(30 * time.Second):
