@@ -15,6 +15,8 @@ type backend struct {
 	taskSets        []*taskSet
 	running         map[int64]*runningTask
 	nextTaskID      int64
+	// tasks and tasksDone count every task of every set so far (Progress).
+	tasks, tasksDone int
 	offersReady     chan struct{} // signalled when executors register or cores free up
 }
 

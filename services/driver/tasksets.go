@@ -86,6 +86,7 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 		if !ts.finished() {
 			ts.results[rt.index] = m.GetResult()
 			ts.remaining--
+			d.tasksDone++
 			if ts.remaining == 0 {
 				close(ts.done)
 			}
@@ -302,6 +303,7 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) (_ 
 	default:
 	}
 	d.taskSets = append(d.taskSets, ts)
+	d.tasks += n
 	d.makeOffersLocked(ctx)
 	d.mu.Unlock()
 
