@@ -15,9 +15,10 @@ type backend struct {
 	taskSets        []*taskSet
 	running         map[int64]*runningTask
 	nextTaskID      int64
+	offersReady     chan struct{} // signalled when executors register or cores free up
+
 	// tasks and tasksDone count every task of every set so far (Progress).
 	tasks, tasksDone int
-	offersReady     chan struct{} // signalled when executors register or cores free up
 }
 
 func newBackend() backend {
