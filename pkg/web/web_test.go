@@ -151,6 +151,34 @@ func TestLoginKeepsTheTokenOnTheServerAndASessionIDInAStrictCookie(t *testing.T)
 	if resp, _ := do(t, c, http.MethodGet, s.url+"/page", nil, ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("page with the session: %s, want 200", resp.Status)
 	}
+	// Credentials of another scheme do not hide the session.
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/page", nil)
+	req.Header.Set("Authorization", "Basic dXNlcjpwYXNz")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("page with the session and a Basic authorization: %s, want 200", resp.Status)
+	}
+}
+
+func TestLoginRefusesATokenThatMayNotRead(t *testing.T) {
+	tokens := rpc.NewTokens()
+	tokens.Add(rpc.Cluster, clusterToken)
+	tokens.Add(rpc.Submit, submitToken)
+	s := New(Config{Service: "worker", Tokens: tokens, Read: rpc.Cluster, Act: rpc.Cluster})
+	mux := http.NewServeMux()
+	for pattern, h := range s.Routes() {
+		mux.HandleFunc(pattern, h)
+	}
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	resp, body := do(t, browser(t), http.MethodPost, hs.URL+"/login", url.Values{"token": {submitToken}}, "")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "needs the cluster token") || len(resp.Cookies()) != 0 {
+		t.Errorf("login with a submit token on a worker: %s %s, want 403 and no session", resp.Status, body)
+	}
 }
 
 func TestLoginReturnsOnlyToAPageOfTheSameSite(t *testing.T) {
@@ -211,6 +239,8 @@ func TestSessionsEndAtLogoutAfterTheirTTLAndWithTheirToken(t *testing.T) {
 	}
 	c := browser(t)
 	csrf := s.login(t, c, submitToken)
+	site, _ := url.Parse(s.url)
+	copied := c.Jar.Cookies(site)
 	if resp, _ := do(t, c, http.MethodPost, s.url+"/logout", url.Values{}, ""); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("logout without the CSRF token: %s, want 403", resp.Status)
 	}
@@ -219,6 +249,12 @@ func TestSessionsEndAtLogoutAfterTheirTTLAndWithTheirToken(t *testing.T) {
 	}
 	if code := page(c); code != http.StatusUnauthorized {
 		t.Errorf("page after logout: %d, want 401", code)
+	}
+	// The session ended on the server: a copy of its cookie is worth nothing.
+	replay := browser(t)
+	replay.Jar.SetCookies(site, copied)
+	if code := page(replay); code != http.StatusUnauthorized {
+		t.Errorf("page with a copy of a logged-out session's cookie: %d, want 401", code)
 	}
 
 	s.login(t, c, submitToken)
