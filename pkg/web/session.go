@@ -150,7 +150,7 @@ func (s *Site) refuse(w http.ResponseWriter, r *http.Request, v Viewer, why stri
 	if r.Method != http.MethodGet {
 		next = "/"
 	}
-	s.Render(w, http.StatusUnauthorized, "login", "Log in", v, loginPage{Error: why, Next: next})
+	s.Render(w, r, http.StatusUnauthorized, "login", "Log in", v, loginPage{Error: why, Next: next})
 }
 
 // loginPage is the login form's data.
@@ -160,7 +160,7 @@ type loginPage struct {
 }
 
 func (s *Site) loginForm(w http.ResponseWriter, r *http.Request) {
-	s.Render(w, http.StatusOK, "login", "Log in", s.viewer(r), loginPage{Next: safeNext(r.URL.Query().Get("next"))})
+	s.Render(w, r, http.StatusOK, "login", "Log in", s.viewer(r), loginPage{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
 // login checks the form's token and starts a session for it.
@@ -177,10 +177,10 @@ func (s *Site) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	case token == "" || len(token) > rpc.MaxTokenBytes || !s.cfg.Tokens.Allows(token, rpc.AnyToken):
-		s.Render(w, http.StatusUnauthorized, "login", "Log in", s.viewer(r), loginPage{Error: "that token is not one this " + s.cfg.Service + " accepts", Next: next})
+		s.Render(w, r, http.StatusUnauthorized, "login", "Log in", s.viewer(r), loginPage{Error: "that token is not one this " + s.cfg.Service + " accepts", Next: next})
 		return
 	case !s.cfg.Tokens.Allows(token, s.cfg.Read):
-		s.Render(w, http.StatusForbidden, "login", "Log in", s.viewer(r), loginPage{Error: "that token may not read this " + s.cfg.Service + "'s pages: it needs the " + s.cfg.Read.String() + " token", Next: next})
+		s.Render(w, r, http.StatusForbidden, "login", "Log in", s.viewer(r), loginPage{Error: "that token may not read this " + s.cfg.Service + "'s pages: it needs the " + s.cfg.Read.String() + " token", Next: next})
 		return
 	}
 	id := make([]byte, 32)

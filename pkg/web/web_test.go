@@ -1,6 +1,7 @@
 package web
 
 import (
+	"compress/gzip"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -356,3 +357,28 @@ var (
 	errInvalid      = fault.New(fault.ErrInvalidArgument, "a bad thing")
 	errPrecondition = fault.New(fault.ErrFailedPrecondition, "the thing ended")
 )
+
+func TestPagesAreGzippedForClientsThatTakeIt(t *testing.T) {
+	s := newSite(t, false)
+	for accept, gzipped := range map[string]bool{"gzip, deflate, br": true, "br": false, "gzip;q=0": false, "": false} {
+		req, _ := http.NewRequest(http.MethodGet, s.url+"/login", nil)
+		req.Header.Set("Accept-Encoding", accept) // set by hand, the client does not unpack
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := io.Reader(resp.Body)
+		if got := resp.Header.Get("Content-Encoding") == "gzip"; got != gzipped {
+			t.Errorf("Accept-Encoding %q: gzipped %v, want %v", accept, got, gzipped)
+		} else if got {
+			if body, err = gzip.NewReader(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, _ := io.ReadAll(body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), `name="token"`) {
+			t.Errorf("Accept-Encoding %q: page %.200q", accept, page)
+		}
+	}
+}

@@ -172,7 +172,7 @@ func launchP50(a *masterv1.ApplicationInfo) time.Duration {
 }
 
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request, v web.Viewer) {
-	s.site.Render(w, http.StatusOK, "master", "Overview", v, index(s.clusterState(), s.now()))
+	s.site.Render(w, r, http.StatusOK, "master", "Overview", v, index(s.clusterState(), s.now()))
 }
 
 // appPage is one application's page.
@@ -220,7 +220,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) 
 		s.site.Error(w, r, http.StatusNotFound, "no application "+id+": it never ran here, or it ended long enough ago to be forgotten")
 		return
 	}
-	s.site.Render(w, http.StatusOK, "app", id, v, s.appPage(st, app, active))
+	s.site.Render(w, r, http.StatusOK, "app", id, v, s.appPage(st, app, active))
 }
 
 // appPage is a's page given the cluster state st.

@@ -83,7 +83,7 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request, v web.Viewer
 	}
 	p.Executors, p.FinishedExecutors = execs(st.Executors), execs(st.FinishedExecutors)
 	p.Drivers, p.FinishedDrivers = drivers(st.Drivers), drivers(st.FinishedDrivers)
-	s.site.Render(w, http.StatusOK, "worker", "Overview", v, p)
+	s.site.Render(w, r, http.StatusOK, "worker", "Overview", v, p)
 }
 
 // serveExecutorLog serves an executor's stdout or stderr: the path is made
@@ -185,7 +185,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, 
 		_, _ = w.Write(buf)
 		return
 	}
-	s.site.Render(w, http.StatusOK, "log", stream+" of "+owner, v, logPage{
+	s.site.Render(w, r, http.StatusOK, "log", stream+" of "+owner, v, logPage{
 		Owner: owner, Stream: stream, Text: string(buf), Offset: offset, End: end, Size: size,
 		PrevOffset: max(offset-LogPageBytes, 0), Prev: offset > 0, Next: end < size, Follow: q.Get("follow") == "1",
 	})
