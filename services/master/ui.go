@@ -56,10 +56,8 @@ func (s *Server) uiPages() map[string]http.HandlerFunc {
 
 // indexPage is the master's page: Spark's master UI.
 type indexPage struct {
-	URL, Status                     string
-	AliveWorkers                    int
-	Cores, CoresUsed                int64
-	Memory, MemoryUsed              int64
+	URL, Status string
+	totals
 	Workers                         []workerRow
 	ActiveApps, CompletedApps       []appRow
 	ActiveDrivers, CompletedDrivers []driverRow
@@ -94,20 +92,12 @@ type driverRow struct {
 
 // index is the master's page as of now.
 func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
-	p := indexPage{URL: st.GetMasterUrl(), Status: st.GetStatus()}
+	p := indexPage{URL: st.GetMasterUrl(), Status: st.GetStatus(), totals: aliveTotals(st.GetWorkers())}
 	workerURLs := map[string]string{}
 	for _, w := range st.GetWorkers() {
 		workerURLs[w.GetId()] = w.GetWorkerUrl()
-		state := lifecycle.Name(w.GetState())
-		if w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
-			p.AliveWorkers++
-			p.Cores += int64(w.GetCores())
-			p.CoresUsed += int64(w.GetCoresUsed())
-			p.Memory += w.GetMemoryMib()
-			p.MemoryUsed += w.GetMemoryUsedMib()
-		}
 		p.Workers = append(p.Workers, workerRow{
-			ID: w.GetId(), URL: w.GetWorkerUrl(), Address: fmt.Sprintf("%s:%d", w.GetHost(), w.GetPort()), State: state,
+			ID: w.GetId(), URL: w.GetWorkerUrl(), Address: fmt.Sprintf("%s:%d", w.GetHost(), w.GetPort()), State: lifecycle.Name(w.GetState()),
 			Cores: w.GetCores(), CoresUsed: w.GetCoresUsed(), Memory: w.GetMemoryMib(), MemoryUsed: w.GetMemoryUsedMib(),
 			HeartbeatAge: now.Sub(w.GetLastHeartbeat().AsTime()).Round(time.Second),
 		})
