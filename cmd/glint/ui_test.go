@@ -409,3 +409,32 @@ func TestWebUIAnswersHostileInputWithAClear4xx(t *testing.T) {
 		t.Errorf("log page without login: %d, want 401", resp.StatusCode)
 	}
 }
+
+func TestUIPublicOpensTheReadOnlyPagesOnly(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "--ui-public")
+	w := start(t, "worker", nil, "worker", "--master", c.master.url, "--listen", "127.0.0.1:0", "--cores", "1",
+		"--memory", "1g", "--work-dir", t.TempDir(), "--ui-public")
+	for _, page := range []string{c.master.url + "/", w.url + "/"} {
+		resp, err := http.Get(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s without login with --ui-public: %s %.200q", page, resp.Status, body)
+		}
+		mustParseHTML(t, page, string(body))
+	}
+	if code, body := post(t, http.DefaultClient, c.master.url+"/app/app-20260101000000-0000/kill", url.Values{}); code != http.StatusUnauthorized {
+		t.Errorf("kill without login with --ui-public: %d %.200q, want 401", code, body)
+	}
+	// Links the UI makes must be web addresses.
+	for _, flag := range []string{"--jaeger-ui-url", "--grafana-url"} {
+		_, stderr, err := runGlint(t, "master", "--listen", "127.0.0.1:0", flag, "javascript:alert(1)")
+		if exitCode(err) == 0 || !strings.Contains(stderr, flag) {
+			t.Errorf("master %s javascript:…: exit %d, %q; want a refusal naming the flag", flag, exitCode(err), stderr)
+		}
+	}
+}
