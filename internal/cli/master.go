@@ -24,6 +24,8 @@ type masterFlags struct {
 	submitTokenFiles   []string
 	jaegerUIURL        string
 	grafanaURL         string
+	recoveryMode       string
+	recoveryDir        string
 	serverAuth
 }
 
@@ -47,8 +49,31 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
 	fl.StringVar(&f.jaegerUIURL, "jaeger-ui-url", "", "Jaeger's UI, e.g. http://localhost:16686: the web UI links each application's trace there (default: shows the trace id)")
 	fl.StringVar(&f.grafanaURL, "grafana-url", "", "Grafana, e.g. http://localhost:3000: the web UI links each application's launch metrics there")
+	fl.StringVar(&f.recoveryMode, "recovery-mode", "none", "spark.deploy.recoveryMode: none, or file (keep workers, applications and drivers in --recovery-dir, so a restarted master recovers them and their running executors)")
+	fl.StringVar(&f.recoveryDir, "recovery-dir", "", "spark.deploy.recoveryDirectory: where --recovery-mode file keeps the master's state (owner-only: it holds application tokens)")
 	f.serverAuth.register(fl)
 	return cmd
+}
+
+// openStore opens the recovery store the flags name, or returns nil.
+func (f *masterFlags) openStore() (master.Store, error) {
+	switch f.recoveryMode {
+	case "none":
+		if f.recoveryDir != "" {
+			return nil, fmt.Errorf("--recovery-dir needs --recovery-mode file")
+		}
+		return nil, nil
+	case "file":
+		if f.recoveryDir == "" {
+			return nil, fmt.Errorf("--recovery-mode file needs --recovery-dir")
+		}
+		store, err := master.OpenFileStore(f.recoveryDir)
+		if err != nil {
+			return nil, err
+		}
+		return store, nil
+	}
+	return nil, fmt.Errorf("--recovery-mode %q: want none or file", f.recoveryMode)
 }
 
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
@@ -60,6 +85,13 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 	if err := checkLinkURL("--grafana-url", f.grafanaURL); err != nil {
 		return err
+	}
+	store, err := f.openStore()
+	if err != nil {
+		return err
+	}
+	if store != nil {
+		defer store.Close()
 	}
 	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
@@ -127,6 +159,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		MaxExecutorRetries: f.maxExecutorRetries,
 		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		UI:          master.UIConfig{Public: f.uiPublic, JaegerURL: f.jaegerUIURL, GrafanaURL: f.grafanaURL},
+		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
@@ -134,7 +167,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 
-	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut)
+	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut, "recovery_mode", f.recoveryMode)
 	return serve(ctx, log, ln, url, f.urlFile, m)
 }
 
