@@ -30,7 +30,9 @@ func TestExecutorsCarryTheirWholeLaunchToTheTimeline(t *testing.T) {
 	wp, dp := newPeer(t), newPeer(t)
 	worker := c.registerWorker(t, wp, 7078, 2, 4096)
 	app := c.registerApp(t, dp, appDesc(512, 1))
-	at := func(ms int) *timestamppb.Timestamp { return timestamppb.New(c.clock.Now().Add(time.Duration(ms) * time.Millisecond)) }
+	at := func(ms int) *timestamppb.Timestamp {
+		return timestamppb.New(c.clock.Now().Add(time.Duration(ms) * time.Millisecond))
+	}
 	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
 		AppId: app, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, WorkerId: worker, LaunchedAt: at(1), StartedAt: at(2),
 	})); err != nil {
