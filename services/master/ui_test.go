@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -93,15 +92,7 @@ func BenchmarkMasterPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.cancel()
-	for i := range 1000 {
-		_, err := s.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
-			WorkerId: fmt.Sprintf("worker-20261129140000-10.0.%d.%d-7078", i/250, i%250), Host: fmt.Sprintf("10.0.%d.%d", i/250, i%250),
-			Port: 7078, Cores: 16, MemoryMib: 65536, WorkerUrl: fmt.Sprintf("http://10.0.%d.%d:7078", i/250, i%250),
-		}))
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	registerWorkers(b, s, 1000)
 	// Applications larger than any worker wait: the page shows them without
 	// the benchmark launching anything.
 	for range 200 {
