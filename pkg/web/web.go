@@ -155,3 +155,12 @@ func (s *Site) Fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	s.Error(w, r, status, msg)
 }
+
+// ExitText is how a process ended, in words: its message (which names the
+// exit code where there is one), else its exit code, else nothing.
+func ExitText(status *int32, message string) string {
+	if message != "" || status == nil {
+		return message
+	}
+	return fmt.Sprintf("exit %d", *status)
+}

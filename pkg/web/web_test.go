@@ -382,3 +382,21 @@ func TestPagesAreGzippedForClientsThatTakeIt(t *testing.T) {
 		}
 	}
 }
+
+func TestExitTextSaysHowAProcessEndedOnce(t *testing.T) {
+	one := int32(1)
+	for _, tc := range []struct {
+		status  *int32
+		message string
+		want    string
+	}{
+		{&one, "exited with code 1", "exited with code 1"},
+		{&one, "", "exit 1"},
+		{nil, "killed at the master's request", "killed at the master's request"},
+		{nil, "", ""},
+	} {
+		if got := ExitText(tc.status, tc.message); got != tc.want {
+			t.Errorf("ExitText(%v, %q) = %q, want %q", tc.status, tc.message, got, tc.want)
+		}
+	}
+}

@@ -237,10 +237,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 	for _, e := range a.GetExecutors() {
 		row := executorRow{
 			ID: e.GetId(), Worker: e.GetWorkerId(), WorkerURL: workerURLs[e.GetWorkerId()], State: lifecycle.Name(e.GetState()),
-			Cores: e.GetCores(), Memory: e.GetMemoryMib(), Exit: e.GetMessage(),
-		}
-		if e.ExitStatus != nil {
-			row.Exit = strings.TrimSpace(fmt.Sprintf("exit %d %s", e.GetExitStatus(), row.Exit))
+			Cores: e.GetCores(), Memory: e.GetMemoryMib(), Exit: web.ExitText(e.ExitStatus, e.GetMessage()),
 		}
 		if row.WorkerURL != "" {
 			row.LogURL = fmt.Sprintf("%s/log/%s/%d", row.WorkerURL, a.GetId(), e.GetId())

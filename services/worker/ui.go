@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -56,28 +55,20 @@ type driverRow struct {
 	Exit string
 }
 
-// exitText is an exit status and message in words.
-func exitText(status *int32, message string) string {
-	if status == nil {
-		return message
-	}
-	return strings.TrimSpace(fmt.Sprintf("exit %d %s", *status, message))
-}
-
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request, v web.Viewer) {
 	st := s.status()
 	p := workerPage{workerJSON: st}
 	execs := func(in []executorJSON) []executorRow {
 		out := make([]executorRow, 0, len(in))
 		for _, e := range in {
-			out = append(out, executorRow{executorJSON: e, Exit: exitText(e.ExitStatus, e.Message)})
+			out = append(out, executorRow{executorJSON: e, Exit: web.ExitText(e.ExitStatus, e.Message)})
 		}
 		return out
 	}
 	drivers := func(in []driverJSON) []driverRow {
 		out := make([]driverRow, 0, len(in))
 		for _, d := range in {
-			out = append(out, driverRow{driverJSON: d, Exit: exitText(d.ExitStatus, d.Message)})
+			out = append(out, driverRow{driverJSON: d, Exit: web.ExitText(d.ExitStatus, d.Message)})
 		}
 		return out
 	}
