@@ -77,6 +77,8 @@ type Viewer struct {
 	Auth bool
 	// CSRF is the token each of the page's forms must send back.
 	CSRF string
+	// canRead: the viewer may see the pages.
+	canRead bool
 }
 
 // New returns a Site for cfg.
@@ -115,7 +117,7 @@ func Access(a rpc.Access, pages map[string]http.HandlerFunc) rpc.Access {
 func (s *Site) Page(h func(http.ResponseWriter, *http.Request, Viewer)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := s.viewer(r)
-		if !s.cfg.Public && !s.may(r, s.cfg.Read) {
+		if !v.canRead {
 			s.refuse(w, r, v, "log in to see this page")
 			return
 		}
@@ -132,9 +134,9 @@ func (s *Site) Action(h http.HandlerFunc) http.HandlerFunc {
 		v := s.viewer(r)
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		switch {
-		case !s.may(r, s.cfg.Act) && !v.LoggedIn:
+		case !v.CanAct && !v.LoggedIn:
 			s.refuse(w, r, v, "log in to do that")
-		case !s.may(r, s.cfg.Act):
+		case !v.CanAct:
 			s.Error(w, r, http.StatusForbidden, "your token may not do that: it needs the "+s.cfg.Act.String()+" token")
 		case bearerToken(r) == "" && !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(v.CSRF)):
 			s.Error(w, r, http.StatusForbidden, "the form's CSRF token is missing or wrong: reload the page and try again")
@@ -252,21 +254,20 @@ func (s *Site) viewer(r *http.Request) Viewer {
 	}
 	mac := hmac.New(sha256.New, s.secret)
 	mac.Write([]byte(sid))
+	token := s.token(r)
 	return Viewer{
-		LoggedIn: s.cfg.Tokens != nil && s.token(r) != "" && s.cfg.Tokens.Allows(s.token(r), rpc.AnyToken),
-		CanAct:   s.may(r, s.cfg.Act),
+		LoggedIn: s.cfg.Tokens != nil && s.holds(token, rpc.AnyToken),
+		CanAct:   s.holds(token, s.cfg.Act),
 		Auth:     s.cfg.Tokens != nil,
 		CSRF:     base64.RawURLEncoding.EncodeToString(mac.Sum(nil)),
+		canRead:  s.cfg.Public || s.holds(token, s.cfg.Read),
 	}
 }
 
-// may reports whether r's sender holds a token of role.
-func (s *Site) may(r *http.Request, role rpc.Role) bool {
-	if s.cfg.Tokens == nil {
-		return true
-	}
-	token := s.token(r)
-	return token != "" && s.cfg.Tokens.Allows(token, role)
+// holds reports whether token is one of role (any token, with no
+// authentication).
+func (s *Site) holds(token string, role rpc.Role) bool {
+	return s.cfg.Tokens == nil || token != "" && s.cfg.Tokens.Allows(token, role)
 }
 
 // token is the token behind r: its bearer token, else its live session's.
