@@ -231,7 +231,6 @@ func (d *Driver) observeLaunchLocked(e *executorData) {
 	}
 	e.observed = true
 	d.metrics.observeLaunch(t, e.trace, d.registeredAt, d.firstRegistered)
-	d.reportLaunchLocked(t)
 }
 
 // Timelines returns each executor's launch timeline, by executor id.

@@ -12,8 +12,9 @@ import (
 
 // reportLaunchLocked sends the master the steps of an executor's launch that
 // only the driver sees (RetrieveSparkProps, RegisterExecutor, first task), so
-// the master's web UI can draw the whole launch. It is sent once per executor,
-// off the caller's goroutine; a failure is only logged.
+// the master's web UI can draw the whole launch (the master has the others).
+// It is sent once per executor, when its first task is launched, off the
+// caller's goroutine; a failure is only logged.
 func (d *Driver) reportLaunchLocked(t Timeline) {
 	master, appID := d.master, d.appID
 	if master == nil {

@@ -253,6 +253,7 @@ func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *task
 	if e.timeline.FirstTask.IsZero() {
 		e.timeline.FirstTask = time.Now()
 		d.observeLaunchLocked(e)
+		d.reportLaunchLocked(e.timeline)
 	}
 	rt := &runningTask{set: ts, index: index, executor: e, launched: time.Now()}
 	d.running[id] = rt
