@@ -167,7 +167,7 @@ func TestWebUIShowsTheClusterTheLaunchTimelineAndLogs(t *testing.T) {
 			t.Errorf("timeline row %d has bars %q, want %q", i, phases, web.Phases)
 		}
 	}
-	// Bars follow one another: each starts where the one before it ends.
+	// Every bar carries its exact times, shown on hover.
 	titles := eval[[]string](p, `[...document.querySelectorAll('#timeline rect.bar title')].map(t => t.textContent)`)
 	if len(titles) != 4*len(web.Phases) || !strings.Contains(titles[0], "→") {
 		t.Errorf("bar titles %q: want exact times on every bar", titles)
