@@ -138,12 +138,13 @@ type Driver struct {
 	// registeredAt is when the master gave the application its id.
 	registeredAt time.Time
 	master       masterv1connect.MasterServiceClient
+	registered   chan struct{} // closed once the master gave an app id
+	removed      chan struct{} // closed when the master removed the application
+	removedWhy   string
+	stopping     bool // the driver unregistered the application itself
+
 	// toMaster delivers the driver's launch reports to its master.
-	toMaster   *rpc.Mailbox
-	registered chan struct{} // closed once the master gave an app id
-	removed    chan struct{} // closed when the master removed the application
-	removedWhy string
-	stopping   bool // the driver unregistered the application itself
+	toMaster *rpc.Mailbox
 	backend
 }
 
