@@ -6,7 +6,7 @@ TOOL      := $(GO) tool -modfile=tools/go.mod
 JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build tools generate check-generate dashboards lint test test-short bench fuzz image up down
+.PHONY: all build tools chromium generate check-generate dashboards lint test test-short bench fuzz image up down
 
 all: build
 
@@ -56,8 +56,16 @@ lint:
 	$(GO) vet ./...
 	$(TOOL) buf lint proto
 
+## chromium: the web UI tests drive a headless Chromium (Debian's package); when it is
+## missing and make runs as root, it is installed with apt-get.
+chromium:
+	@command -v chromium > /dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+			apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+		else echo "the web UI tests need Chromium: sudo apt-get install -y chromium"; exit 1; fi; }
+
 ## test: everything — lint, generated code, and every test on real processes and sockets.
-test: tools lint check-generate
+test: tools chromium lint check-generate
 	$(GO) test -count=1 -race -timeout 12m ./...
 
 ## test-short: the fast loop.

@@ -116,7 +116,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
-		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction, TLS: g.tls,
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.tls,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {

@@ -86,6 +86,7 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 		if !ts.finished() {
 			ts.results[rt.index] = m.GetResult()
 			ts.remaining--
+			d.tasksDone++
 			if ts.remaining == 0 {
 				close(ts.done)
 			}
@@ -252,6 +253,7 @@ func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *task
 	if e.timeline.FirstTask.IsZero() {
 		e.timeline.FirstTask = time.Now()
 		d.observeLaunchLocked(e)
+		d.reportLaunchLocked(e.timeline)
 	}
 	rt := &runningTask{set: ts, index: index, executor: e, launched: time.Now()}
 	d.running[id] = rt
@@ -302,6 +304,7 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) (_ 
 	default:
 	}
 	d.taskSets = append(d.taskSets, ts)
+	d.tasks += n
 	d.makeOffersLocked(ctx)
 	d.mu.Unlock()
 

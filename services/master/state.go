@@ -157,6 +157,8 @@ type executorInfo struct {
 	runningSince time.Time
 	// url is where the executor serves, once its worker reported it.
 	url string
+	// launch is when the later steps of its launch happened (timeline.go).
+	launch launchTimes
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }

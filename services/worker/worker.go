@@ -28,6 +28,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/web"
 )
 
 // Defaults for the zero values of Config.
@@ -79,6 +80,9 @@ type Config struct {
 	ClusterToken string
 	// MetricsAuth makes /metrics need a token.
 	MetricsAuth bool
+	// UIPublic opens the web UI's pages, logs included, to anyone
+	// (--ui-public); else they need the cluster token (ui.go).
+	UIPublic bool
 	// TLS is the worker's TLS files (rpc.UseTLS), which its executors and
 	// drivers are given too; zero: none.
 	TLS rpc.TLSFiles
@@ -103,6 +107,7 @@ type Server struct {
 	host    string
 	port    int
 	http    *http.Client
+	site    *web.Site
 	started atomic.Bool
 	// ctx bounds the reports to the master; it ends when Run returns.
 	ctx     context.Context
@@ -187,6 +192,7 @@ func New(cfg Config) (*Server, error) {
 		host:       host,
 		port:       port,
 		http:       rpc.NewHTTPClient(),
+		site:       newSite(cfg),
 		ctx:        ctx,
 		cancel:     cancel,
 		reports:    rpc.NewMailbox(ctx),
@@ -251,18 +257,21 @@ func normalize(cfg *Config) error {
 // ID returns the worker's id.
 func (s *Server) ID() string { return s.id }
 
-// Handler returns the worker's HTTP handler: its Connect service, GET /json
-// and GET /healthz.
+// Handler returns the worker's HTTP handler: its Connect service, GET /json,
+// GET /healthz and the web UI.
 func (s *Server) Handler() http.Handler {
+	ui := s.uiPages()
+	pages := map[string]http.HandlerFunc{"GET /json": s.serveJSON}
+	maps.Copy(pages, ui)
 	return rpc.NewHandler(rpc.Endpoints{
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
 			return workerv1connect.NewWorkerServiceHandler(s, o...)
 		},
 		TracerProvider: s.cfg.TracerProvider,
 		Registry:       s.cfg.Registry,
-		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON},
+		Pages:          pages,
 		Tokens:         s.cfg.Tokens,
-		Access:         access,
+		Access:         web.Access(maps.Clone(access), ui),
 		MetricsAuth:    s.cfg.MetricsAuth,
 	})
 }
