@@ -167,6 +167,13 @@ func startCluster(t testing.TB, workers int, masterArgs ...string) *testCluster 
 // executors) have env in their environment.
 func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...string) *testCluster {
 	t.Helper()
+	return startSizedCluster(t, env, workers, 2, masterArgs...)
+}
+
+// startSizedCluster starts a cluster whose workers have cores cores each and
+// 2 GiB of memory, or 128 MiB per core when that is more.
+func startSizedCluster(t testing.TB, env []string, workers, cores int, masterArgs ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{
 		master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...),
 		client: tlsClient(t, env),
@@ -175,7 +182,7 @@ func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...
 		dir := t.TempDir()
 		c.workDirs = append(c.workDirs, dir)
 		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, "worker", "--master", c.master.url,
-			"--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g", "--work-dir", dir,
+			"--listen", "127.0.0.1:0", "--cores", fmt.Sprint(cores), "--memory", fmt.Sprintf("%dm", max(2048, 128*cores)), "--work-dir", dir,
 			"--register-interval", "200ms", "--kill-grace", "2s"))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
