@@ -58,7 +58,8 @@ func TestBenchMasterScale(t *testing.T) {
 	if benchtable.Start(t) {
 		workers, apps = 500, 50
 	}
-	m := start(t, "master", nil, "master", "--listen", "127.0.0.1:0")
+	// Registering them all may take longer than the default timeout.
+	m := start(t, "master", nil, "master", "--listen", "127.0.0.1:0", "--worker-timeout", "10m")
 	pid := m.cmd.Process.Pid
 	stamp := time.Now()
 	workerID := func(i int) string { return ids.Worker(stamp, "127.0.0.1", 10_000+i) }

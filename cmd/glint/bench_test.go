@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -140,7 +141,30 @@ func runOnExecutors(t testing.TB, c *benchCluster, n int, a *app.App, args ...st
 		}
 		return len(s.ActiveApps) == 0
 	})
+	// The master frees an application's cores when it ends, the workers once
+	// its executors exited: the next launch waits for both.
+	for _, w := range c.workers {
+		deadline := time.Now().Add(30 * time.Second)
+		for workerCoresUsed(t, c, w) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %s still has cores in use after 30 s", w.url)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	return d, start
+}
+
+func workerCoresUsed(t testing.TB, c *benchCluster, w *proc) int {
+	resp := getPage(t, c.client, w.url+"/json")
+	defer resp.Body.Close()
+	var s struct {
+		CoresUsed int `json:"coresused"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s.CoresUsed
 }
 
 func allLaunched(tl []driver.Timeline, n int) bool {
