@@ -95,3 +95,9 @@ func DriverTemplate() []string {
 func DriverIDFlag(fs *pflag.FlagSet, id *string) {
 	fs.StringVar(id, flagDriverID, "", "this driver's id, given by the master")
 }
+
+// TaskSlotsPerCore is how many tasks a driver may give an executor per core,
+// running or queued: the driver queues up to this many briefly running tasks
+// per core at an executor, so that one LaunchTask and one StatusUpdate carry
+// a batch of them; the executor refuses a LaunchTask that would pass it.
+const TaskSlotsPerCore = 16

@@ -388,10 +388,7 @@ func (*LaunchedExecutorResponse) Descriptor() ([]byte, []int) {
 type StatusUpdateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExecutorId    int32                  `protobuf:"varint,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	TaskId        int64                  `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	State         TaskState              `protobuf:"varint,3,opt,name=state,proto3,enum=glint.driver.v1.TaskState" json:"state,omitempty"`
-	Result        []byte                 `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
-	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Updates       []*TaskStatus          `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,32 +430,90 @@ func (x *StatusUpdateRequest) GetExecutorId() int32 {
 	return 0
 }
 
-func (x *StatusUpdateRequest) GetTaskId() int64 {
+func (x *StatusUpdateRequest) GetUpdates() []*TaskStatus {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+// TaskStatus is one task's end.
+type TaskStatus struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  int64                  `protobuf:"varint,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	State   TaskState              `protobuf:"varint,2,opt,name=state,proto3,enum=glint.driver.v1.TaskState" json:"state,omitempty"`
+	Result  []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Message string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// How long the task function ran on the executor, in microseconds (Spark's
+	// executorRunTime); the driver batches only tasks that run briefly.
+	RunTimeUs     int64 `protobuf:"varint,5,opt,name=run_time_us,json=runTimeUs,proto3" json:"run_time_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStatus) Reset() {
+	*x = TaskStatus{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStatus) ProtoMessage() {}
+
+func (x *TaskStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
+func (*TaskStatus) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TaskStatus) GetTaskId() int64 {
 	if x != nil {
 		return x.TaskId
 	}
 	return 0
 }
 
-func (x *StatusUpdateRequest) GetState() TaskState {
+func (x *TaskStatus) GetState() TaskState {
 	if x != nil {
 		return x.State
 	}
 	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
-func (x *StatusUpdateRequest) GetResult() []byte {
+func (x *TaskStatus) GetResult() []byte {
 	if x != nil {
 		return x.Result
 	}
 	return nil
 }
 
-func (x *StatusUpdateRequest) GetMessage() string {
+func (x *TaskStatus) GetMessage() string {
 	if x != nil {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *TaskStatus) GetRunTimeUs() int64 {
+	if x != nil {
+		return x.RunTimeUs
+	}
+	return 0
 }
 
 type StatusUpdateResponse struct {
@@ -469,7 +524,7 @@ type StatusUpdateResponse struct {
 
 func (x *StatusUpdateResponse) Reset() {
 	*x = StatusUpdateResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +536,7 @@ func (x *StatusUpdateResponse) String() string {
 func (*StatusUpdateResponse) ProtoMessage() {}
 
 func (x *StatusUpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +549,7 @@ func (x *StatusUpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusUpdateResponse.ProtoReflect.Descriptor instead.
 func (*StatusUpdateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{7}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{8}
 }
 
 type ExecutorAddedRequest struct {
@@ -512,7 +567,7 @@ type ExecutorAddedRequest struct {
 
 func (x *ExecutorAddedRequest) Reset() {
 	*x = ExecutorAddedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +579,7 @@ func (x *ExecutorAddedRequest) String() string {
 func (*ExecutorAddedRequest) ProtoMessage() {}
 
 func (x *ExecutorAddedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +592,7 @@ func (x *ExecutorAddedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorAddedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorAddedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{8}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecutorAddedRequest) GetAppId() string {
@@ -597,7 +652,7 @@ type ExecutorAddedResponse struct {
 
 func (x *ExecutorAddedResponse) Reset() {
 	*x = ExecutorAddedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +664,7 @@ func (x *ExecutorAddedResponse) String() string {
 func (*ExecutorAddedResponse) ProtoMessage() {}
 
 func (x *ExecutorAddedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +677,7 @@ func (x *ExecutorAddedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorAddedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorAddedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{9}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{10}
 }
 
 type ExecutorUpdatedRequest struct {
@@ -642,7 +697,7 @@ type ExecutorUpdatedRequest struct {
 
 func (x *ExecutorUpdatedRequest) Reset() {
 	*x = ExecutorUpdatedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +709,7 @@ func (x *ExecutorUpdatedRequest) String() string {
 func (*ExecutorUpdatedRequest) ProtoMessage() {}
 
 func (x *ExecutorUpdatedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +722,7 @@ func (x *ExecutorUpdatedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorUpdatedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorUpdatedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{10}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecutorUpdatedRequest) GetAppId() string {
@@ -734,7 +789,7 @@ type ExecutorUpdatedResponse struct {
 
 func (x *ExecutorUpdatedResponse) Reset() {
 	*x = ExecutorUpdatedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +801,7 @@ func (x *ExecutorUpdatedResponse) String() string {
 func (*ExecutorUpdatedResponse) ProtoMessage() {}
 
 func (x *ExecutorUpdatedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +814,7 @@ func (x *ExecutorUpdatedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorUpdatedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorUpdatedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{11}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{12}
 }
 
 type ApplicationRemovedRequest struct {
@@ -772,7 +827,7 @@ type ApplicationRemovedRequest struct {
 
 func (x *ApplicationRemovedRequest) Reset() {
 	*x = ApplicationRemovedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +839,7 @@ func (x *ApplicationRemovedRequest) String() string {
 func (*ApplicationRemovedRequest) ProtoMessage() {}
 
 func (x *ApplicationRemovedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +852,7 @@ func (x *ApplicationRemovedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationRemovedRequest.ProtoReflect.Descriptor instead.
 func (*ApplicationRemovedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{12}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplicationRemovedRequest) GetAppId() string {
@@ -822,7 +877,7 @@ type ApplicationRemovedResponse struct {
 
 func (x *ApplicationRemovedResponse) Reset() {
 	*x = ApplicationRemovedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +889,7 @@ func (x *ApplicationRemovedResponse) String() string {
 func (*ApplicationRemovedResponse) ProtoMessage() {}
 
 func (x *ApplicationRemovedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +902,7 @@ func (x *ApplicationRemovedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationRemovedResponse.ProtoReflect.Descriptor instead.
 func (*ApplicationRemovedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{13}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{14}
 }
 
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
@@ -879,14 +934,18 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x17LaunchedExecutorRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\x05R\n" +
 	"executorId\"\x1a\n" +
-	"\x18LaunchedExecutorResponse\"\xb3\x01\n" +
+	"\x18LaunchedExecutorResponse\"m\n" +
 	"\x13StatusUpdateRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\x05R\n" +
-	"executorId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x120\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x1a.glint.driver.v1.TaskStateR\x05state\x12\x16\n" +
-	"\x06result\x18\x04 \x01(\fR\x06result\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\x16\n" +
+	"executorId\x125\n" +
+	"\aupdates\x18\x02 \x03(\v2\x1b.glint.driver.v1.TaskStatusR\aupdates\"\xa9\x01\n" +
+	"\n" +
+	"TaskStatus\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.glint.driver.v1.TaskStateR\x05state\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1e\n" +
+	"\vrun_time_us\x18\x05 \x01(\x03R\trunTimeUs\"\x16\n" +
 	"\x14StatusUpdateResponse\"\xfc\x01\n" +
 	"\x14ExecutorAddedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
@@ -950,7 +1009,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -960,43 +1019,45 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*LaunchedExecutorRequest)(nil),    // 5: glint.driver.v1.LaunchedExecutorRequest
 	(*LaunchedExecutorResponse)(nil),   // 6: glint.driver.v1.LaunchedExecutorResponse
 	(*StatusUpdateRequest)(nil),        // 7: glint.driver.v1.StatusUpdateRequest
-	(*StatusUpdateResponse)(nil),       // 8: glint.driver.v1.StatusUpdateResponse
-	(*ExecutorAddedRequest)(nil),       // 9: glint.driver.v1.ExecutorAddedRequest
-	(*ExecutorAddedResponse)(nil),      // 10: glint.driver.v1.ExecutorAddedResponse
-	(*ExecutorUpdatedRequest)(nil),     // 11: glint.driver.v1.ExecutorUpdatedRequest
-	(*ExecutorUpdatedResponse)(nil),    // 12: glint.driver.v1.ExecutorUpdatedResponse
-	(*ApplicationRemovedRequest)(nil),  // 13: glint.driver.v1.ApplicationRemovedRequest
-	(*ApplicationRemovedResponse)(nil), // 14: glint.driver.v1.ApplicationRemovedResponse
-	nil,                                // 15: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 16: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 17: glint.master.v1.ExecutorState
+	(*TaskStatus)(nil),                 // 8: glint.driver.v1.TaskStatus
+	(*StatusUpdateResponse)(nil),       // 9: glint.driver.v1.StatusUpdateResponse
+	(*ExecutorAddedRequest)(nil),       // 10: glint.driver.v1.ExecutorAddedRequest
+	(*ExecutorAddedResponse)(nil),      // 11: glint.driver.v1.ExecutorAddedResponse
+	(*ExecutorUpdatedRequest)(nil),     // 12: glint.driver.v1.ExecutorUpdatedRequest
+	(*ExecutorUpdatedResponse)(nil),    // 13: glint.driver.v1.ExecutorUpdatedResponse
+	(*ApplicationRemovedRequest)(nil),  // 14: glint.driver.v1.ApplicationRemovedRequest
+	(*ApplicationRemovedResponse)(nil), // 15: glint.driver.v1.ApplicationRemovedResponse
+	nil,                                // 16: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 17: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 18: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	15, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	0,  // 1: glint.driver.v1.StatusUpdateRequest.state:type_name -> glint.driver.v1.TaskState
-	16, // 2: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	17, // 3: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	16, // 4: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	16, // 5: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
-	3,  // 7: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
-	5,  // 8: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
-	7,  // 9: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
-	9,  // 10: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
-	11, // 11: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
-	13, // 12: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
-	2,  // 13: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 14: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 15: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	8,  // 16: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	10, // 17: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	12, // 18: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	14, // 19: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	16, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	8,  // 1: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
+	0,  // 2: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
+	17, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	18, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	17, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	17, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	1,  // 7: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
+	3,  // 8: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
+	5,  // 9: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
+	7,  // 10: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
+	10, // 11: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
+	12, // 12: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
+	14, // 13: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
+	2,  // 14: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 15: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 16: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	9,  // 17: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	11, // 18: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	13, // 19: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	15, // 20: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_glint_driver_v1_driver_proto_init() }
@@ -1004,14 +1065,14 @@ func file_glint_driver_v1_driver_proto_init() {
 	if File_glint_driver_v1_driver_proto != nil {
 		return
 	}
-	file_glint_driver_v1_driver_proto_msgTypes[10].OneofWrappers = []any{}
+	file_glint_driver_v1_driver_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
