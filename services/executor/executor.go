@@ -127,9 +127,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	life, stop := context.WithCancelCause(context.Background())
 	return &Server{
-		cfg:    cfg,
-		log:    cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver: driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
+		cfg:     cfg,
+		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
+		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		metrics: newMetrics(cfg.Registry),
 		life:    life,
 		stop:    stop,
