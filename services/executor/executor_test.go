@@ -481,3 +481,35 @@ func TestRunReturnsTheCauseWhenItsContextEndsDuringStartUp(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+func TestQueuedTasksWaitForTheCoreAndAKilledOneNeverRuns(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	e := startExecutor(context.Background(), t, d, ta.app, 1)
+	kill := func(id int64) error {
+		_, err := e.client.KillTask(context.Background(), connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id, Reason: "test"}))
+		return err
+	}
+	if err := e.launchBatch("block", 1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	ta.waitStarted(t) // task 1 holds the only core; 2 and 3 wait
+	if err := kill(2); err != nil {
+		t.Fatalf("kill the queued task 2: %v", err)
+	}
+	if err := kill(2); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("kill task 2 again: %v, want NotFound (a killed queued task is gone at once)", err)
+	}
+	if err := kill(1); err != nil {
+		t.Fatalf("kill the running task 1: %v", err)
+	}
+	ta.waitStarted(t) // the core went to task 3
+	if err := kill(3); err != nil {
+		t.Errorf("kill task 3, which should be running: %v", err)
+	}
+	select {
+	case <-ta.started:
+		t.Error("a fourth block task started: the killed queued task ran")
+	default:
+	}
+}
