@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,19 +180,47 @@ func allLaunched(tl []driver.Timeline, n int) bool {
 	return true
 }
 
-// launchOne runs pi on one executor of c and returns its LaunchExecutor
-// received → registered time.
-func launchOne(t testing.TB, c *benchCluster) time.Duration {
-	var took time.Duration
+// launchOne runs pi on one executor of c and returns its launch timeline.
+func launchOne(t testing.TB, c *benchCluster) driver.Timeline {
+	var tl []driver.Timeline
 	c.measure(t, func() {
 		d, _ := runOnExecutors(t, c, 1, examples.Pi(), "1")
-		tl := d.Timelines()
-		if len(tl) != 1 || tl[0].Launched.IsZero() || tl[0].Registered.IsZero() {
-			t.Fatalf("want one executor with launch and registration times: %+v", tl)
-		}
-		took = tl[0].Registered.Sub(tl[0].Launched)
+		tl = d.Timelines()
 	})
-	return took
+	if len(tl) != 1 || tl[0].Launched.IsZero() || tl[0].Started.IsZero() || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.IsZero() {
+		t.Fatalf("want one executor with launch, start, properties and registration times: %+v", tl)
+	}
+	return tl[0]
+}
+
+// launchPhases are the p50s of a launch's steps, as figures of a row.
+func launchPhases(tls []driver.Timeline, prefix string) map[string]float64 {
+	phase := func(from, to func(driver.Timeline) time.Time) float64 {
+		var ds []time.Duration
+		for _, tl := range tls {
+			ds = append(ds, to(tl).Sub(from(tl)))
+		}
+		return benchtable.Ms(benchtable.Percentile(ds, 50))
+	}
+	launched := func(tl driver.Timeline) time.Time { return tl.Launched }
+	started := func(tl driver.Timeline) time.Time { return tl.Started }
+	props := func(tl driver.Timeline) time.Time { return tl.PropsRetrieved }
+	registered := func(tl driver.Timeline) time.Time { return tl.Registered }
+	return map[string]float64{
+		prefix + "launched_to_started_p50_ms":    phase(launched, started),
+		prefix + "started_to_props_p50_ms":       phase(started, props),
+		prefix + "props_to_registered_p50_ms":    phase(props, registered),
+		prefix + "launched_to_registered_p50_ms": phase(launched, registered),
+	}
+}
+
+// sinceLaunched is each timeline's LaunchExecutor received → registered time.
+func sinceLaunched(tls []driver.Timeline) []time.Duration {
+	var ds []time.Duration
+	for _, tl := range tls {
+		ds = append(ds, tl.Registered.Sub(tl.Launched))
+	}
+	return ds
 }
 
 // buildFloor builds cmd/glint-floor, the floor's child.
@@ -218,16 +247,18 @@ func TestBenchLaunch(t *testing.T) {
 	}
 	defer f.Close()
 	off, on := tracedAndNot(t, 2)
-	var floors, offs, ons []time.Duration
+	var floors []time.Duration
+	var offTimelines, onTimelines []driver.Timeline
 	for range launches {
 		d, err := f.Launch(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		floors = append(floors, d)
-		offs = append(offs, launchOne(t, off))
-		ons = append(ons, launchOne(t, on))
+		offTimelines = append(offTimelines, launchOne(t, off))
+		onTimelines = append(onTimelines, launchOne(t, on))
 	}
+	offs, ons := sinceLaunched(offTimelines), sinceLaunched(onTimelines)
 	fp50, fp99 := benchtable.Percentile(floors, 50), benchtable.Percentile(floors, 99)
 	benchtable.Record(t, benchtable.Row{
 		ID: "1", What: "floor: fork/exec a tiny Go child → its 2nd loopback HTTP/2 request",
@@ -240,7 +271,14 @@ func TestBenchLaunch(t *testing.T) {
 		ID: "2", What: "executor launch: LaunchExecutor received → registered with the driver, one at a time",
 		Result: fmt.Sprintf("p50 %.2f ms (%.2f× floor), p99 %.2f ms (%d launches)", benchtable.Ms(p50), ratio, benchtable.Ms(p99), launches),
 		Target: "p50 ≤ 2.0× floor", Met: benchtable.Check(ratio, 2.0, true),
-		Figures: map[string]float64{"p50_ms": benchtable.Ms(p50), "p99_ms": benchtable.Ms(p99), "floor_ratio": ratio, "launches": float64(launches)},
+		Figures: maps.Collect(func(yield func(string, float64) bool) {
+			for k, v := range launchPhases(offTimelines, "") {
+				yield(k, v)
+			}
+			for k, v := range map[string]float64{"p50_ms": benchtable.Ms(p50), "p99_ms": benchtable.Ms(p99), "floor_ratio": ratio, "launches": float64(launches)} {
+				yield(k, v)
+			}
+		}),
 	})
 	onP50 := benchtable.Percentile(ons, 50)
 	latency := float64(onP50) / float64(p50)
