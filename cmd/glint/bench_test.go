@@ -52,8 +52,8 @@ func tracedAndNot(t testing.TB, cores int) (off, on *benchCluster) {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	off = &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores), tp: noop.NewTracerProvider()}
-	on = &benchCluster{testCluster: startSizedCluster(t, j.env(), 2, cores), tp: tp}
+	off = &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, nil), tp: noop.NewTracerProvider()}
+	on = &benchCluster{testCluster: startSizedCluster(t, j.env(), 2, cores, nil), tp: tp}
 	return off, on
 }
 
@@ -322,7 +322,7 @@ func TestBenchParallelLaunch(t *testing.T) {
 	if benchtable.Start(t) {
 		sizes, reps = []int{1, 4}, 1
 	}
-	c := &benchCluster{testCluster: startSizedCluster(t, nil, 2, 32), tp: noop.NewTracerProvider()}
+	c := &benchCluster{testCluster: startSizedCluster(t, nil, 2, 32, nil), tp: noop.NewTracerProvider()}
 	took := map[int]time.Duration{}
 	figures := map[string]float64{}
 	var parts []string

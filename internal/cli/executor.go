@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -27,6 +29,19 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
+			// A prestarted executor (glint worker --prestart-executors) waits
+			// for the launch it becomes; its arguments come with the claim.
+			switch claim, err := child.ReceiveClaim(); {
+			case err == nil:
+				fs := pflag.NewFlagSet("executor", pflag.ContinueOnError)
+				args = child.ExecutorArgs{}
+				args.Flags(fs)
+				if err := fs.Parse(claim.Args); err != nil {
+					return fmt.Errorf("claimed executor: %w", err)
+				}
+			case !errors.Is(err, child.ErrNotPrestarted):
+				return err
+			}
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
 			log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceExecutor,
