@@ -193,6 +193,58 @@ func launchOne(t testing.TB, c *benchCluster) driver.Timeline {
 	return tl[0]
 }
 
+// warmLaunch is launchOne on a cluster of workers that prestart executors:
+// it waits until every worker has one ready, and checks that the launch
+// claimed one.
+func warmLaunch(t testing.TB, c *benchCluster) driver.Timeline {
+	standbys := map[int]bool{}
+	for _, w := range c.workers {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var s struct {
+				Prestarted int `json:"prestarted"`
+			}
+			resp := getPage(t, c.client, w.url+"/json")
+			err := json.NewDecoder(resp.Body).Decode(&s)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Prestarted > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %s has no prestarted executor after 30 s", w.url)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for _, pid := range childrenOf(w.cmd.Process.Pid) {
+			standbys[pid] = true
+		}
+	}
+	tl := launchOne(t, c)
+	for _, w := range c.workers {
+		var s struct {
+			FinishedExecutors []struct {
+				PID int `json:"pid"`
+			} `json:"finishedexecutors"`
+		}
+		resp := getPage(t, c.client, w.url+"/json")
+		err := json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range s.FinishedExecutors {
+			delete(standbys, e.PID)
+		}
+	}
+	if len(standbys) != len(c.workers)-1 {
+		t.Fatalf("the launch did not claim a prestarted executor (%d of %d unclaimed)", len(standbys), len(c.workers))
+	}
+	return tl
+}
+
 // launchPhases are the p50s of a launch's steps, as figures of a row.
 func launchPhases(tls []driver.Timeline, prefix string) map[string]float64 {
 	phase := func(from, to func(driver.Timeline) time.Time) float64 {
@@ -247,8 +299,9 @@ func TestBenchLaunch(t *testing.T) {
 	}
 	defer f.Close()
 	off, on := tracedAndNot(t, 2)
+	warm := &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, []string{"--prestart-executors", "1"}), tp: noop.NewTracerProvider()}
 	var floors []time.Duration
-	var offTimelines, onTimelines []driver.Timeline
+	var offTimelines, onTimelines, warmTimelines []driver.Timeline
 	for range launches {
 		d, err := f.Launch(context.Background())
 		if err != nil {
@@ -257,6 +310,7 @@ func TestBenchLaunch(t *testing.T) {
 		floors = append(floors, d)
 		offTimelines = append(offTimelines, launchOne(t, off))
 		onTimelines = append(onTimelines, launchOne(t, on))
+		warmTimelines = append(warmTimelines, warmLaunch(t, warm))
 	}
 	offs, ons := sinceLaunched(offTimelines), sinceLaunched(onTimelines)
 	fp50, fp99 := benchtable.Percentile(floors, 50), benchtable.Percentile(floors, 99)
@@ -290,6 +344,22 @@ func TestBenchLaunch(t *testing.T) {
 		Target: "≤ 1.05× latency, ≤ 1.10× CPU", Met: benchtable.Check(max(latency-0.05, cpu-0.10), 1.0, true),
 		Figures: map[string]float64{"latency_ratio": latency, "cpu_ratio": cpu, "on_p50_ms": benchtable.Ms(onP50), "off_p50_ms": benchtable.Ms(p50),
 			"on_cpu_ms_per_launch": benchtable.Ms(on.cpu) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(off.cpu) / float64(launches)},
+	})
+
+	warmP50, warmP99 := benchtable.Percentile(sinceLaunched(warmTimelines), 50), benchtable.Percentile(sinceLaunched(warmTimelines), 99)
+	warmRatio := float64(warmP50) / float64(fp50)
+	benchtable.Record(t, benchtable.Row{
+		ID: "9", What: "warm start: row 2 on workers with --prestart-executors 1, every launch a claim",
+		Result: fmt.Sprintf("p50 %.2f ms (%.2f× floor), p99 %.2f ms", benchtable.Ms(warmP50), warmRatio, benchtable.Ms(warmP99)),
+		Target: "p50 ≤ 0.5× floor", Met: benchtable.Check(warmRatio, 0.5, true),
+		Figures: maps.Collect(func(yield func(string, float64) bool) {
+			for k, v := range launchPhases(warmTimelines, "") {
+				yield(k, v)
+			}
+			for k, v := range map[string]float64{"p50_ms": benchtable.Ms(warmP50), "p99_ms": benchtable.Ms(warmP99), "floor_ratio": warmRatio} {
+				yield(k, v)
+			}
+		}),
 	})
 
 	// Idle executors: four registered executors before their first task.

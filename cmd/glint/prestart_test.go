@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // workerState is the part of a worker's /json the prestart test reads.
@@ -72,5 +75,40 @@ func TestALaunchClaimsAPrestartedExecutorOnceAndTheWorkerStartsAnother(t *testin
 	}
 	if pids[0] == pids[1] {
 		t.Errorf("both applications ran on process %d", pids[0])
+	}
+}
+
+func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startSizedCluster(t, j.env(), 1, 2, []string{"--prestart-executors", "2"})
+	deadline := time.Now().Add(30 * time.Second)
+	for c.worker(t, 0).Prestarted != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no two prestarted executors after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "2", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
+		"--executor-memory", "256m", "--log-level", "warn", "pi", "4")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
+	}
+	app := c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 }).CompletedApps[0]
+	tr := j.waitForTrace(t, app.TraceID, complete(2))
+	byID := map[string]jaeger.Span{}
+	for _, s := range tr.Spans {
+		byID[s.SpanID] = s
+	}
+	if n := count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.start" }); n != 0 {
+		t.Errorf("%d process.start spans, want none: both executors were prestarted", n)
+	}
+	claimed := count(tr, func(s jaeger.Span) bool {
+		return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/RetrieveSparkProps") &&
+			byID[s.Parent()].OperationName == "claim"
+	})
+	if claims := count(tr, func(s jaeger.Span) bool { return s.OperationName == "claim" }); claims != 2 || claimed != 2 {
+		t.Errorf("%d claim spans with %d executors' first calls under them, want 2 and 2", claims, claimed)
 	}
 }

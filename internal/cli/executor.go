@@ -29,10 +29,15 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
-			// A prestarted executor (glint worker --prestart-executors) waits
-			// for the launch it becomes; its arguments come with the claim.
-			switch claim, err := child.ReceiveClaim(); {
+			// What needs no launch is made first, so that a prestarted
+			// executor (glint worker --prestart-executors) has it made when
+			// its claim comes: the launch it becomes, with its arguments.
+			cfg.Registry = telemetry.NewRegistry()
+			claim, err := child.ReceiveClaim()
+			switch {
 			case err == nil:
+				// The channel closes with the process at the latest.
+				cfg.Registered = claim.Registered
 				fs := pflag.NewFlagSet("executor", pflag.ContinueOnError)
 				args = child.ExecutorArgs{}
 				args.Flags(fs)

@@ -62,22 +62,49 @@ func SendClaim(conn *os.File, c Claim, stdout, stderr *os.File) error {
 // for its launch (no ClaimFDEnv).
 var ErrNotPrestarted = errors.New("not a prestarted executor")
 
+// Claimed is a claim received; Registered tells the worker the executor
+// registered with its driver, and closes the channel, which serves once. If
+// the process ends first, the worker sees the channel close.
+type Claimed struct {
+	Claim
+	fd int
+}
+
+// Registered tells the worker the launch reached its driver: the worker then
+// starts a replacement, which so does not compete with the launch for CPU.
+func (c *Claimed) Registered() {
+	if c.fd < 0 {
+		return
+	}
+	_, _ = syscall.Write(c.fd, []byte{1})
+	syscall.Close(c.fd)
+	c.fd = -1
+}
+
 // ReceiveClaim waits for this prestarted process's claim: it checks that the
 // other end of the channel is its worker (GLINT_WORKER_PID, by the kernel's
 // peer credentials), reads the claim, makes the log files its stdout and
-// stderr, sets the claim's variables in its environment, moves to its work
-// directory and closes the channel, which serves once.
-func ReceiveClaim() (Claim, error) {
+// stderr, sets the claim's variables in its environment and moves to its
+// work directory.
+func ReceiveClaim() (*Claimed, error) {
 	v := os.Getenv(ClaimFDEnv)
 	if v == "" {
-		return Claim{}, ErrNotPrestarted
+		return nil, ErrNotPrestarted
 	}
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
-		return Claim{}, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", ClaimFDEnv, v)
+		return nil, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", ClaimFDEnv, v)
 	}
 	os.Unsetenv(ClaimFDEnv)
-	defer syscall.Close(fd)
+	c, err := receiveClaim(fd)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return &Claimed{Claim: c, fd: fd}, nil
+}
+
+func receiveClaim(fd int) (Claim, error) {
 	cred, err := syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim channel: %w", err)

@@ -48,6 +48,9 @@ type Config struct {
 	Attempts int
 	// RetryInterval is the pause between attempts; default 1s.
 	RetryInterval time.Duration
+	// Registered, if set, is called once the executor registered with its
+	// driver (a prestarted executor tells its worker so).
+	Registered func()
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 }
@@ -174,6 +177,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })()
 	if err := s.connect(callCtx); err != nil {
 		return err
+	}
+	if s.cfg.Registered != nil {
+		s.cfg.Registered()
 	}
 	s.log.Info("executor registered", "url", s.cfg.URL, "cores", s.cfg.Cores)
 	<-s.life.Done()

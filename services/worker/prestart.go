@@ -25,7 +25,7 @@ const MaxPrestartExecutors = 64
 // (`glint executor` of the worker's own binary, waiting for a claim): a
 // launch whose command is that binary's executor claims one instead of
 // starting a process (the claim step), and a replacement starts in the
-// background. A prestarted process serves one claim, so it is never shared
+// background once the claimed executor registered with its driver. A prestarted process serves one claim, so it is never shared
 // between applications. Methods of a nil *prestart do nothing: the worker
 // prestarts nothing.
 type prestart struct {
@@ -129,7 +129,7 @@ func (p *prestart) claim(l *launch) step {
 		return nil
 	}
 	if sb := p.take(l); sb != nil {
-		return claimStep{standby: sb, grace: p.s.cfg.KillGrace}
+		return claimStep{standby: sb, prestart: p}
 	}
 	return nil
 }
@@ -150,7 +150,6 @@ func (p *prestart) take(l *launch) *standby {
 	sb := p.idle[0]
 	p.idle = p.idle[1:]
 	p.mu.Unlock()
-	p.fill()
 	return sb
 }
 
@@ -213,8 +212,8 @@ func (sb *standby) discard(grace time.Duration) {
 // trace context, the work directory, and the log files. If the process is
 // gone, it starts one as process.start would.
 type claimStep struct {
-	standby *standby
-	grace   time.Duration
+	standby  *standby
+	prestart *prestart
 }
 
 // Name is "claim".
@@ -223,9 +222,10 @@ func (claimStep) Name() string { return "claim" }
 // Run claims the process, or starts one if that fails.
 func (c claimStep) Run(ctx context.Context, l *launch) error {
 	defer l.closeLogs()
-	sb := c.standby
+	sb, p := c.standby, c.prestart
 	if ctx.Err() != nil {
-		sb.discard(c.grace)
+		sb.discard(p.s.cfg.KillGrace)
+		p.fill()
 		return fmt.Errorf("not started: %w", context.Cause(ctx))
 	}
 	span := trace.SpanFromContext(ctx)
@@ -233,11 +233,18 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
 	err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}, l.stdout, l.stderr)
 	if err != nil {
-		sb.discard(c.grace)
+		sb.discard(p.s.cfg.KillGrace)
+		p.fill()
 		span.AddEvent("prestarted executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
 		return startStep{}.Run(ctx, l)
 	}
-	sb.claim.Close()
+	// The replacement starts once the claimed executor registered with its
+	// driver (or ended): it does not compete with this launch for the CPU.
+	go func() {
+		_, _ = sb.claim.Read(make([]byte, 1))
+		sb.claim.Close()
+		p.fill()
+	}()
 	l.cmd, l.path, l.startedAt, l.url = sb.cmd, sb.cmd.Path, l.now(), sb.url
 	return nil
 }
