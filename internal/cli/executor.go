@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel"
 
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -33,6 +34,11 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			// executor (glint worker --prestart-executors) has it made when
 			// its claim comes: the launch it becomes, with its arguments.
 			cfg.Registry = telemetry.NewRegistry()
+			if os.Getenv(child.ClaimFDEnv) != "" {
+				if err := executor.Warm(ctx, otel.GetTracerProvider()); err != nil {
+					return err
+				}
+			}
 			claim, err := child.ReceiveClaim()
 			switch {
 			case err == nil:
