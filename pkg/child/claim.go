@@ -87,13 +87,12 @@ func (c *Claimed) Registered() {
 // stderr, sets the claim's variables in its environment and moves to its
 // work directory.
 func ReceiveClaim() (*Claimed, error) {
-	v := os.Getenv(ClaimFDEnv)
-	if v == "" {
-		return nil, ErrNotPrestarted
+	fd, err := inheritedFD(ClaimFDEnv)
+	if err != nil {
+		return nil, err
 	}
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", ClaimFDEnv, v)
+	if fd < 0 {
+		return nil, ErrNotPrestarted
 	}
 	os.Unsetenv(ClaimFDEnv)
 	c, err := receiveClaim(fd)

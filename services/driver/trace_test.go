@@ -8,6 +8,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/pkg/app"
@@ -32,16 +33,7 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 		_, err := d.RunTasks(context.Background(), "task", inputs(3))
 		ran <- err
 	}()
-	apps, _ := app.NewRegistry(a)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ln, _ := servicetest.Listen(t)
-	go func() {
-		_ = servicetest.RunExecutor(ctx, ln, executor.Config{
-			ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
-			Apps:         apps, AppToken: d.AppToken(), Instruments: telemetry.Instruments{TracerProvider: tp},
-		})
-	}()
+	defer runTracedExecutor(t, d, a, tp)()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
@@ -84,16 +76,7 @@ func launchBatches(t *testing.T, task app.TaskFunc, n int) []int {
 		Masters: []string{startMaster(t)}, App: a, ExecutorCommand: []string{"/bin/false"}, ExecutorMemoryMiB: 256,
 		Conf: map[string]string{"spark.glint.trace.taskSampleRatio": "1"}, Instruments: telemetry.Instruments{TracerProvider: tp},
 	})
-	apps, _ := app.NewRegistry(a)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ln, _ := servicetest.Listen(t)
-	go func() {
-		_ = servicetest.RunExecutor(ctx, ln, executor.Config{
-			ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
-			Apps:         apps, AppToken: d.AppToken(), Instruments: telemetry.Instruments{TracerProvider: tp},
-		})
-	}()
+	defer runTracedExecutor(t, d, a, tp)()
 	if _, err := d.RunTasks(context.Background(), "task", inputs(n)); err != nil {
 		t.Fatal(err)
 	}
@@ -128,4 +111,23 @@ func TestLongerTasksGetOneTaskPerCore(t *testing.T) {
 			t.Fatalf("LaunchTask batches of %v tasks on one core for tasks of 2 ms, want 1 each", sizes)
 		}
 	}
+}
+
+// runTracedExecutor runs one one-core executor of a for d in this process,
+// traced through tp, and returns what stops it.
+func runTracedExecutor(t *testing.T, d *driver.Driver, a *app.App, tp trace.TracerProvider) (stop func()) {
+	t.Helper()
+	apps, err := app.NewRegistry(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ln, _ := servicetest.Listen(t)
+	go func() {
+		_ = servicetest.RunExecutor(ctx, ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
+			Apps:         apps, AppToken: d.AppToken(), Instruments: telemetry.Instruments{TracerProvider: tp},
+		})
+	}()
+	return cancel
 }

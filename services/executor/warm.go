@@ -57,4 +57,3 @@ func (standIn) RetrieveSparkProps(context.Context, *connect.Request[driverv1.Ret
 func (standIn) RegisterExecutor(context.Context, *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
 	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
 }
-
