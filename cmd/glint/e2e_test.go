@@ -178,6 +178,14 @@ func startSizedCluster(t testing.TB, env []string, workers, cores int, workerArg
 		master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...),
 		client: tlsClient(t, env),
 	}
+	c.startWorkers(t, env, workers, cores, workerArgs...)
+	return c
+}
+
+// startWorkers starts n workers of the cluster's master, with cores cores
+// each and workerArgs, and waits until they are alive.
+func (c *testCluster) startWorkers(t testing.TB, env []string, workers, cores int, workerArgs ...string) {
+	t.Helper()
 	for i := range workers {
 		dir := t.TempDir()
 		c.workDirs = append(c.workDirs, dir)
@@ -187,7 +195,6 @@ func startSizedCluster(t testing.TB, env []string, workers, cores int, workerArg
 		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, args...))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
-	return c
 }
 
 // tlsClient is a client with the TLS files named in env (GLINT_TLS_*), or
@@ -217,6 +224,7 @@ func tlsClient(t testing.TB, env []string) *http.Client {
 
 // masterJSON is the part of the master's /json the tests read.
 type masterJSON struct {
+	Status  string `json:"status"`
 	Workers []struct {
 		ID        string `json:"id"`
 		State     string `json:"state"`

@@ -185,6 +185,34 @@ func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[dr
 // checkAppLocked accepts messages about this application only. Messages that
 // race ahead of the registration response (the master schedules at once) are
 // accepted: there is no other application they could be about.
+// Ping answers the master's probe when appID is this driver's application.
+func (d *Driver) Ping(_ context.Context, req *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.appID == "" || req.Msg.GetAppId() != d.appID {
+		return nil, rpc.Error(fmt.Errorf("ping application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, d.appID))
+	}
+	return connect.NewResponse(&driverv1.PingResponse{}), nil
+}
+
+// MasterChanged makes the named master the one the driver reports to (a
+// recovered master, or a newly elected leader); its answer acknowledges the
+// change (Spark's MasterChangeAcknowledged).
+func (d *Driver) MasterChanged(ctx context.Context, req *connect.Request[driverv1.MasterChangedRequest]) (*connect.Response[driverv1.MasterChangedResponse], error) {
+	url, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
+	if err != nil {
+		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", fault.ErrInvalidArgument, err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.appID == "" || req.Msg.GetAppId() != d.appID {
+		return nil, rpc.Error(fmt.Errorf("master changed for application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, d.appID))
+	}
+	d.master = masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
+	d.log.InfoContext(ctx, "master changed", "app", d.appID, "master", url)
+	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
+}
+
 func (d *Driver) checkAppLocked(appID string) error {
 	if d.appID != "" && appID != d.appID {
 		return fmt.Errorf("application %s: %w: this driver runs %s", appID, fault.ErrNotFound, d.appID)

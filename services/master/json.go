@@ -20,8 +20,8 @@ import (
 func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: "ALIVE"}
-	for _, w := range s.workers {
+	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: s.status}
+	for w := range s.workers.all() {
 		out.Workers = append(out.Workers, workerProto(w))
 	}
 	for _, a := range s.appQueue {

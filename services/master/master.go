@@ -37,7 +37,8 @@ type Config struct {
 	// (as GetClusterState sends them). Default 32 MiB.
 	RetainedBytes int
 	// DeadWorkerPersistence is spark.dead.worker.persistence: a DEAD worker stays
-	// listed for (persistence+1) × WorkerTimeout. Default 15.
+	// listed for persistence × WorkerTimeout after it died — (persistence+1) ×
+	// WorkerTimeout after its last heartbeat when it timed out. Default 15.
 	DeadWorkerPersistence int
 	// Tokens are the tokens the master accepts: the cluster token (Cluster)
 	// and the submit tokens (Submit), to which it adds one for each
@@ -53,6 +54,9 @@ type Config struct {
 	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
+	// Store keeps the master's state so that a restarted master recovers it
+	// (--recovery-mode); nil keeps nothing.
+	Store Store
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.
@@ -71,9 +75,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu               sync.Mutex
-	workers          []*workerInfo // registered workers, DEAD ones until culled
-	idToWorker       map[string]*workerInfo
-	addressToWorker  map[string]*workerInfo
+	workers          *roster // registered workers, DEAD ones until culled
 	apps             map[string]*appInfo
 	appQueue         []*appInfo // active applications in registration order (Spark's waitingApps)
 	completedApps    retained[*appInfo]
@@ -90,6 +92,12 @@ type Server struct {
 	// that took mu (an RPC, a timer tick, a failed send) releases it with
 	// scheduleAndUnlock, which makes the one schedule pass for the event.
 	needSchedule bool
+	// status is ALIVE, or RECOVERING until the kept workers and drivers
+	// answered (recovery.go); unknownWorkers and unknownApps count those
+	// that have not yet.
+	status                      string
+	unknownWorkers, unknownApps int
+	recoverySpan                trace.Span
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)
@@ -123,18 +131,28 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:             cfg,
-		log:             cfg.Logger,
-		tracer:          telemetry.Tracer(cfg.TracerProvider),
-		http:            rpc.NewHTTPClient(),
-		ctx:             ctx,
-		cancel:          cancel,
-		idToWorker:      map[string]*workerInfo{},
-		addressToWorker: map[string]*workerInfo{},
-		apps:            map[string]*appInfo{},
-		drivers:         map[string]*driverInfo{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		tracer:  telemetry.Tracer(cfg.TracerProvider),
+		http:    rpc.NewHTTPClient(),
+		ctx:     ctx,
+		cancel:  cancel,
+		workers: newRoster(),
+		apps:    map[string]*appInfo{},
+		drivers: map[string]*driverInfo{},
+		status:  statusAlive,
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
+	if cfg.Store != nil {
+		rec, err := cfg.Store.Load()
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("new master: %w", err)
+		}
+		if !rec.empty() {
+			s.recoverLocked(rec)
+		}
+	}
 	return s, nil
 }
 
@@ -160,6 +178,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.cancel()
 	timeouts := time.NewTicker(s.cfg.WorkerTimeout / 4)
 	defer timeouts.Stop()
+	if s.recovering() {
+		s.beginRecovery(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -169,6 +190,13 @@ func (s *Server) Run(ctx context.Context) error {
 			s.checkDrivers(ctx)
 		}
 	}
+}
+
+// recovering reports whether the master is RECOVERING.
+func (s *Server) recovering() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status == statusRecovering
 }
 
 // now returns the clock's time.

@@ -23,6 +23,12 @@ var workerTransitions = lifecycle.Transitions[masterv1.WorkerState]{
 }
 
 var appTransitions = lifecycle.Transitions[masterv1.ApplicationState]{
+	// UNKNOWN: recovered, until its driver answers (recovery.go).
+	masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN: {
+		masterv1.ApplicationState_APPLICATION_STATE_WAITING, masterv1.ApplicationState_APPLICATION_STATE_RUNNING,
+		masterv1.ApplicationState_APPLICATION_STATE_FINISHED, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+		masterv1.ApplicationState_APPLICATION_STATE_KILLED,
+	},
 	masterv1.ApplicationState_APPLICATION_STATE_WAITING: {
 		masterv1.ApplicationState_APPLICATION_STATE_RUNNING, masterv1.ApplicationState_APPLICATION_STATE_FINISHED,
 		masterv1.ApplicationState_APPLICATION_STATE_FAILED, masterv1.ApplicationState_APPLICATION_STATE_KILLED,
@@ -78,6 +84,15 @@ type workerInfo struct {
 	drivers       map[string]*driverInfo
 	client        workerv1connect.WorkerServiceClient
 	mailbox       *rpc.Mailbox
+	roster        rosterEntry
+}
+
+func newWorkerInfo(id, host string, port int32, url string, cores int32, memoryMiB int64, now time.Time) *workerInfo {
+	return &workerInfo{
+		id: id, host: host, port: port, url: url, cores: cores, memoryMiB: memoryMiB,
+		state: masterv1.WorkerState_WORKER_STATE_ALIVE, lastHeartbeat: now,
+		executors: map[executorKey]*executorInfo{}, drivers: map[string]*driverInfo{},
+	}
 }
 
 func (w *workerInfo) setState(to masterv1.WorkerState) error {
@@ -159,15 +174,17 @@ type appInfo struct {
 	id string
 	// appToken is the application's own token: the master calls its driver
 	// with it and hands it to its executors; it is never shown.
-	appToken     string
-	desc         *masterv1.ApplicationDescription
-	driverURL    string
-	driverID     string
-	state        masterv1.ApplicationState
-	startTime    time.Time
-	endTime      time.Time
-	executors    map[int32]*executorInfo
-	removed      []*executorInfo
+	appToken  string
+	desc      *masterv1.ApplicationDescription
+	driverURL string
+	driverID  string
+	state     masterv1.ApplicationState
+	startTime time.Time
+	endTime   time.Time
+	executors map[int32]*executorInfo
+	removed   []*executorInfo
+	// workers are those that were given executors of the application.
+	workers      map[*workerInfo]struct{}
 	coresGranted int32
 	nextExecID   int32
 	retryCount   int
@@ -223,6 +240,7 @@ func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now t
 	}
 	a.nextExecID++
 	a.executors[e.id] = e
+	a.workers[w] = struct{}{}
 	a.coresGranted += cores
 	return e
 }
@@ -268,6 +286,9 @@ type driverInfo struct {
 	// submitToken is the submit token the master made for the driver while
 	// it runs (none without authentication); it is never shown.
 	submitToken string
+	// recoveredOn is the worker a recovered driver ran on, until that
+	// worker re-registers with it.
+	recoveredOn string
 }
 
 func (d *driverInfo) setState(to masterv1.DriverState) error {

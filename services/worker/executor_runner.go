@@ -30,6 +30,8 @@ type executorRunner struct {
 	runner[masterv1.ExecutorState]
 	appID  string
 	execID int32
+	// url is where the executor serves once it runs (under the worker's mu).
+	url string
 }
 
 var _ hooks[masterv1.ExecutorState] = (*executorRunner)(nil)
@@ -79,7 +81,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 func (r *executorRunner) key() executorKey { return executorKey{app: r.appID, id: r.execID} }
 
 func (r *executorRunner) addLocked() bool {
-	if _, dup := r.s.executors[r.key()]; dup {
+	if !r.s.launched.add(r.key(), r.s.executors) {
 		return false
 	}
 	r.s.executors[r.key()] = r
@@ -90,12 +92,18 @@ func (r *executorRunner) removeLocked(ended bool) {
 	delete(r.s.executors, r.key())
 	if ended {
 		r.s.finishedExecutors = retain(r.s.finishedExecutors, r)
+	} else {
+		// Refused, never launched: a resend may launch it.
+		delete(r.s.launched[r.appID], r.execID)
 	}
 }
 
 // poststart tells the master the executor is RUNNING, with its launch and
 // start times, and records how long the start took.
 func (r *executorRunner) poststart(ctx context.Context, l *launch) {
+	r.s.mu.Lock()
+	r.url = l.url
+	r.s.mu.Unlock()
 	telemetry.Observe(r.ctx, r.s.metrics.processStart, l.startedAt.Sub(r.launchedAt).Seconds())
 	r.reportState(ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
 }

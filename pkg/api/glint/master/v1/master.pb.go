@@ -507,9 +507,14 @@ func (x *DriverDescription) GetCommand() *Command {
 
 // RunningExecutor names an executor a worker is running, reported when it re-registers.
 type RunningExecutor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	ExecutorId    int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	AppId      string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// What a recovering master needs to adopt the executor.
+	Cores     int32 `protobuf:"varint,3,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib int64 `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Where the executor serves; empty until its process started.
+	Url           string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +561,27 @@ func (x *RunningExecutor) GetExecutorId() int32 {
 		return x.ExecutorId
 	}
 	return 0
+}
+
+func (x *RunningExecutor) GetCores() int32 {
+	if x != nil {
+		return x.Cores
+	}
+	return 0
+}
+
+func (x *RunningExecutor) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *RunningExecutor) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
 }
 
 type RegisterWorkerRequest struct {
@@ -740,8 +766,11 @@ func (x *RegisterWorkerResponse) GetUnknownDriverIds() []string {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// What the worker runs; the master answers with what it does not know.
+	Executors     []*RunningExecutor `protobuf:"bytes,2,rep,name=executors,proto3" json:"executors,omitempty"`
+	DriverIds     []string           `protobuf:"bytes,3,rep,name=driver_ids,json=driverIds,proto3" json:"driver_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -783,12 +812,30 @@ func (x *HeartbeatRequest) GetWorkerId() string {
 	return ""
 }
 
+func (x *HeartbeatRequest) GetExecutors() []*RunningExecutor {
+	if x != nil {
+		return x.Executors
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetDriverIds() []string {
+	if x != nil {
+		return x.DriverIds
+	}
+	return nil
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The master removed this worker (it timed out): register again.
-	Reregister    bool `protobuf:"varint,1,opt,name=reregister,proto3" json:"reregister,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reregister bool `protobuf:"varint,1,opt,name=reregister,proto3" json:"reregister,omitempty"`
+	// Executors and drivers the worker reported that the master does not know
+	// (it killed them, or gave up on their launch): kill them.
+	UnknownExecutors []*RunningExecutor `protobuf:"bytes,2,rep,name=unknown_executors,json=unknownExecutors,proto3" json:"unknown_executors,omitempty"`
+	UnknownDriverIds []string           `protobuf:"bytes,3,rep,name=unknown_driver_ids,json=unknownDriverIds,proto3" json:"unknown_driver_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -826,6 +873,20 @@ func (x *HeartbeatResponse) GetReregister() bool {
 		return x.Reregister
 	}
 	return false
+}
+
+func (x *HeartbeatResponse) GetUnknownExecutors() []*RunningExecutor {
+	if x != nil {
+		return x.UnknownExecutors
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetUnknownDriverIds() []string {
+	if x != nil {
+		return x.UnknownDriverIds
+	}
+	return nil
 }
 
 type WorkerDecommissioningRequest struct {
@@ -2484,6 +2545,344 @@ func (x *DriverInfo) GetTraceId() string {
 	return ""
 }
 
+// PersistedWorker is what a master in recovery mode keeps of a worker.
+type PersistedWorker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Port          int32                  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	WorkerUrl     string                 `protobuf:"bytes,4,opt,name=worker_url,json=workerUrl,proto3" json:"worker_url,omitempty"`
+	Cores         int32                  `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib     int64                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistedWorker) Reset() {
+	*x = PersistedWorker{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedWorker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedWorker) ProtoMessage() {}
+
+func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedWorker.ProtoReflect.Descriptor instead.
+func (*PersistedWorker) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PersistedWorker) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PersistedWorker) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *PersistedWorker) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PersistedWorker) GetWorkerUrl() string {
+	if x != nil {
+		return x.WorkerUrl
+	}
+	return ""
+}
+
+func (x *PersistedWorker) GetCores() int32 {
+	if x != nil {
+		return x.Cores
+	}
+	return 0
+}
+
+func (x *PersistedWorker) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+// PersistedApplication is what a master in recovery mode keeps of an
+// application. app_token is a secret: the store is readable by its owner only.
+type PersistedApplication struct {
+	state       protoimpl.MessageState  `protogen:"open.v1"`
+	Id          string                  `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Description *ApplicationDescription `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	DriverUrl   string                  `protobuf:"bytes,3,opt,name=driver_url,json=driverUrl,proto3" json:"driver_url,omitempty"`
+	DriverId    string                  `protobuf:"bytes,4,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	AppToken    string                  `protobuf:"bytes,5,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
+	StartTime   *timestamppb.Timestamp  `protobuf:"bytes,6,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The next executor id, so that no id is given twice across a recovery.
+	NextExecutorId int32 `protobuf:"varint,7,opt,name=next_executor_id,json=nextExecutorId,proto3" json:"next_executor_id,omitempty"`
+	// The executor limit set by the driver; absent: unlimited.
+	ExecutorLimit *int32 `protobuf:"varint,8,opt,name=executor_limit,json=executorLimit,proto3,oneof" json:"executor_limit,omitempty"`
+	// W3C traceparent of the application's registration.
+	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistedApplication) Reset() {
+	*x = PersistedApplication{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedApplication) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedApplication) ProtoMessage() {}
+
+func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedApplication.ProtoReflect.Descriptor instead.
+func (*PersistedApplication) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PersistedApplication) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetDescription() *ApplicationDescription {
+	if x != nil {
+		return x.Description
+	}
+	return nil
+}
+
+func (x *PersistedApplication) GetDriverUrl() string {
+	if x != nil {
+		return x.DriverUrl
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetDriverId() string {
+	if x != nil {
+		return x.DriverId
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetAppToken() string {
+	if x != nil {
+		return x.AppToken
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *PersistedApplication) GetNextExecutorId() int32 {
+	if x != nil {
+		return x.NextExecutorId
+	}
+	return 0
+}
+
+func (x *PersistedApplication) GetExecutorLimit() int32 {
+	if x != nil && x.ExecutorLimit != nil {
+		return *x.ExecutorLimit
+	}
+	return 0
+}
+
+func (x *PersistedApplication) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+// PersistedDriver is what a master in recovery mode keeps of a cluster-mode
+// driver. submit_token is a secret, as app_token above.
+type PersistedDriver struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Description *DriverDescription     `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	SubmitTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
+	// The worker it was launched on; empty while it waits.
+	WorkerId      string `protobuf:"bytes,4,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	SubmitToken   string `protobuf:"bytes,5,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistedDriver) Reset() {
+	*x = PersistedDriver{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedDriver) ProtoMessage() {}
+
+func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedDriver.ProtoReflect.Descriptor instead.
+func (*PersistedDriver) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PersistedDriver) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetDescription() *DriverDescription {
+	if x != nil {
+		return x.Description
+	}
+	return nil
+}
+
+func (x *PersistedDriver) GetSubmitTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SubmitTime
+	}
+	return nil
+}
+
+func (x *PersistedDriver) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetSubmitToken() string {
+	if x != nil {
+		return x.SubmitToken
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+// PersistedCounters are the numbers the next application and driver ids take.
+type PersistedCounters struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	NextAppNumber    int32                  `protobuf:"varint,1,opt,name=next_app_number,json=nextAppNumber,proto3" json:"next_app_number,omitempty"`
+	NextDriverNumber int32                  `protobuf:"varint,2,opt,name=next_driver_number,json=nextDriverNumber,proto3" json:"next_driver_number,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PersistedCounters) Reset() {
+	*x = PersistedCounters{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedCounters) ProtoMessage() {}
+
+func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedCounters.ProtoReflect.Descriptor instead.
+func (*PersistedCounters) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PersistedCounters) GetNextAppNumber() int32 {
+	if x != nil {
+		return x.NextAppNumber
+	}
+	return 0
+}
+
+func (x *PersistedCounters) GetNextDriverNumber() int32 {
+	if x != nil {
+		return x.NextDriverNumber
+	}
+	return 0
+}
+
 var File_glint_master_v1_master_proto protoreflect.FileDescriptor
 
 const file_glint_master_v1_master_proto_rawDesc = "" +
@@ -2512,11 +2911,15 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x03 \x01(\x03R\tmemoryMib\x12\x1c\n" +
 	"\tsupervise\x18\x04 \x01(\bR\tsupervise\x122\n" +
-	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\"I\n" +
+	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\"\x90\x01\n" +
 	"\x0fRunningExecutor\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
-	"executorId\"\x8f\x02\n" +
+	"executorId\x12\x14\n" +
+	"\x05cores\x18\x03 \x01(\x05R\x05cores\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x04 \x01(\x03R\tmemoryMib\x12\x10\n" +
+	"\x03url\x18\x05 \x01(\tR\x03url\"\x8f\x02\n" +
 	"\x15RegisterWorkerRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -2535,13 +2938,18 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x12M\n" +
 	"\x11unknown_executors\x18\x04 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
-	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\"/\n" +
+	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\"\x8e\x01\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
-	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"3\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12>\n" +
+	"\texecutors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
+	"\n" +
+	"driver_ids\x18\x03 \x03(\tR\tdriverIds\"\xb0\x01\n" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
-	"reregister\";\n" +
+	"reregister\x12M\n" +
+	"\x11unknown_executors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
+	"\x12unknown_driver_ids\x18\x03 \x03(\tR\x10unknownDriverIds\";\n" +
 	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
 	"\x1dWorkerDecommissioningResponse\"\xc0\x01\n" +
@@ -2671,7 +3079,40 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vsubmit_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"submitTime\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x19\n" +
-	"\btrace_id\x18\b \x01(\tR\atraceId*\x95\x01\n" +
+	"\btrace_id\x18\b \x01(\tR\atraceId\"\x9d\x01\n" +
+	"\x0fPersistedWorker\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x1d\n" +
+	"\n" +
+	"worker_url\x18\x04 \x01(\tR\tworkerUrl\x12\x14\n" +
+	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\x90\x03\n" +
+	"\x14PersistedApplication\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
+	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
+	"\n" +
+	"driver_url\x18\x03 \x01(\tR\tdriverUrl\x12\x1b\n" +
+	"\tdriver_id\x18\x04 \x01(\tR\bdriverId\x12\x1b\n" +
+	"\tapp_token\x18\x05 \x01(\tR\bappToken\x129\n" +
+	"\n" +
+	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12(\n" +
+	"\x10next_executor_id\x18\a \x01(\x05R\x0enextExecutorId\x12*\n" +
+	"\x0eexecutor_limit\x18\b \x01(\x05H\x00R\rexecutorLimit\x88\x01\x01\x12 \n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparentB\x11\n" +
+	"\x0f_executor_limit\"\x86\x02\n" +
+	"\x0fPersistedDriver\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
+	"\vdescription\x18\x02 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12;\n" +
+	"\vsubmit_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"submitTime\x12\x1b\n" +
+	"\tworker_id\x18\x04 \x01(\tR\bworkerId\x12!\n" +
+	"\fsubmit_token\x18\x05 \x01(\tR\vsubmitToken\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\"i\n" +
+	"\x11PersistedCounters\x12&\n" +
+	"\x0fnext_app_number\x18\x01 \x01(\x05R\rnextAppNumber\x12,\n" +
+	"\x12next_driver_number\x18\x02 \x01(\x05R\x10nextDriverNumber*\x95\x01\n" +
 	"\vWorkerState\x12\x1c\n" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12WORKER_STATE_ALIVE\x10\x01\x12\x15\n" +
@@ -2737,7 +3178,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -2779,72 +3220,82 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*ExecutorInfo)(nil),                  // 37: glint.master.v1.ExecutorInfo
 	(*ApplicationInfo)(nil),               // 38: glint.master.v1.ApplicationInfo
 	(*DriverInfo)(nil),                    // 39: glint.master.v1.DriverInfo
-	nil,                                   // 40: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
+	(*PersistedWorker)(nil),               // 40: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 41: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 42: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 43: glint.master.v1.PersistedCounters
+	nil,                                   // 44: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 45: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	40, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	44, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
 	7,  // 4: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	5,  // 5: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	2,  // 6: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	41, // 7: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	41, // 8: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 9: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	6,  // 10: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	39, // 11: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	36, // 12: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	38, // 13: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	38, // 14: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	39, // 15: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	39, // 16: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 17: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	41, // 18: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 19: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	41, // 20: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	5,  // 21: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 22: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	41, // 23: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	41, // 24: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	37, // 25: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	6,  // 26: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 27: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	41, // 28: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	8,  // 29: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 30: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 31: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 32: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	16, // 33: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	18, // 34: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	20, // 35: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	22, // 36: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	24, // 37: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	26, // 38: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	28, // 39: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	30, // 40: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	32, // 41: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	34, // 42: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	9,  // 43: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 44: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 45: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 46: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	17, // 47: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	19, // 48: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	21, // 49: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	23, // 50: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	25, // 51: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	27, // 52: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	29, // 53: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	31, // 54: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	33, // 55: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	35, // 56: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	43, // [43:57] is the sub-list for method output_type
-	29, // [29:43] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	7,  // 5: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	7,  // 6: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	5,  // 7: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	2,  // 8: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
+	45, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	45, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 11: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	6,  // 12: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	39, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	36, // 14: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	38, // 15: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	38, // 16: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	39, // 17: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	39, // 18: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 19: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	45, // 20: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 21: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	45, // 22: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	5,  // 23: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 24: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	45, // 25: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	45, // 26: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	37, // 27: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	6,  // 28: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 29: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	45, // 30: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	5,  // 31: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	45, // 32: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	6,  // 33: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	45, // 34: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	8,  // 35: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 36: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	12, // 37: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	14, // 38: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	16, // 39: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	18, // 40: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	20, // 41: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	22, // 42: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	24, // 43: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	26, // 44: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	28, // 45: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	30, // 46: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	32, // 47: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	34, // 48: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	9,  // 49: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 50: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 51: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 52: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	17, // 53: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	19, // 54: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	21, // 55: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	23, // 56: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	25, // 57: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	27, // 58: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	29, // 59: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	31, // 60: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	33, // 61: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	35, // 62: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	49, // [49:63] is the sub-list for method output_type
+	35, // [35:49] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -2855,13 +3306,14 @@ func file_glint_master_v1_master_proto_init() {
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
 	file_glint_master_v1_master_proto_msgTypes[14].OneofWrappers = []any{}
 	file_glint_master_v1_master_proto_msgTypes[33].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

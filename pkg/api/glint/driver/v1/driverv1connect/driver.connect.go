@@ -56,6 +56,11 @@ const (
 	// DriverServiceApplicationRemovedProcedure is the fully-qualified name of the DriverService's
 	// ApplicationRemoved RPC.
 	DriverServiceApplicationRemovedProcedure = "/glint.driver.v1.DriverService/ApplicationRemoved"
+	// DriverServicePingProcedure is the fully-qualified name of the DriverService's Ping RPC.
+	DriverServicePingProcedure = "/glint.driver.v1.DriverService/Ping"
+	// DriverServiceMasterChangedProcedure is the fully-qualified name of the DriverService's
+	// MasterChanged RPC.
+	DriverServiceMasterChangedProcedure = "/glint.driver.v1.DriverService/MasterChanged"
 )
 
 // DriverServiceClient is a client for the glint.driver.v1.DriverService service.
@@ -75,6 +80,12 @@ type DriverServiceClient interface {
 	ExecutorUpdated(context.Context, *connect.Request[v1.ExecutorUpdatedRequest]) (*connect.Response[v1.ExecutorUpdatedResponse], error)
 	// ApplicationRemoved is the master's notice that the application ended.
 	ApplicationRemoved(context.Context, *connect.Request[v1.ApplicationRemovedRequest]) (*connect.Response[v1.ApplicationRemovedResponse], error)
+	// Ping is the master's liveness probe: only the driver of the named
+	// application answers it.
+	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// MasterChanged names the master the driver reports to now (a recovered
+	// or newly elected one); answering it is the driver's acknowledgement.
+	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
 }
 
 // NewDriverServiceClient constructs a client for the glint.driver.v1.DriverService service. By
@@ -130,6 +141,18 @@ func NewDriverServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(driverServiceMethods.ByName("ApplicationRemoved")),
 			connect.WithClientOptions(opts...),
 		),
+		ping: connect.NewClient[v1.PingRequest, v1.PingResponse](
+			httpClient,
+			baseURL+DriverServicePingProcedure,
+			connect.WithSchema(driverServiceMethods.ByName("Ping")),
+			connect.WithClientOptions(opts...),
+		),
+		masterChanged: connect.NewClient[v1.MasterChangedRequest, v1.MasterChangedResponse](
+			httpClient,
+			baseURL+DriverServiceMasterChangedProcedure,
+			connect.WithSchema(driverServiceMethods.ByName("MasterChanged")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -142,6 +165,8 @@ type driverServiceClient struct {
 	executorAdded      *connect.Client[v1.ExecutorAddedRequest, v1.ExecutorAddedResponse]
 	executorUpdated    *connect.Client[v1.ExecutorUpdatedRequest, v1.ExecutorUpdatedResponse]
 	applicationRemoved *connect.Client[v1.ApplicationRemovedRequest, v1.ApplicationRemovedResponse]
+	ping               *connect.Client[v1.PingRequest, v1.PingResponse]
+	masterChanged      *connect.Client[v1.MasterChangedRequest, v1.MasterChangedResponse]
 }
 
 // RetrieveSparkProps calls glint.driver.v1.DriverService.RetrieveSparkProps.
@@ -179,6 +204,16 @@ func (c *driverServiceClient) ApplicationRemoved(ctx context.Context, req *conne
 	return c.applicationRemoved.CallUnary(ctx, req)
 }
 
+// Ping calls glint.driver.v1.DriverService.Ping.
+func (c *driverServiceClient) Ping(ctx context.Context, req *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
+	return c.ping.CallUnary(ctx, req)
+}
+
+// MasterChanged calls glint.driver.v1.DriverService.MasterChanged.
+func (c *driverServiceClient) MasterChanged(ctx context.Context, req *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
+	return c.masterChanged.CallUnary(ctx, req)
+}
+
 // DriverServiceHandler is an implementation of the glint.driver.v1.DriverService service.
 type DriverServiceHandler interface {
 	// RetrieveSparkProps returns the application's properties to a starting executor.
@@ -196,6 +231,12 @@ type DriverServiceHandler interface {
 	ExecutorUpdated(context.Context, *connect.Request[v1.ExecutorUpdatedRequest]) (*connect.Response[v1.ExecutorUpdatedResponse], error)
 	// ApplicationRemoved is the master's notice that the application ended.
 	ApplicationRemoved(context.Context, *connect.Request[v1.ApplicationRemovedRequest]) (*connect.Response[v1.ApplicationRemovedResponse], error)
+	// Ping is the master's liveness probe: only the driver of the named
+	// application answers it.
+	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// MasterChanged names the master the driver reports to now (a recovered
+	// or newly elected one); answering it is the driver's acknowledgement.
+	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
 }
 
 // NewDriverServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -247,6 +288,18 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(driverServiceMethods.ByName("ApplicationRemoved")),
 		connect.WithHandlerOptions(opts...),
 	)
+	driverServicePingHandler := connect.NewUnaryHandler(
+		DriverServicePingProcedure,
+		svc.Ping,
+		connect.WithSchema(driverServiceMethods.ByName("Ping")),
+		connect.WithHandlerOptions(opts...),
+	)
+	driverServiceMasterChangedHandler := connect.NewUnaryHandler(
+		DriverServiceMasterChangedProcedure,
+		svc.MasterChanged,
+		connect.WithSchema(driverServiceMethods.ByName("MasterChanged")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/glint.driver.v1.DriverService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DriverServiceRetrieveSparkPropsProcedure:
@@ -263,6 +316,10 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 			driverServiceExecutorUpdatedHandler.ServeHTTP(w, r)
 		case DriverServiceApplicationRemovedProcedure:
 			driverServiceApplicationRemovedHandler.ServeHTTP(w, r)
+		case DriverServicePingProcedure:
+			driverServicePingHandler.ServeHTTP(w, r)
+		case DriverServiceMasterChangedProcedure:
+			driverServiceMasterChangedHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -298,4 +355,12 @@ func (UnimplementedDriverServiceHandler) ExecutorUpdated(context.Context, *conne
 
 func (UnimplementedDriverServiceHandler) ApplicationRemoved(context.Context, *connect.Request[v1.ApplicationRemovedRequest]) (*connect.Response[v1.ApplicationRemovedResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.ApplicationRemoved is not implemented"))
+}
+
+func (UnimplementedDriverServiceHandler) Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.Ping is not implemented"))
+}
+
+func (UnimplementedDriverServiceHandler) MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.MasterChanged is not implemented"))
 }
