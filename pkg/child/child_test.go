@@ -166,7 +166,7 @@ func TestAClaimChannelWhosePeerIsNotTheWorkerIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer worker.Close()
+	worker.Close() // without the check, the claim would fail for want of one, not hang
 	defer process.Close()
 	fd, err := syscall.Dup(int(process.Fd())) // ReceiveClaim closes what it was given
 	if err != nil {
