@@ -363,11 +363,12 @@ func TestBenchLaunch(t *testing.T) {
 	})
 
 	// Idle executors: four registered executors before their first task.
-	var rss []int
+	var rss, anon []int
 	idle := &app.App{Name: examples.Sleep().Name, Tasks: examples.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
 		for _, w := range off.workers {
 			for _, pid := range childrenOf(w.cmd.Process.Pid) {
 				rss = append(rss, procStatusKiB(t, pid, "VmRSS"))
+				anon = append(anon, procStatusKiB(t, pid, "RssAnon"))
 			}
 		}
 		_, err := ac.RunTasks(ctx, "sleep", [][]byte{[]byte("0s")})
@@ -378,10 +379,12 @@ func TestBenchLaunch(t *testing.T) {
 		t.Fatalf("read the memory of %d executors, want 4", len(rss))
 	}
 	peak := float64(max(rss[0], rss[1], rss[2], rss[3])) / 1024
+	peakAnon := float64(max(anon[0], anon[1], anon[2], anon[3])) / 1024
 	benchtable.Record(t, benchtable.Row{
 		ID: "8b", What: "idle executor RSS (registered, before its first task; largest of 4)",
-		Result: fmt.Sprintf("%.1f MiB", peak), Target: "≤ 20 MiB", Met: benchtable.Check(peak, 20, true),
-		Figures: map[string]float64{"rss_mib": peak},
+		Result: fmt.Sprintf("%.1f MiB, of it %.1f MiB its own (RssAnon); the rest is the glint binary's pages, which every glint process shares", peak, peakAnon),
+		Target: "≤ 20 MiB", Met: benchtable.Check(peak, 20, true),
+		Figures: map[string]float64{"rss_mib": peak, "rss_anon_mib": peakAnon},
 	})
 }
 
