@@ -15,7 +15,6 @@ func BenchmarkDispatch(b *testing.B) {
 		startExecutor(b, d, a, id, 1)
 	}
 	in := inputs(1000)
-	b.ResetTimer()
 	for b.Loop() {
 		if _, err := d.RunTasks(context.Background(), "task", in); err != nil {
 			b.Fatal(err)
