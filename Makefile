@@ -64,9 +64,11 @@ chromium:
 			apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
 		else echo "the web UI tests need Chromium: sudo apt-get install -y chromium"; exit 1; fi; }
 
-## test: everything — lint, generated code, and every test on real processes and sockets.
+## test: everything — lint, generated code, every test on real processes and sockets, and
+## make bench's harness once in its quick mode (proof that it works, no numbers judged).
 test: tools chromium lint check-generate
 	$(GO) test -count=1 -race -timeout 12m ./...
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && $(GO) run ./cmd/glint-bench -quick -out $$tmp/results.json > /dev/null 2>$$tmp/log || { cat $$tmp/log; exit 1; }
 
 ## test-short: the fast loop.
 test-short:
@@ -90,8 +92,8 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:}; \
 	done
 
-## bench: benchmarks; they print numbers and assert nothing. BenchmarkLaunchLatency and
-## BenchmarkTaskDispatch run two clusters (tracing to Jaeger, tracing off) and report the ratio.
+## bench: the table of BENCHMARKS.md (cmd/glint-bench runs the TestBench* row tests, writes
+## bench/results.json and the table into BENCHMARKS.md), then the Go micro-benchmarks.
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem -skip 'BenchmarkLaunchLatency|BenchmarkTaskDispatch' ./...
-	$(GO) test -run '^$$' -bench 'BenchmarkLaunchLatency|BenchmarkTaskDispatch' -benchtime 5x ./cmd/glint
+	$(GO) run ./cmd/glint-bench -out bench/results.json -doc BENCHMARKS.md
+	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -46,7 +46,7 @@ func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.
 	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
 		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
 	c := &testCluster{master: start(t, "master", nil, args...)}
-	c.startWorkers(t, nil, 2)
+	c.startWorkers(t, nil, 2, 2)
 	twins := watchForTwins(t, c.workers...)
 
 	releases := []string{filepath.Join(t.TempDir(), "release-a"), filepath.Join(t.TempDir(), "release-b")}

@@ -130,8 +130,11 @@ func TestWebUIShowsTheClusterTheLaunchTimelineAndLogs(t *testing.T) {
 	t.Parallel()
 	j := startJaeger(t)
 	c := startClusterWithEnv(t, j.env(), 2, "--jaeger-ui-url", j.query+"/", "--grafana-url", "http://grafana.example:3000")
+	// Every executor registers before the tasks start, so each runs one and
+	// its timeline has all six steps.
 	if out, errOut, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
-		"--executor-memory", "256m", "--log-level", "warn", "pi", "20"); err != nil {
+		"--executor-memory", "256m", "--total-executor-cores", "4", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+		"--conf", waitForAll, "--log-level", "warn", "pi", "20"); err != nil {
 		t.Fatalf("submit: %v\n%s\n%s", err, out, errOut)
 	}
 	s := c.waitFor(t, "pi completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })

@@ -24,6 +24,7 @@ type workerFlags struct {
 	workDir          string
 	registerInterval time.Duration
 	killGrace        time.Duration
+	prestart         int
 	serverAuth
 }
 
@@ -47,6 +48,7 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.workDir, "work-dir", "./work", "directory for executor and driver work dirs and logs")
 	fl.DurationVar(&f.registerInterval, "register-interval", 10*time.Second, "base interval between registration attempts (Spark: 6 at 0.5–1.5×, then 6× that)")
 	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
+	fl.IntVar(&f.prestart, "prestart-executors", 0, fmt.Sprintf("idle executor processes of this binary to keep ready for launches to claim (at most %d; each serves one executor)", worker.MaxPrestartExecutors))
 	f.serverAuth.register(fl)
 	return cmd
 }
@@ -115,7 +117,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
-		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
+		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.tls,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})

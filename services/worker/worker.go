@@ -70,6 +70,10 @@ type Config struct {
 	// KillGrace is how long a killed process has between SIGTERM and SIGKILL,
 	// default 10s.
 	KillGrace time.Duration
+	// PrestartExecutors is how many idle executor processes of this worker's
+	// own binary it keeps ready for launches to claim, at most
+	// MaxPrestartExecutors; default 0.
+	PrestartExecutors int
 	// SuperviseBackoffCap caps the restart backoff of supervised drivers
 	// (1s doubling, Spark's), default 60s.
 	SuperviseBackoffCap time.Duration
@@ -139,7 +143,9 @@ type Server struct {
 	clients       map[string]masterv1connect.MasterServiceClient
 	coresUsed     int32
 	memoryUsedMiB int64
-	executors     map[executorKey]*executorRunner
+	// prestart keeps idle executor processes ready (--prestart-executors).
+	prestart  *prestart
+	executors map[executorKey]*executorRunner
 	// launched are the executor ids of each application this worker was
 	// told to launch (bounded: launchedIDs), so a launch the master retries
 	// is refused instead of run twice.
@@ -203,6 +209,9 @@ func New(cfg Config) (*Server, error) {
 		drivers:    map[string]*driverRunner{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
+	if s.prestart, err = newPrestart(s); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
 	return s, nil
 }
 
@@ -232,6 +241,8 @@ func normalize(cfg *Config) error {
 		return fmt.Errorf("memory %d MiB must be positive", cfg.MemoryMiB)
 	case cfg.WorkDir == "":
 		return errors.New("no work dir")
+	case cfg.PrestartExecutors < 0 || cfg.PrestartExecutors > MaxPrestartExecutors:
+		return fmt.Errorf("prestart executors %d: want 0 to %d", cfg.PrestartExecutors, MaxPrestartExecutors)
 	}
 	dir, err := filepath.Abs(cfg.WorkDir)
 	if err != nil {
@@ -293,6 +304,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("run worker %s: already running", s.id)
 	}
+	s.prestart.fill()
 	err := s.connect(ctx)
 	s.shutdown()
 	return err
@@ -311,6 +323,7 @@ func (s *Server) shutdown() {
 		r.kill(errShutdown)
 	}
 	s.mu.Unlock()
+	s.prestart.close()
 	s.runners.Wait()
 	delivered := make(chan struct{})
 	go func() {
