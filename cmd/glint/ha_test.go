@@ -138,6 +138,11 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 	if after.Epoch <= oldEpoch {
 		t.Fatalf("new leader's epoch %d, want more than the old %d", after.Epoch, oldEpoch)
 	}
+	// A client given every master finds the leader (the paused one first).
+	out, errOut, err := runGlint(t, "status", "--master", strings.Join(append([]string{leader}, others...), ","))
+	if want := fmt.Sprintf("Master %s (ALIVE, epoch %d)", next, after.Epoch); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("glint status over all masters: %v\n%s%s\nwant %q", err, out, errOut, want)
+	}
 	for key, pid := range pids {
 		if !processAlive(pid) {
 			t.Fatalf("executor %s (pid %d) did not survive the failover", key, pid)
