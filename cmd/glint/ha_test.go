@@ -81,6 +81,12 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 		if s := c.state(t); s.Status != "STANDBY" {
 			t.Fatalf("master %s is %s beside leader %s, want STANDBY", u, s.Status, leader)
 		}
+		if code := readyz(t, u); code != http.StatusServiceUnavailable {
+			t.Fatalf("standby %s: /readyz %d, want 503 (not the one a Service routes to)", u, code)
+		}
+	}
+	if code := readyz(t, leader); code != http.StatusOK {
+		t.Fatalf("leader %s: /readyz %d, want 200", leader, code)
 	}
 	oldEpoch := before.Epoch
 	c := &testCluster{master: &proc{url: leader}}
@@ -201,4 +207,15 @@ func containsAll(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// readyz is the status code of a master's GET /readyz (no token: it is public).
+func readyz(t testing.TB, master string) int {
+	t.Helper()
+	resp, err := http.Get(master + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
