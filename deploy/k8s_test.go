@@ -36,9 +36,9 @@ type k8sObject struct {
 			Port int `yaml:"port"`
 		} `yaml:"ports"`
 		// StatefulSet
-		ServiceName string `yaml:"serviceName"`
-		Replicas                 int  `yaml:"replicas"`
-		PublishNotReadyAddresses bool `yaml:"publishNotReadyAddresses"`
+		ServiceName              string `yaml:"serviceName"`
+		Replicas                 int    `yaml:"replicas"`
+		PublishNotReadyAddresses bool   `yaml:"publishNotReadyAddresses"`
 		// Deployment, StatefulSet
 		Template struct {
 			Metadata struct {
