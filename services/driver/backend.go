@@ -11,7 +11,7 @@ type backend struct {
 	// firstRegistered is when the application's first executor registered.
 	firstRegistered time.Time
 	executors       map[int32]*executorData
-	totalCores      int32
+	totalCores      int32 // cores of executors ready for tasks (LaunchedExecutor)
 	taskSets        []*taskSet
 	running         map[int64]*runningTask
 	nextTaskID      int64

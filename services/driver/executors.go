@@ -147,7 +147,6 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	if d.firstRegistered.IsZero() {
 		d.firstRegistered = e.timeline.Registered
 	}
-	d.totalCores += e.cores
 	d.log.InfoContext(ctx, "registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
 	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
 }
@@ -165,6 +164,10 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 	if !e.launched {
 		e.launched = true
 		e.launchedSpan = trace.SpanContextFromContext(ctx)
+		// Its cores count toward minRegisteredResourcesRatio once they can
+		// be offered tasks: a job that starts with an executor still between
+		// RegisterExecutor and LaunchedExecutor may never give it a task.
+		d.totalCores += e.cores
 		d.signalOffersLocked()
 		d.makeOffersLocked(ctx)
 	}
@@ -180,7 +183,7 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 		return
 	}
 	e.removed = true
-	if e.registered {
+	if e.launched {
 		d.totalCores -= e.cores
 	}
 	for id, rt := range d.running {
