@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/master"
@@ -20,6 +21,7 @@ type masterFlags struct {
 	workerTimeout      time.Duration
 	spreadOut          bool
 	maxExecutorRetries int
+	defaultCores       int
 	submitTokenFiles   []string
 	serverAuth
 }
@@ -40,6 +42,7 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.urlFile, "url-file", "", "write the master's URL to this file once it serves")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", 60*time.Second, "spark.worker.timeout: a worker without a heartbeat for this long is DEAD")
 	fl.BoolVar(&f.spreadOut, "spread-out", true, "spark.deploy.spreadOut: spread executors over workers rather than fill one first")
+	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
 	f.serverAuth.register(fl)
@@ -49,6 +52,11 @@ func newMasterCommand(g *globals) *cobra.Command {
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
+	}
+	if f.defaultCores != 0 {
+		if err := resources.CheckCores("--default-cores", int64(f.defaultCores)); err != nil {
+			return err
+		}
 	}
 	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
@@ -113,7 +121,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	// Master: worker, application and driver state, and the scheduler.
 	m, err := master.New(master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
-		MaxExecutorRetries: f.maxExecutorRetries,
+		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
 		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})

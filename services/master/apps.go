@@ -35,6 +35,9 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
 		mailbox:  rpc.NewMailbox(s.ctx),
 	}
+	if desc.MaxCores == nil {
+		a.defaultCores = s.cfg.DefaultCores
+	}
 	if desc.InitialExecutorLimit != nil {
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
 	}

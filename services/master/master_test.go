@@ -112,6 +112,11 @@ func (w *workerPeer) MasterChanged(context.Context, *connect.Request[workerv1.Ma
 	return connect.NewResponse(&workerv1.MasterChangedResponse{}), nil
 }
 
+func (w *workerPeer) DecommissionWorker(context.Context, *connect.Request[workerv1.DecommissionWorkerRequest]) (*connect.Response[workerv1.DecommissionWorkerResponse], error) {
+	w.record("DecommissionWorker")
+	return connect.NewResponse(&workerv1.DecommissionWorkerResponse{}), nil
+}
+
 type driverPeer struct{ *peer }
 
 func (d *driverPeer) RetrieveSparkProps(context.Context, *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {

@@ -142,6 +142,9 @@ type executorInfo struct {
 	runningSince time.Time
 	// url is where the executor serves, once its worker reported it.
 	url string
+	// released says its cores no longer count as its application's: its
+	// worker is decommissioned, and it ends when its tasks are done.
+	released bool
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
@@ -169,8 +172,11 @@ type appInfo struct {
 	executors    map[int32]*executorInfo
 	removed      []*executorInfo
 	coresGranted int32
-	nextExecID   int32
-	retryCount   int
+	// liveExecutors counts the executors that hold cores of the application
+	// (not released): they count against the executor limit.
+	liveExecutors int
+	nextExecID    int32
+	retryCount    int
 	// quickFailures counts executors in a row that failed within
 	// healthyRun of starting: they set the relaunch backoff, and fail the
 	// application at MaxExecutorRetries even though each reached RUNNING.
@@ -178,6 +184,9 @@ type appInfo struct {
 	// relaunchAfter holds new executors back after failures (backOffLocked).
 	relaunchAfter time.Time
 	executorLimit int
+	// defaultCores caps an application that set no max cores: the master's
+	// DefaultCores when it registered; 0: unlimited.
+	defaultCores int32
 	// size is the size of desc, counted in Server.activeBytes while active.
 	size          int
 	statusMessage string
@@ -197,12 +206,15 @@ func (a *appInfo) setState(to masterv1.ApplicationState) error {
 	return nil
 }
 
-// maxCores is spark.cores.max, or unlimited.
+// maxCores is spark.cores.max, else the master's default cores, else unlimited.
 func (a *appInfo) maxCores() int32 {
-	if a.desc.MaxCores == nil {
-		return math.MaxInt32
+	switch {
+	case a.desc.MaxCores != nil:
+		return a.desc.GetMaxCores()
+	case a.defaultCores > 0:
+		return a.defaultCores
 	}
-	return a.desc.GetMaxCores()
+	return math.MaxInt32
 }
 
 func (a *appInfo) coresLeft() int32 { return a.maxCores() - a.coresGranted }
@@ -224,6 +236,7 @@ func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now t
 	a.nextExecID++
 	a.executors[e.id] = e
 	a.coresGranted += cores
+	a.liveExecutors++
 	return e
 }
 
@@ -236,7 +249,17 @@ func (a *appInfo) removeExecutor(e *executorInfo) {
 	if n := len(a.removed) - maxRemovedExecutors; n > 0 {
 		a.removed = slices.Delete(a.removed, 0, n)
 	}
-	a.coresGranted -= e.cores
+	a.releaseExecutor(e)
+}
+
+// releaseExecutor gives e's cores back and stops counting e against the
+// executor limit, once.
+func (a *appInfo) releaseExecutor(e *executorInfo) {
+	if !e.released {
+		e.released = true
+		a.coresGranted -= e.cores
+		a.liveExecutors--
+	}
 }
 
 // ended reports whether executor id of a is among those that ended.

@@ -216,6 +216,9 @@ func (r *runner[S]) admitLocked(ctx context.Context, masterURL string) error {
 	if err := s.acceptCommandLocked(ctx, masterURL); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if s.decommissioned {
+		return fmt.Errorf("%s: worker %s %w", what, s.id, errDecommissioned)
+	}
 	if !r.hooks.addLocked() {
 		return fmt.Errorf("%s: %w: it is running", what, fault.ErrAlreadyExists)
 	}

@@ -19,7 +19,6 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 
-	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -41,9 +40,6 @@ const retainedFinished = 100
 // reportDrainTimeout bounds how long Run waits, once its children are gone,
 // for their final states to reach the master.
 const reportDrainTimeout = 10 * time.Second
-
-// decommissionTimeout bounds telling the master the worker is stopping.
-const decommissionTimeout = 3 * time.Second
 
 // Config configures a worker; zero values mean the documented defaults.
 type Config struct {
@@ -120,8 +116,10 @@ type Server struct {
 	masterChanges int
 	// registering is closed when the registration attempt in flight ends; nil
 	// when none is.
-	registering       chan struct{}
-	closing           bool
+	registering chan struct{}
+	closing     bool
+	// decommissioned says the worker takes no new launches (decommission.go).
+	decommissioned    bool
 	clients           map[string]masterv1connect.MasterServiceClient
 	coresUsed         int32
 	memoryUsedMiB     int64
@@ -258,7 +256,8 @@ func (s *Server) Handler() http.Handler {
 var access = rpc.Access{"GET /json": rpc.Cluster}.Grant(rpc.Cluster,
 	workerv1connect.WorkerServiceLaunchExecutorProcedure, workerv1connect.WorkerServiceKillExecutorProcedure,
 	workerv1connect.WorkerServiceLaunchDriverProcedure, workerv1connect.WorkerServiceKillDriverProcedure,
-	workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure)
+	workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure,
+	workerv1connect.WorkerServiceDecommissionWorkerProcedure)
 
 // Run registers with a master (retrying on Spark's schedule), heartbeats, and
 // registers again when the master asks, changes or stops answering. When ctx
@@ -278,7 +277,7 @@ func (s *Server) Run(ctx context.Context) error {
 // shutdown kills every child, waits until all are reaped and their final
 // states delivered (or reportDrainTimeout passed), and stops reporting.
 func (s *Server) shutdown() {
-	s.decommission()
+	s.tellDecommissioning()
 	s.mu.Lock()
 	s.closing = true
 	for _, r := range s.executors {
@@ -305,22 +304,6 @@ func (s *Server) shutdown() {
 	<-delivered
 	s.http.CloseIdleConnections()
 	s.log.Info("worker stopped", "worker", s.id)
-}
-
-// decommission tells the active master that this worker is stopping, so it
-// schedules nothing more here and does not count the executors about to be
-// killed as application failures.
-func (s *Server) decommission() {
-	url := s.activeMaster()
-	if url == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), decommissionTimeout)
-	defer cancel()
-	req := connect.NewRequest(&masterv1.WorkerDecommissioningRequest{WorkerId: s.id})
-	if _, err := s.client(url).WorkerDecommissioning(ctx, req); err != nil {
-		s.log.Warn("tell master the worker is stopping", "master", url, "err", err)
-	}
 }
 
 // client returns the Connect client for the master at url.

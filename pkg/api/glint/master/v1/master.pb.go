@@ -908,6 +908,95 @@ func (*WorkerDecommissioningResponse) Descriptor() ([]byte, []int) {
 	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{9}
 }
 
+type DecommissionWorkerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionWorkerRequest) Reset() {
+	*x = DecommissionWorkerRequest{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionWorkerRequest) ProtoMessage() {}
+
+func (x *DecommissionWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionWorkerRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DecommissionWorkerRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+type DecommissionWorkerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The worker was already decommissioned.
+	Already       bool `protobuf:"varint,1,opt,name=already,proto3" json:"already,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionWorkerResponse) Reset() {
+	*x = DecommissionWorkerResponse{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionWorkerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionWorkerResponse) ProtoMessage() {}
+
+func (x *DecommissionWorkerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionWorkerResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionWorkerResponse) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DecommissionWorkerResponse) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
 type RegisterApplicationRequest struct {
 	state       protoimpl.MessageState  `protogen:"open.v1"`
 	Description *ApplicationDescription `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
@@ -925,7 +1014,7 @@ type RegisterApplicationRequest struct {
 
 func (x *RegisterApplicationRequest) Reset() {
 	*x = RegisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1026,7 @@ func (x *RegisterApplicationRequest) String() string {
 func (*RegisterApplicationRequest) ProtoMessage() {}
 
 func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1039,7 @@ func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterApplicationRequest) GetDescription() *ApplicationDescription {
@@ -991,7 +1080,7 @@ type RegisterApplicationResponse struct {
 
 func (x *RegisterApplicationResponse) Reset() {
 	*x = RegisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1092,7 @@ func (x *RegisterApplicationResponse) String() string {
 func (*RegisterApplicationResponse) ProtoMessage() {}
 
 func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1105,7 @@ func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterApplicationResponse) GetAppId() string {
@@ -1042,7 +1131,7 @@ type UnregisterApplicationRequest struct {
 
 func (x *UnregisterApplicationRequest) Reset() {
 	*x = UnregisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1143,7 @@ func (x *UnregisterApplicationRequest) String() string {
 func (*UnregisterApplicationRequest) ProtoMessage() {}
 
 func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1156,7 @@ func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UnregisterApplicationRequest) GetAppId() string {
@@ -1085,7 +1174,7 @@ type UnregisterApplicationResponse struct {
 
 func (x *UnregisterApplicationResponse) Reset() {
 	*x = UnregisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1186,7 @@ func (x *UnregisterApplicationResponse) String() string {
 func (*UnregisterApplicationResponse) ProtoMessage() {}
 
 func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1199,7 @@ func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
 }
 
 type ExecutorStateChangedRequest struct {
@@ -1133,7 +1222,7 @@ type ExecutorStateChangedRequest struct {
 
 func (x *ExecutorStateChangedRequest) Reset() {
 	*x = ExecutorStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1234,7 @@ func (x *ExecutorStateChangedRequest) String() string {
 func (*ExecutorStateChangedRequest) ProtoMessage() {}
 
 func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1247,7 @@ func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecutorStateChangedRequest) GetAppId() string {
@@ -1232,7 +1321,7 @@ type ExecutorStateChangedResponse struct {
 
 func (x *ExecutorStateChangedResponse) Reset() {
 	*x = ExecutorStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1333,7 @@ func (x *ExecutorStateChangedResponse) String() string {
 func (*ExecutorStateChangedResponse) ProtoMessage() {}
 
 func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1346,7 @@ func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
 }
 
 type DriverStateChangedRequest struct {
@@ -1272,7 +1361,7 @@ type DriverStateChangedRequest struct {
 
 func (x *DriverStateChangedRequest) Reset() {
 	*x = DriverStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1373,7 @@ func (x *DriverStateChangedRequest) String() string {
 func (*DriverStateChangedRequest) ProtoMessage() {}
 
 func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1386,7 @@ func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DriverStateChangedRequest) GetDriverId() string {
@@ -1336,7 +1425,7 @@ type DriverStateChangedResponse struct {
 
 func (x *DriverStateChangedResponse) Reset() {
 	*x = DriverStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1437,7 @@ func (x *DriverStateChangedResponse) String() string {
 func (*DriverStateChangedResponse) ProtoMessage() {}
 
 func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1450,7 @@ func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
 }
 
 type SubmitDriverRequest struct {
@@ -1373,7 +1462,7 @@ type SubmitDriverRequest struct {
 
 func (x *SubmitDriverRequest) Reset() {
 	*x = SubmitDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1474,7 @@ func (x *SubmitDriverRequest) String() string {
 func (*SubmitDriverRequest) ProtoMessage() {}
 
 func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1487,7 @@ func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverRequest.ProtoReflect.Descriptor instead.
 func (*SubmitDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubmitDriverRequest) GetDescription() *DriverDescription {
@@ -1417,7 +1506,7 @@ type SubmitDriverResponse struct {
 
 func (x *SubmitDriverResponse) Reset() {
 	*x = SubmitDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1518,7 @@ func (x *SubmitDriverResponse) String() string {
 func (*SubmitDriverResponse) ProtoMessage() {}
 
 func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1531,7 @@ func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubmitDriverResponse) GetDriverId() string {
@@ -1461,7 +1550,7 @@ type KillDriverRequest struct {
 
 func (x *KillDriverRequest) Reset() {
 	*x = KillDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1562,7 @@ func (x *KillDriverRequest) String() string {
 func (*KillDriverRequest) ProtoMessage() {}
 
 func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1575,7 @@ func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverRequest.ProtoReflect.Descriptor instead.
 func (*KillDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KillDriverRequest) GetDriverId() string {
@@ -1504,7 +1593,7 @@ type KillDriverResponse struct {
 
 func (x *KillDriverResponse) Reset() {
 	*x = KillDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1605,7 @@ func (x *KillDriverResponse) String() string {
 func (*KillDriverResponse) ProtoMessage() {}
 
 func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1618,7 @@ func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverResponse.ProtoReflect.Descriptor instead.
 func (*KillDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 type DriverStatusRequest struct {
@@ -1541,7 +1630,7 @@ type DriverStatusRequest struct {
 
 func (x *DriverStatusRequest) Reset() {
 	*x = DriverStatusRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1642,7 @@ func (x *DriverStatusRequest) String() string {
 func (*DriverStatusRequest) ProtoMessage() {}
 
 func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1655,7 @@ func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusRequest.ProtoReflect.Descriptor instead.
 func (*DriverStatusRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DriverStatusRequest) GetDriverId() string {
@@ -1585,7 +1674,7 @@ type DriverStatusResponse struct {
 
 func (x *DriverStatusResponse) Reset() {
 	*x = DriverStatusResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1686,7 @@ func (x *DriverStatusResponse) String() string {
 func (*DriverStatusResponse) ProtoMessage() {}
 
 func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1699,7 @@ func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusResponse.ProtoReflect.Descriptor instead.
 func (*DriverStatusResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DriverStatusResponse) GetDriver() *DriverInfo {
@@ -1629,7 +1718,7 @@ type KillApplicationRequest struct {
 
 func (x *KillApplicationRequest) Reset() {
 	*x = KillApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1730,7 @@ func (x *KillApplicationRequest) String() string {
 func (*KillApplicationRequest) ProtoMessage() {}
 
 func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1743,7 @@ func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationRequest.ProtoReflect.Descriptor instead.
 func (*KillApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KillApplicationRequest) GetAppId() string {
@@ -1672,7 +1761,7 @@ type KillApplicationResponse struct {
 
 func (x *KillApplicationResponse) Reset() {
 	*x = KillApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1773,7 @@ func (x *KillApplicationResponse) String() string {
 func (*KillApplicationResponse) ProtoMessage() {}
 
 func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1786,7 @@ func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationResponse.ProtoReflect.Descriptor instead.
 func (*KillApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 type RequestExecutorsRequest struct {
@@ -1710,7 +1799,7 @@ type RequestExecutorsRequest struct {
 
 func (x *RequestExecutorsRequest) Reset() {
 	*x = RequestExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1811,7 @@ func (x *RequestExecutorsRequest) String() string {
 func (*RequestExecutorsRequest) ProtoMessage() {}
 
 func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1824,7 @@ func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RequestExecutorsRequest) GetAppId() string {
@@ -1760,7 +1849,7 @@ type RequestExecutorsResponse struct {
 
 func (x *RequestExecutorsResponse) Reset() {
 	*x = RequestExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1861,7 @@ func (x *RequestExecutorsResponse) String() string {
 func (*RequestExecutorsResponse) ProtoMessage() {}
 
 func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1874,7 @@ func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 type KillExecutorsRequest struct {
@@ -1798,7 +1887,7 @@ type KillExecutorsRequest struct {
 
 func (x *KillExecutorsRequest) Reset() {
 	*x = KillExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1899,7 @@ func (x *KillExecutorsRequest) String() string {
 func (*KillExecutorsRequest) ProtoMessage() {}
 
 func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1912,7 @@ func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*KillExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KillExecutorsRequest) GetAppId() string {
@@ -1850,7 +1939,7 @@ type KillExecutorsResponse struct {
 
 func (x *KillExecutorsResponse) Reset() {
 	*x = KillExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1951,7 @@ func (x *KillExecutorsResponse) String() string {
 func (*KillExecutorsResponse) ProtoMessage() {}
 
 func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1964,7 @@ func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*KillExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KillExecutorsResponse) GetKilledExecutorIds() []int32 {
@@ -1893,7 +1982,7 @@ type GetClusterStateRequest struct {
 
 func (x *GetClusterStateRequest) Reset() {
 	*x = GetClusterStateRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1994,7 @@ func (x *GetClusterStateRequest) String() string {
 func (*GetClusterStateRequest) ProtoMessage() {}
 
 func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2007,7 @@ func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStateRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 type GetClusterStateResponse struct {
@@ -1936,7 +2025,7 @@ type GetClusterStateResponse struct {
 
 func (x *GetClusterStateResponse) Reset() {
 	*x = GetClusterStateResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2037,7 @@ func (x *GetClusterStateResponse) String() string {
 func (*GetClusterStateResponse) ProtoMessage() {}
 
 func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2050,7 @@ func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetClusterStateResponse) GetMasterUrl() string {
@@ -2032,7 +2121,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2133,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2146,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2150,7 +2239,7 @@ type ExecutorInfo struct {
 
 func (x *ExecutorInfo) Reset() {
 	*x = ExecutorInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2251,7 @@ func (x *ExecutorInfo) String() string {
 func (*ExecutorInfo) ProtoMessage() {}
 
 func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2264,7 @@ func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorInfo.ProtoReflect.Descriptor instead.
 func (*ExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecutorInfo) GetId() int32 {
@@ -2270,14 +2359,17 @@ type ApplicationInfo struct {
 	StatusMessage string `protobuf:"bytes,9,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	DriverId      string `protobuf:"bytes,10,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
 	// The trace id of the application's submission: every span of its launch is in this trace.
-	TraceId       string `protobuf:"bytes,11,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,11,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The master's default cores (spark.deploy.defaultCores) when they cap the
+	// application, which set no total executor cores; 0: not capped by them.
+	DefaultCores  int32 `protobuf:"varint,12,opt,name=default_cores,json=defaultCores,proto3" json:"default_cores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplicationInfo) Reset() {
 	*x = ApplicationInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2381,7 @@ func (x *ApplicationInfo) String() string {
 func (*ApplicationInfo) ProtoMessage() {}
 
 func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2394,7 @@ func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationInfo.ProtoReflect.Descriptor instead.
 func (*ApplicationInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ApplicationInfo) GetId() string {
@@ -2382,6 +2474,13 @@ func (x *ApplicationInfo) GetTraceId() string {
 	return ""
 }
 
+func (x *ApplicationInfo) GetDefaultCores() int32 {
+	if x != nil {
+		return x.DefaultCores
+	}
+	return 0
+}
+
 // DriverInfo is one cluster-mode driver as the master sees it.
 type DriverInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2400,7 +2499,7 @@ type DriverInfo struct {
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2511,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2524,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DriverInfo) GetId() string {
@@ -2544,7 +2643,11 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"reregister\";\n" +
 	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
-	"\x1dWorkerDecommissioningResponse\"\xc0\x01\n" +
+	"\x1dWorkerDecommissioningResponse\"8\n" +
+	"\x19DecommissionWorkerRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"6\n" +
+	"\x1aDecommissionWorkerResponse\x12\x18\n" +
+	"\aalready\x18\x01 \x01(\bR\aalready\"\xc0\x01\n" +
 	"\x1aRegisterApplicationRequest\x12I\n" +
 	"\vdescription\x18\x01 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
 	"\n" +
@@ -2645,7 +2748,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\fscheduled_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12\x10\n" +
 	"\x03url\x18\v \x01(\tR\x03urlB\x0e\n" +
-	"\f_exit_status\"\xf7\x03\n" +
+	"\f_exit_status\"\x9c\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -2660,7 +2763,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0estatus_message\x18\t \x01(\tR\rstatusMessage\x12\x1b\n" +
 	"\tdriver_id\x18\n" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
-	"\btrace_id\x18\v \x01(\tR\atraceId\"\xcf\x02\n" +
+	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
+	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\"\xcf\x02\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -2705,11 +2809,12 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x13DRIVER_STATE_KILLED\x10\x06\x12\x17\n" +
 	"\x13DRIVER_STATE_FAILED\x10\a\x12\x16\n" +
 	"\x12DRIVER_STATE_ERROR\x10\b\x12\x1b\n" +
-	"\x17DRIVER_STATE_RESTARTING\x10\t2\xb2\v\n" +
+	"\x17DRIVER_STATE_RESTARTING\x10\t2\xa1\f\n" +
 	"\rMasterService\x12a\n" +
 	"\x0eRegisterWorker\x12&.glint.master.v1.RegisterWorkerRequest\x1a'.glint.master.v1.RegisterWorkerResponse\x12R\n" +
 	"\tHeartbeat\x12!.glint.master.v1.HeartbeatRequest\x1a\".glint.master.v1.HeartbeatResponse\x12v\n" +
-	"\x15WorkerDecommissioning\x12-.glint.master.v1.WorkerDecommissioningRequest\x1a..glint.master.v1.WorkerDecommissioningResponse\x12p\n" +
+	"\x15WorkerDecommissioning\x12-.glint.master.v1.WorkerDecommissioningRequest\x1a..glint.master.v1.WorkerDecommissioningResponse\x12m\n" +
+	"\x12DecommissionWorker\x12*.glint.master.v1.DecommissionWorkerRequest\x1a+.glint.master.v1.DecommissionWorkerResponse\x12p\n" +
 	"\x13RegisterApplication\x12+.glint.master.v1.RegisterApplicationRequest\x1a,.glint.master.v1.RegisterApplicationResponse\x12v\n" +
 	"\x15UnregisterApplication\x12-.glint.master.v1.UnregisterApplicationRequest\x1a..glint.master.v1.UnregisterApplicationResponse\x12s\n" +
 	"\x14ExecutorStateChanged\x12,.glint.master.v1.ExecutorStateChangedRequest\x1a-.glint.master.v1.ExecutorStateChangedResponse\x12m\n" +
@@ -2737,7 +2842,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -2753,95 +2858,99 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),             // 11: glint.master.v1.HeartbeatResponse
 	(*WorkerDecommissioningRequest)(nil),  // 12: glint.master.v1.WorkerDecommissioningRequest
 	(*WorkerDecommissioningResponse)(nil), // 13: glint.master.v1.WorkerDecommissioningResponse
-	(*RegisterApplicationRequest)(nil),    // 14: glint.master.v1.RegisterApplicationRequest
-	(*RegisterApplicationResponse)(nil),   // 15: glint.master.v1.RegisterApplicationResponse
-	(*UnregisterApplicationRequest)(nil),  // 16: glint.master.v1.UnregisterApplicationRequest
-	(*UnregisterApplicationResponse)(nil), // 17: glint.master.v1.UnregisterApplicationResponse
-	(*ExecutorStateChangedRequest)(nil),   // 18: glint.master.v1.ExecutorStateChangedRequest
-	(*ExecutorStateChangedResponse)(nil),  // 19: glint.master.v1.ExecutorStateChangedResponse
-	(*DriverStateChangedRequest)(nil),     // 20: glint.master.v1.DriverStateChangedRequest
-	(*DriverStateChangedResponse)(nil),    // 21: glint.master.v1.DriverStateChangedResponse
-	(*SubmitDriverRequest)(nil),           // 22: glint.master.v1.SubmitDriverRequest
-	(*SubmitDriverResponse)(nil),          // 23: glint.master.v1.SubmitDriverResponse
-	(*KillDriverRequest)(nil),             // 24: glint.master.v1.KillDriverRequest
-	(*KillDriverResponse)(nil),            // 25: glint.master.v1.KillDriverResponse
-	(*DriverStatusRequest)(nil),           // 26: glint.master.v1.DriverStatusRequest
-	(*DriverStatusResponse)(nil),          // 27: glint.master.v1.DriverStatusResponse
-	(*KillApplicationRequest)(nil),        // 28: glint.master.v1.KillApplicationRequest
-	(*KillApplicationResponse)(nil),       // 29: glint.master.v1.KillApplicationResponse
-	(*RequestExecutorsRequest)(nil),       // 30: glint.master.v1.RequestExecutorsRequest
-	(*RequestExecutorsResponse)(nil),      // 31: glint.master.v1.RequestExecutorsResponse
-	(*KillExecutorsRequest)(nil),          // 32: glint.master.v1.KillExecutorsRequest
-	(*KillExecutorsResponse)(nil),         // 33: glint.master.v1.KillExecutorsResponse
-	(*GetClusterStateRequest)(nil),        // 34: glint.master.v1.GetClusterStateRequest
-	(*GetClusterStateResponse)(nil),       // 35: glint.master.v1.GetClusterStateResponse
-	(*WorkerInfo)(nil),                    // 36: glint.master.v1.WorkerInfo
-	(*ExecutorInfo)(nil),                  // 37: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 38: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 39: glint.master.v1.DriverInfo
-	nil,                                   // 40: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
+	(*DecommissionWorkerRequest)(nil),     // 14: glint.master.v1.DecommissionWorkerRequest
+	(*DecommissionWorkerResponse)(nil),    // 15: glint.master.v1.DecommissionWorkerResponse
+	(*RegisterApplicationRequest)(nil),    // 16: glint.master.v1.RegisterApplicationRequest
+	(*RegisterApplicationResponse)(nil),   // 17: glint.master.v1.RegisterApplicationResponse
+	(*UnregisterApplicationRequest)(nil),  // 18: glint.master.v1.UnregisterApplicationRequest
+	(*UnregisterApplicationResponse)(nil), // 19: glint.master.v1.UnregisterApplicationResponse
+	(*ExecutorStateChangedRequest)(nil),   // 20: glint.master.v1.ExecutorStateChangedRequest
+	(*ExecutorStateChangedResponse)(nil),  // 21: glint.master.v1.ExecutorStateChangedResponse
+	(*DriverStateChangedRequest)(nil),     // 22: glint.master.v1.DriverStateChangedRequest
+	(*DriverStateChangedResponse)(nil),    // 23: glint.master.v1.DriverStateChangedResponse
+	(*SubmitDriverRequest)(nil),           // 24: glint.master.v1.SubmitDriverRequest
+	(*SubmitDriverResponse)(nil),          // 25: glint.master.v1.SubmitDriverResponse
+	(*KillDriverRequest)(nil),             // 26: glint.master.v1.KillDriverRequest
+	(*KillDriverResponse)(nil),            // 27: glint.master.v1.KillDriverResponse
+	(*DriverStatusRequest)(nil),           // 28: glint.master.v1.DriverStatusRequest
+	(*DriverStatusResponse)(nil),          // 29: glint.master.v1.DriverStatusResponse
+	(*KillApplicationRequest)(nil),        // 30: glint.master.v1.KillApplicationRequest
+	(*KillApplicationResponse)(nil),       // 31: glint.master.v1.KillApplicationResponse
+	(*RequestExecutorsRequest)(nil),       // 32: glint.master.v1.RequestExecutorsRequest
+	(*RequestExecutorsResponse)(nil),      // 33: glint.master.v1.RequestExecutorsResponse
+	(*KillExecutorsRequest)(nil),          // 34: glint.master.v1.KillExecutorsRequest
+	(*KillExecutorsResponse)(nil),         // 35: glint.master.v1.KillExecutorsResponse
+	(*GetClusterStateRequest)(nil),        // 36: glint.master.v1.GetClusterStateRequest
+	(*GetClusterStateResponse)(nil),       // 37: glint.master.v1.GetClusterStateResponse
+	(*WorkerInfo)(nil),                    // 38: glint.master.v1.WorkerInfo
+	(*ExecutorInfo)(nil),                  // 39: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 40: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 41: glint.master.v1.DriverInfo
+	nil,                                   // 42: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	40, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	42, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
 	7,  // 4: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 5: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	2,  // 6: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	41, // 7: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	41, // 8: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	43, // 7: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	43, // 8: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 9: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
 	6,  // 10: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	39, // 11: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	36, // 12: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	38, // 13: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	38, // 14: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	39, // 15: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	39, // 16: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	41, // 11: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	38, // 12: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	40, // 13: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	40, // 14: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	41, // 15: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	41, // 16: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
 	0,  // 17: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	41, // 18: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	43, // 18: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 19: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	41, // 20: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	43, // 20: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
 	5,  // 21: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
 	1,  // 22: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	41, // 23: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	41, // 24: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	37, // 25: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	43, // 23: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	43, // 24: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	39, // 25: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
 	6,  // 26: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
 	3,  // 27: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	41, // 28: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	43, // 28: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
 	8,  // 29: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
 	10, // 30: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
 	12, // 31: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 32: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	16, // 33: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	18, // 34: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	20, // 35: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	22, // 36: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	24, // 37: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	26, // 38: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	28, // 39: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	30, // 40: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	32, // 41: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	34, // 42: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	9,  // 43: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 44: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 45: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 46: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	17, // 47: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	19, // 48: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	21, // 49: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	23, // 50: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	25, // 51: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	27, // 52: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	29, // 53: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	31, // 54: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	33, // 55: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	35, // 56: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	43, // [43:57] is the sub-list for method output_type
-	29, // [29:43] is the sub-list for method input_type
+	14, // 32: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	16, // 33: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	18, // 34: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	20, // 35: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 36: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	24, // 37: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	26, // 38: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	28, // 39: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	30, // 40: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	32, // 41: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	34, // 42: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	36, // 43: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	9,  // 44: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 45: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 46: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 47: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	17, // 48: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	19, // 49: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	21, // 50: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	23, // 51: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	25, // 52: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	27, // 53: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	29, // 54: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	31, // 55: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	33, // 56: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	35, // 57: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	37, // 58: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	44, // [44:59] is the sub-list for method output_type
+	29, // [29:44] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2853,15 +2962,15 @@ func file_glint_master_v1_master_proto_init() {
 		return
 	}
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[14].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[33].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[16].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
