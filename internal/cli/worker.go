@@ -125,6 +125,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 
 	log.Info("worker starting", "id", w.ID(), "cores", f.cores, "memory_mib", memory)
+	decommissionOnSIGPWR(ctx, w)
 	return serve(ctx, log, ln, url, f.urlFile, w)
 }
 

@@ -146,6 +146,9 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 	}
 	d.observeLaunchLocked(e)
 	d.log.Info("executor updated", "executor", m.GetExecutorId(), "state", m.GetState().String(), "message", m.GetMessage())
+	if m.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED {
+		d.decommissionExecutorLocked(ctx, e)
+	}
 	if lifecycle.ExecutorFinished(m.GetState()) {
 		e.timeline.Ended = time.Now()
 		e.timeline.EndMessage = m.GetMessage()

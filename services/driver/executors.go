@@ -48,10 +48,18 @@ type executorData struct {
 	registered bool
 	launched   bool
 	removed    bool
-	state      masterv1.ExecutorState
-	client     executorv1connect.ExecutorServiceClient
-	mailbox    *rpc.Mailbox
-	timeline   Timeline
+	// decommissioned says its worker is decommissioned: it gets no new
+	// tasks and is stopped once its tasks are done (decommission.go).
+	decommissioned bool
+	// stopping says the driver told it to stop.
+	stopping bool
+	// idleSince is when its last task ended (or it became ready) and it
+	// has run none since: dynamic allocation releases it after a while.
+	idleSince time.Time
+	state     masterv1.ExecutorState
+	client    executorv1connect.ExecutorServiceClient
+	mailbox   *rpc.Mailbox
+	timeline  Timeline
 	// trace is the span context of the executor's registration, the exemplar
 	// of its launch phases; observed is set once they were recorded.
 	trace    trace.SpanContext
@@ -166,6 +174,7 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 		e.launchedSpan = trace.SpanContextFromContext(ctx)
 		d.signalOffersLocked()
 		d.makeOffersLocked(ctx)
+		d.coresFreedLocked(ctx, e)
 	}
 	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
 }

@@ -97,6 +97,7 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 		return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
 	}
 	d.makeOffersLocked(ctx)
+	d.coresFreedLocked(ctx, rt.executor)
 	return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
 }
 
@@ -153,7 +154,7 @@ func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 func (d *Driver) makeOffersLocked(trigger context.Context) {
 	ready := make([]*executorData, 0, len(d.executors))
 	for _, e := range d.executors {
-		if e.launched && !e.removed {
+		if e.launched && !e.removed && !e.decommissioned {
 			ready = append(ready, e)
 		}
 	}
@@ -248,6 +249,7 @@ func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *task
 	id := d.nextTaskID
 	d.nextTaskID++
 	e.freeCores--
+	e.idleSince = time.Time{}
 	ts.launched = true
 	if e.timeline.FirstTask.IsZero() {
 		e.timeline.FirstTask = time.Now()

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// workerID is the id the master gave the worker process p (worker ids end
+// with the worker's port).
+func (c *testCluster) workerID(t *testing.T, p *proc) string {
+	t.Helper()
+	port := p.url[strings.LastIndexByte(p.url, ':')+1:]
+	for _, w := range c.state(t).Workers {
+		if strings.HasSuffix(w.ID, "-"+port) {
+			return w.ID
+		}
+	}
+	t.Fatalf("no worker listed for %s", p.url)
+	return ""
+}
+
+// executorsOn counts the active applications' executors by worker, in state
+// (any state when "").
+func executorsOn(s masterJSON, state string) map[string]int {
+	on := map[string]int{}
+	for _, a := range s.ActiveApps {
+		for _, e := range a.Executors {
+			if state == "" || e.State == state {
+				on[e.Worker]++
+			}
+		}
+	}
+	return on
+}
+
+func TestDecommissioningAWorkerLetsItsExecutorsFinishAndTheAppComplete(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2)
+	// One executor on each worker, each holding one task; one attempt per
+	// task, so a task failure would fail the job.
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "2", "--executor-memory", "256m", "--conf", "spark.task.maxFailures=1",
+		"--log-level", "warn", "hold", release, "2")
+	c.waitFor(t, "an executor running on each worker", func(s masterJSON) bool { return len(executorsOn(s, "RUNNING")) == 2 })
+	gone, stays := c.workerID(t, c.workers[0]), c.workerID(t, c.workers[1])
+	var draining string // the metrics of the executor on the worker to decommission
+	for _, g := range byRole(discover(t, c.master.url), "executor") {
+		waitForSample(t, "http://"+g.Targets[0], "glint_executor_tasks_running", 1)
+		if g.Labels["worker"] == gone {
+			draining = "http://" + g.Targets[0]
+		}
+	}
+	out, stderr, err := runGlint(t, "decommission", "--master", c.master.url, gone)
+	if err != nil || !strings.Contains(out, "decommissioned") {
+		t.Fatalf("glint decommission %s: %v\n%s%s", gone, err, out, stderr)
+	}
+	// Its executor's cores are the app's again at once: a replacement starts
+	// on the other worker while the decommissioned executor holds its task.
+	c.waitFor(t, "the worker DECOMMISSIONED, its executor too, and a replacement on the other worker", func(s masterJSON) bool {
+		state := ""
+		for _, w := range s.Workers {
+			if w.ID == gone {
+				state = w.State
+			}
+		}
+		return state == "DECOMMISSIONED" && executorsOn(s, "DECOMMISSIONED")[gone] == 1 && executorsOn(s, "RUNNING")[stays] == 2
+	})
+	// The decommissioned executor still holds its task.
+	waitForSample(t, draining, "glint_executor_tasks_running", 1)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("the job failed after decommissioning a worker: %v", err)
+	}
+	s := c.waitFor(t, "the application completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
+	a := s.CompletedApps[0]
+	if a.State != "FINISHED" {
+		t.Errorf("application %s, want FINISHED", a.State)
+	}
+	for _, e := range a.Executors {
+		if e.Worker != gone {
+			continue
+		}
+		// Nothing new ran on the decommissioned worker, and its executor
+		// finished its task rather than having it killed.
+		if e.ID > 1 {
+			t.Errorf("executor %d was placed on the decommissioned worker", e.ID)
+		}
+		if log := readFile(filepath.Join(c.workDirs[0], a.ID, strconv.Itoa(e.ID), "stderr")); strings.Contains(log, "killing task") || log == "" {
+			t.Errorf("the decommissioned executor's task was killed, or it has no log:\n%s", log)
+		}
+	}
+	// SIGPWR decommissions a worker too, as in Spark.
+	if err := syscall.Kill(c.workers[1].cmd.Process.Pid, syscall.SIGPWR); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, "the worker sent SIGPWR DECOMMISSIONED", func(s masterJSON) bool { return s.alive() == 0 })
+	out, _, err = runGlint(t, "decommission", "--master", c.master.url, stays)
+	if err != nil || !strings.Contains(out, "already decommissioned") {
+		t.Errorf("glint decommission %s after SIGPWR: %v %q, want already decommissioned", stays, err, out)
+	}
+	if _, stderr, err := runGlint(t, "decommission", "--master", c.master.url, "worker-1"); exitCode(err) == 0 || !strings.Contains(stderr, "invalid") {
+		t.Errorf("glint decommission with a bad id: exit %d, stderr %q; want a clear error", exitCode(err), stderr)
+	}
+}
+
+func TestDefaultCoresCapAnAppThatSetsNoTotalExecutorCores(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, "--default-cores", "1")
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--executor-memory", "256m", "--log-level", "warn", "hold", release, "2")
+	s := c.waitFor(t, "the app's one executor running", func(s masterJSON) bool { return len(executorsOn(s, "RUNNING")) == 1 })
+	out, _, err := runGlint(t, "status", "--master", c.master.url, s.ActiveApps[0].ID)
+	if err != nil || !strings.Contains(out, "capped at 1 cores by the master's --default-cores") {
+		t.Errorf("glint status: %v\n%s; want it to say the app is capped", err, out)
+	}
+	if n := len(c.state(t).ActiveApps[0].Executors); n != 1 {
+		t.Errorf("%d executors, want 1 (4 cores are free, the default caps the app at 1)", n)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runGlint(t, "master", "--default-cores", "-2"); exitCode(err) == 0 || !strings.Contains(stderr, "--default-cores") {
+		t.Errorf("glint master --default-cores -2: exit %d, stderr %q; want a clear error", exitCode(err), stderr)
+	}
+}

@@ -1,0 +1,45 @@
+package worker
+
+import (
+	"context"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+)
+
+func TestADecommissionedWorkerTakesNoNewLaunches(t *testing.T) {
+	for name, decommission := range map[string]func(*cluster){
+		// SIGPWR: the worker tells the master, then refuses launches.
+		"on its own": func(c *cluster) { c.worker.Decommission() },
+		// glint decommission: the master tells the worker.
+		"by the master": func(c *cluster) {
+			if _, err := c.master.DecommissionWorker(context.Background(), connect.NewRequest(&masterv1.DecommissionWorkerRequest{WorkerId: c.worker.ID()})); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := startCluster(t, clusterConfig{worker: Config{Cores: 2, MemoryMiB: 1024}})
+			decommission(c)
+			eventually(t, "the master lists the worker DECOMMISSIONED", func() bool {
+				return c.masterWorker(t, c.worker.ID()).GetState() == masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED
+			})
+			req := &workerv1.LaunchExecutorRequest{
+				MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64,
+				Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "exit", 0)},
+			}
+			eventually(t, "the worker knows it is decommissioned", func() bool {
+				c.worker.mu.Lock()
+				defer c.worker.mu.Unlock()
+				return c.worker.decommissioned
+			})
+			if _, err := c.worker.client.LaunchExecutor(context.Background(), connect.NewRequest(req)); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+				t.Errorf("LaunchExecutor on a decommissioned worker: %v, want FailedPrecondition", err)
+			}
+			assertEmptyDir(t, c.worker.cfg.WorkDir)
+		})
+	}
+}
