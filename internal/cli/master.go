@@ -122,7 +122,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	m, err := master.New(master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
-		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
