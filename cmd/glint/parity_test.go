@@ -1,12 +1,14 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // workerID is the id the master gave the worker process p (worker ids end
@@ -132,5 +134,65 @@ func TestDefaultCoresCapAnAppThatSetsNoTotalExecutorCores(t *testing.T) {
 	}
 	if _, stderr, err := runGlint(t, "master", "--default-cores", "-2"); exitCode(err) == 0 || !strings.Contains(stderr, "--default-cores") {
 		t.Errorf("glint master --default-cores -2: exit %d, stderr %q; want a clear error", exitCode(err), stderr)
+	}
+}
+
+func TestWorkerCleanupRemovesOnlyOldDirectoriesOfFinishedApps(t *testing.T) {
+	t.Parallel()
+	master := start(t, "master", nil, "master", "--listen", "127.0.0.1:0")
+	work := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	made := func(path string, mtime time.Time) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("log\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for p := path; p != work; p = filepath.Dir(p) {
+			if err := os.Chtimes(p, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start(t, "worker", nil, "worker", "--master", master.url, "--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g",
+		"--work-dir", work, "--cleanup-interval", "100ms", "--cleanup-ttl", "1h")
+	c := &testCluster{master: master}
+	c.waitFor(t, "the worker alive", func(s masterJSON) bool { return s.alive() == 1 })
+	// A running application whose files are all old is kept.
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, nil, "submit", "--master", master.url, "--executor-memory", "256m", "--log-level", "warn", "hold", release, "1")
+	s := c.waitFor(t, "the app's executor running", func(s masterJSON) bool { return len(executorsOn(s, "RUNNING")) == 1 })
+	running := s.ActiveApps[0].ID
+	if err := filepath.WalkDir(filepath.Join(work, running), func(p string, _ fs.DirEntry, _ error) error { return os.Chtimes(p, old, old) }); err != nil {
+		t.Fatal(err)
+	}
+	// Made last, the old directories are gone only after a pass that saw
+	// everything else as it is now.
+	made(filepath.Join(work, "app-20250101000000-0003", "0", "stderr"), time.Now())
+	made(filepath.Join(work, "keep", "notes"), old)
+	made(filepath.Join(work, "app-20250101000000-0001", "0", "stderr"), old)
+	made(filepath.Join(work, "driver-20250101000000-0002", "stdout"), old)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, gone := range []string{"app-20250101000000-0001", "driver-20250101000000-0002"} {
+		for _, err := os.Stat(filepath.Join(work, gone)); err == nil; _, err = os.Stat(filepath.Join(work, gone)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not cleaned up", gone)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Passes ran after the old ones went; these survived them.
+	for _, kept := range []string{"app-20250101000000-0003", "keep", running} {
+		if _, err := os.Stat(filepath.Join(work, kept)); err != nil {
+			t.Errorf("%s was removed: %v", kept, err)
+		}
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,6 +24,8 @@ type workerFlags struct {
 	workDir          string
 	registerInterval time.Duration
 	killGrace        time.Duration
+	cleanupInterval  time.Duration
+	cleanupTTL       time.Duration
 	serverAuth
 }
 
@@ -47,6 +49,8 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.workDir, "work-dir", "./work", "directory for executor and driver work dirs and logs")
 	fl.DurationVar(&f.registerInterval, "register-interval", 10*time.Second, "base interval between registration attempts (Spark: 6 at 0.5–1.5×, then 6× that)")
 	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
+	fl.DurationVar(&f.cleanupInterval, "cleanup-interval", 30*time.Minute, "spark.worker.cleanup.interval: how often to remove the work dirs of finished applications and drivers (0: never)")
+	fl.DurationVar(&f.cleanupTTL, "cleanup-ttl", 7*24*time.Hour, "spark.worker.cleanup.appDataTtl: remove a finished application's or driver's work dir once none of its files changed for this long")
 	f.serverAuth.register(fl)
 	return cmd
 }
@@ -58,6 +62,14 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 	if err := resources.CheckCores("--cores", int64(f.cores)); err != nil {
 		return err
+	}
+	switch {
+	case f.cleanupInterval < 0:
+		return fmt.Errorf("--cleanup-interval %s: must not be negative (0 turns the cleanup off)", f.cleanupInterval)
+	case f.cleanupTTL <= 0:
+		return fmt.Errorf("--cleanup-ttl %s: must be positive", f.cleanupTTL)
+	case f.cleanupInterval == 0:
+		f.cleanupInterval = -1 // worker.Config's "never"
 	}
 	memory, err := workerMemory(f.memory)
 	if err != nil {
@@ -116,6 +128,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
+		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction, TLS: g.tls,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})

@@ -66,6 +66,13 @@ type Config struct {
 	// SuperviseBackoffCap caps the restart backoff of supervised drivers
 	// (1s doubling, Spark's), default 60s.
 	SuperviseBackoffCap time.Duration
+	// CleanupInterval is how often the worker removes the directories of
+	// finished applications and drivers (spark.worker.cleanup.interval),
+	// default 30m; negative: never.
+	CleanupInterval time.Duration
+	// CleanupTTL is how long the files of a finished application or driver
+	// are kept (spark.worker.cleanup.appDataTtl), default 7 days.
+	CleanupTTL time.Duration
 	// Tokens are the tokens the worker accepts: the cluster token (Cluster).
 	// Nil: no authentication (--insecure).
 	Tokens *rpc.Tokens
@@ -222,6 +229,12 @@ func normalize(cfg *Config) error {
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = defaultKillGrace
 	}
+	if cfg.CleanupInterval == 0 {
+		cfg.CleanupInterval = defaultCleanupInterval
+	}
+	if cfg.CleanupTTL <= 0 {
+		cfg.CleanupTTL = defaultCleanupTTL
+	}
 	if cfg.SuperviseBackoffCap <= 0 {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
 	}
@@ -260,7 +273,9 @@ var access = rpc.Access{"GET /json": rpc.Cluster}.Grant(rpc.Cluster,
 	workerv1connect.WorkerServiceDecommissionWorkerProcedure)
 
 // Run registers with a master (retrying on Spark's schedule), heartbeats, and
-// registers again when the master asks, changes or stops answering. When ctx
+// registers again when the master asks, changes or stops answering; every
+// CleanupInterval it removes finished applications' and drivers' old work
+// dirs (cleanup.go). When ctx
 // ends it kills and reaps every executor and driver (SIGTERM to each process
 // group, SIGKILL after KillGrace), reports their final states to the master,
 // waits for those reports and returns nil. It returns an error when
@@ -269,7 +284,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("run worker %s: already running", s.id)
 	}
+	cleanCtx, stopCleaning := context.WithCancel(ctx)
+	cleaning := make(chan struct{})
+	go func() {
+		defer close(cleaning)
+		s.cleanupLoop(cleanCtx)
+	}()
 	err := s.connect(ctx)
+	stopCleaning()
+	<-cleaning
 	s.shutdown()
 	return err
 }
