@@ -1,14 +1,19 @@
 package main
 
 import (
+	"cmp"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/glint-cluster/glint/pkg/jaeger"
 )
 
 // workerID is the id the master gave the worker process p (worker ids end
@@ -194,5 +199,77 @@ func TestWorkerCleanupRemovesOnlyOldDirectoriesOfFinishedApps(t *testing.T) {
 	}
 	if err := wait(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDynamicAllocationGrowsWithTheBacklogAndReleasesIdleExecutors(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startClusterWithEnv(t, j.env(), 2) // 4 cores
+	dir := t.TempDir()
+	tasksDone, appDone := filepath.Join(dir, "tasks"), filepath.Join(dir, "app")
+	wait := runInBackground(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1", "--executor-memory", "256m",
+		"--conf", "spark.dynamicAllocation.enabled=true", "--conf", "spark.dynamicAllocation.initialExecutors=1",
+		"--conf", "spark.dynamicAllocation.maxExecutors=3", "--conf", "spark.dynamicAllocation.schedulerBacklogTimeout=200ms",
+		"--conf", "spark.dynamicAllocation.executorIdleTimeout=1s", "--log-level", "warn",
+		"hold", tasksDone, "6", appDone)
+	// Six held tasks: the target grows 1 → 2 → 3 (the max), never beyond.
+	s := c.waitFor(t, "three executors running", func(s masterJSON) bool { return sum(executorsOn(s, "RUNNING")) == 3 })
+	if n := len(s.ActiveApps[0].Executors); n != 3 {
+		t.Errorf("%d executors, want 3 (maxExecutors)", n)
+	}
+	app := s.ActiveApps[0]
+	// The tasks end; the application goes on with its executors idle, and
+	// each is released once idle for a second.
+	if err := os.WriteFile(tasksDone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = c.waitFor(t, "the idle executors released", func(s masterJSON) bool {
+		return len(s.ActiveApps) == 1 && sum(executorsOn(s, "RUNNING")) == 0 && sum(executorsOn(s, "KILLED")) == 3
+	})
+	if n := len(s.ActiveApps[0].Executors); n != 3 {
+		t.Errorf("%d executors after the release, want the 3 released (no replacement)", n)
+	}
+	drivers := byRole(discover(t, c.master.url), "driver")
+	if len(drivers) != 1 {
+		t.Fatalf("%d drivers discovered, want 1", len(drivers))
+	}
+	page := scrape(t, "http://"+drivers[0].Targets[0])
+	requests, _ := sample(t, page, "glint_driver_executor_requests_total", nil)
+	released, _ := sample(t, page, "glint_driver_executors_released_total", nil)
+	if requests < 3 || released != 3 {
+		t.Errorf("driver counted %v requests and %v releases; want at least 3 (2, 3, then fewer) and 3", requests, released)
+	}
+	if err := os.WriteFile(appDone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Each request and release is a span of the application's trace.
+	spans := func(tr *jaeger.Trace, name string) int {
+		return count(tr, func(s jaeger.Span) bool { return s.OperationName == name && s.Service == "glint-driver" })
+	}
+	tr := j.waitForTrace(t, app.TraceID, func(tr *jaeger.Trace) bool {
+		return spans(tr, "requestExecutors") == int(requests) && spans(tr, "killExecutors") >= 1
+	})
+	var requested []jaeger.Span
+	for _, s := range tr.Spans {
+		if s.OperationName == "requestExecutors" {
+			requested = append(requested, s)
+		}
+	}
+	slices.SortFunc(requested, func(a, b jaeger.Span) int { return cmp.Compare(a.StartTime, b.StartTime) })
+	var targets []any
+	for _, s := range requested {
+		for _, tag := range s.Tags {
+			if tag.Key == "glint.executors.target" {
+				targets = append(targets, tag.Value)
+			}
+		}
+	}
+	// From the initial 1: one more, then two more but capped at 3; at the end fewer.
+	if len(targets) < 3 || fmt.Sprint(targets[:2]) != "[2 3]" {
+		t.Errorf("executor targets requested %v, want 2, 3, then lower ones", targets)
 	}
 }

@@ -25,6 +25,7 @@ func (d *Driver) Register(ctx context.Context) error {
 		Name:                 d.cfg.Name,
 		MemoryPerExecutorMib: d.cfg.ExecutorMemoryMiB,
 		Command:              d.executorCommand(),
+		InitialExecutorLimit: d.initialExecutorLimit(),
 	}
 	if d.cfg.MaxCores > 0 {
 		desc.MaxCores = &d.cfg.MaxCores

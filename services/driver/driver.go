@@ -190,12 +190,16 @@ func (d *Driver) Handler() http.Handler {
 
 // Run runs the application from start to stop, served by Handler: it
 // registers with a master, waits until enough executors registered, runs the
-// application's driver function with Args, and stops (Stop).
+// application's driver function with Args, and stops (Stop). With
+// spark.dynamicAllocation.enabled it sizes the executors to the tasks
+// meanwhile (allocation.go).
 func (d *Driver) Run(ctx context.Context) error {
 	if err := d.Register(ctx); err != nil {
 		return err
 	}
 	defer d.Stop(context.WithoutCancel(ctx))
+	// Dynamic allocation ends before Stop releases the executors.
+	defer d.startAllocation(ctx)()
 	d.log.Info("application registered", "app", d.AppID(), "name", d.cfg.Name)
 	if err := d.waitReady(ctx); err != nil {
 		return err
@@ -246,6 +250,7 @@ type settings struct {
 	maxRegisteredWait  time.Duration
 	starvation         time.Duration
 	taskSampleRatio    float64
+	allocation         allocationSettings
 }
 
 // parseSettings reads the driver's own properties from --conf, with Spark's
@@ -281,7 +286,9 @@ func parseSettings(conf map[string]string) (settings, error) {
 		}
 		*dst = d
 	}
-	return st, nil
+	alloc, err := parseAllocation(conf)
+	st.allocation = alloc
+	return st, err
 }
 
 // parseSparkDuration accepts Go durations ("30s") and Spark's plain seconds ("30").

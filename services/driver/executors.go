@@ -53,6 +53,8 @@ type executorData struct {
 	decommissioned bool
 	// stopping says the driver told it to stop.
 	stopping bool
+	// released says dynamic allocation is releasing it (allocation.go).
+	released bool
 	// idleSince is when its last task ended (or it became ready) and it
 	// has run none since: dynamic allocation releases it after a while.
 	idleSince time.Time
@@ -67,6 +69,12 @@ type executorData struct {
 	// launchedSpan is the span context of LaunchedExecutor, the last step of
 	// the executor's launch: the offer of its first task is traced under it.
 	launchedSpan trace.SpanContext
+}
+
+// offerable says whether e may be offered tasks: it is ready, and neither
+// removed, decommissioned nor being released.
+func (e *executorData) offerable() bool {
+	return e.launched && !e.removed && !e.decommissioned && !e.released
 }
 
 // executorLocked returns the executor with id, creating its record.

@@ -154,7 +154,7 @@ func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 func (d *Driver) makeOffersLocked(trigger context.Context) {
 	ready := make([]*executorData, 0, len(d.executors))
 	for _, e := range d.executors {
-		if e.launched && !e.removed && !e.decommissioned {
+		if e.offerable() {
 			ready = append(ready, e)
 		}
 	}
