@@ -237,8 +237,10 @@ func TestDynamicAllocationGrowsWithTheBacklogAndReleasesIdleExecutors(t *testing
 	page := scrape(t, "http://"+drivers[0].Targets[0])
 	requests, _ := sample(t, page, "glint_driver_executor_requests_total", nil)
 	released, _ := sample(t, page, "glint_driver_executors_released_total", nil)
-	if requests < 3 || released != 3 {
-		t.Errorf("driver counted %v requests and %v releases; want at least 3 (2, 3, then fewer) and 3", requests, released)
+	registered, _ := sample(t, page, "glint_driver_executors_registered", nil)
+	if requests < 3 || released != 3 || registered != 0 {
+		t.Errorf("driver counted %v requests, %v releases and %v executors left; want at least 3 (2, 3, then fewer), 3 and none",
+			requests, released, registered)
 	}
 	if err := os.WriteFile(appDone, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -160,7 +160,7 @@ func (a *allocator) update(now time.Time, d demand) (target int, release []int32
 			continue
 		}
 		a.initializing = false
-		if left-1 < a.st.min || left-1 < a.target {
+		if left-1 < a.target { // the target is never below min
 			continue
 		}
 		release = append(release, e.id)

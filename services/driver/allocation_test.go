@@ -97,6 +97,13 @@ func TestAllocatorLowersTheTargetAndReleasesIdleExecutorsAfterTheTimeout(t *test
 	if target != -1 || !slices.Equal(release, []int32{2, 3}) {
 		t.Errorf("at the idle timeout: target %d, release %v; want unchanged and [2 3]", target, release)
 	}
+	// Idle executors beyond the target go, not those the target keeps.
+	b := newAllocator(allocSettings(0, 10, 2))
+	b.initializing = false
+	_, release = b.update(t0.Add(time.Minute), demand{pending: 1, running: 1, tasksPerExecutor: 1, executors: executors(1, idle, idle)})
+	if !slices.Equal(release, []int32{1}) {
+		t.Errorf("target 2 with three executors, two idle: release %v, want one, [1]", release)
+	}
 	// Nothing runs: the target falls to min, and the last executor stays.
 	target, release = a.update(t0.Add(2*time.Minute), demand{tasksPerExecutor: 1, executors: executors(0, idle, idle)})
 	if target != 1 || !slices.Equal(release, []int32{0}) {
