@@ -16,6 +16,7 @@ func TestDecommissioningAWorkerReleasesItsExecutorsCoresSoReplacementsLandElsewh
 	w1 := c.registerWorker(t, first, 7078, 2, 4096)
 	desc := appDesc(512, 1)
 	desc.MaxCores = ptr[int32](2)
+	desc.InitialExecutorLimit = ptr[int32](2)
 	app := c.registerApp(t, dp, desc)
 	first.expect(t, "LaunchExecutor "+app+"/1")
 	c.registerWorker(t, second, 7079, 2, 4096)
@@ -26,8 +27,9 @@ func TestDecommissioningAWorkerReleasesItsExecutorsCoresSoReplacementsLandElsewh
 	}
 	first.expect(t, "DecommissionWorker")
 	dp.expect(t, "ExecutorUpdated "+app+"/1 DECOMMISSIONED")
-	// The cores of executors 0 and 1 are the app's again at once: their
-	// replacements start on the other worker while they finish.
+	// The cores of executors 0 and 1 are the app's again at once, and they
+	// no longer count against its executor limit: their replacements start
+	// on the other worker while they finish.
 	second.expect(t, "LaunchExecutor "+app+"/3")
 	if a := c.app(t, app); a.GetCoresGranted() != 2 {
 		t.Errorf("app holds %d cores, want 2 (the replacements')", a.GetCoresGranted())
