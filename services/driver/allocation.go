@@ -62,16 +62,8 @@ func parseAllocation(conf map[string]string) (allocationSettings, error) {
 		}
 		*dst = n
 	}
-	for key, dst := range map[string]*time.Duration{confIdleTimeout: &st.idleTimeout, confBacklogTimeout: &st.backlogTimeout, confSustainedBacklog: &st.sustainedBacklog} {
-		v, ok := conf[key]
-		if !ok {
-			continue
-		}
-		d, err := parseSparkDuration(v)
-		if err != nil {
-			return st, fmt.Errorf("--conf %s=%q: %w", key, v, err)
-		}
-		*dst = d
+	if err := parseDurations(conf, map[string]*time.Duration{confIdleTimeout: &st.idleTimeout, confBacklogTimeout: &st.backlogTimeout, confSustainedBacklog: &st.sustainedBacklog}); err != nil {
+		return st, err
 	}
 	if st.sustainedBacklog == 0 {
 		st.sustainedBacklog = st.backlogTimeout

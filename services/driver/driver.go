@@ -275,20 +275,28 @@ func parseSettings(conf map[string]string) (settings, error) {
 		}
 		*dst = r
 	}
-	for key, dst := range map[string]*time.Duration{confMaxWait: &st.maxRegisteredWait, confStarvation: &st.starvation} {
-		v, ok := conf[key]
-		if !ok {
-			continue
-		}
-		d, err := parseSparkDuration(v)
-		if err != nil {
-			return st, fmt.Errorf("--conf %s=%q: %w", key, v, err)
-		}
-		*dst = d
+	if err := parseDurations(conf, map[string]*time.Duration{confMaxWait: &st.maxRegisteredWait, confStarvation: &st.starvation}); err != nil {
+		return st, err
 	}
 	alloc, err := parseAllocation(conf)
 	st.allocation = alloc
 	return st, err
+}
+
+// parseDurations sets *dst[key] from each property key set in conf.
+func parseDurations(conf map[string]string, dst map[string]*time.Duration) error {
+	for key, d := range dst {
+		v, ok := conf[key]
+		if !ok {
+			continue
+		}
+		parsed, err := parseSparkDuration(v)
+		if err != nil {
+			return fmt.Errorf("--conf %s=%q: %w", key, v, err)
+		}
+		*d = parsed
+	}
+	return nil
 }
 
 // parseSparkDuration accepts Go durations ("30s") and Spark's plain seconds ("30").
