@@ -160,6 +160,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		{"register a forged executor with another app's token", d("RegisterExecutor"), b.token, forged, unauth},
 		{"forge a task result with a submit token", d("StatusUpdate"), submitToken, update, unauth},
 		{"remove the application as a fake master", d("ApplicationRemoved"), testToken, &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: "KILLED"}, unauth},
+		{"ping an app's driver with another app's token", d("Ping"), b.token, &driverv1.PingRequest{AppId: a.id}, unauth},
 		// The executor: only its application's token.
 		{"launch a task without a token", e("LaunchTask"), "", &executorv1.LaunchTaskRequest{TaskId: 99, Name: "hold.hold"}, unauth},
 		{"stop an executor with the cluster token", e("StopExecutor"), testToken, &executorv1.StopExecutorRequest{}, unauth},

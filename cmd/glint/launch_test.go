@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 var piResult = regexp.MustCompile(`Pi is roughly 3\.1[0-9]*`)
@@ -207,9 +209,14 @@ func TestStatusShowsTheClusterAsTableAndJSON(t *testing.T) {
 
 func TestDemoRunsAClusterAndLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, err := runGlint(t, "demo")
+	// Every process the demo starts inherits this mark.
+	mark := "GLINT_TEST_DEMO=" + rpc.NewToken()
+	stdout, stderr, err := glintWithEnv(t, []string{mark}, "demo")
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	if left := processesWithEnv(mark); len(left) > 0 {
+		t.Errorf("processes of the demo left after it exited: %v", left)
 	}
 	if !piResult.MatchString(stdout) || !strings.Contains(stdout, "Executor launches") {
 		t.Errorf("demo output:\n%s", stdout)
@@ -372,7 +379,7 @@ func TestLosingAWorkerCostsTheJobNoTaskFailure(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatalf("the job failed after losing a worker: %v", err)
 	}
 }

@@ -132,7 +132,7 @@ func byRole(groups []sdGroup, role string) []sdGroup {
 }
 
 // runInBackground starts a glint client command and returns a wait function.
-func runInBackground(t testing.TB, env []string, args ...string) (wait func() error) {
+func runInBackground(t testing.TB, env []string, args ...string) (wait func() (string, error)) {
 	t.Helper()
 	cmd := exec.Command(glintBin, args...)
 	cmd.Env = append(cmd.Environ(), env...)
@@ -148,12 +148,12 @@ func runInBackground(t testing.TB, env []string, args ...string) (wait func() er
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		<-done
 	})
-	return func() error {
+	return func() (string, error) {
 		<-done
 		if err != nil {
-			return fmt.Errorf("%v: %w\n%s", args, err, out.String())
+			return out.String(), fmt.Errorf("%v: %w\n%s", args, err, out.String())
 		}
-		return nil
+		return out.String(), nil
 	}
 }
 
@@ -219,7 +219,7 @@ func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
@@ -307,7 +307,7 @@ func TestLaunchExemplarsCarryTheLaunchesTraceID(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	// The trace the exemplar names is a real one, with the executors' launches in it.

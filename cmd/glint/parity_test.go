@@ -82,7 +82,7 @@ func TestDecommissioningAWorkerLetsItsExecutorsFinishAndTheAppComplete(t *testin
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatalf("the job failed after decommissioning a worker: %v", err)
 	}
 	s := c.waitFor(t, "the application completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
@@ -134,7 +134,7 @@ func TestDefaultCoresCapAnAppThatSetsNoTotalExecutorCores(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	if _, stderr, err := runGlint(t, "master", "--default-cores", "-2"); exitCode(err) == 0 || !strings.Contains(stderr, "--default-cores") {
@@ -197,7 +197,7 @@ func TestWorkerCleanupRemovesOnlyOldDirectoriesOfFinishedApps(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -245,7 +245,7 @@ func TestDynamicAllocationGrowsWithTheBacklogAndReleasesIdleExecutors(t *testing
 	if err := os.WriteFile(appDone, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	// Each request and release is a span of the application's trace.

@@ -149,7 +149,7 @@ func TestEveryMetricTheDashboardsAndAlertsNameIsExported(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(); err != nil {
+	if _, err := wait(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -189,6 +189,16 @@ func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[dr
 // checkAppLocked accepts messages about this application only. Messages that
 // race ahead of the registration response (the master schedules at once) are
 // accepted: there is no other application they could be about.
+// Ping answers the master's probe when appID is this driver's application.
+func (d *Driver) Ping(_ context.Context, req *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.appID == "" || req.Msg.GetAppId() != d.appID {
+		return nil, rpc.Error(fmt.Errorf("ping application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, d.appID))
+	}
+	return connect.NewResponse(&driverv1.PingResponse{}), nil
+}
+
 func (d *Driver) checkAppLocked(appID string) error {
 	if d.appID != "" && appID != d.appID {
 		return fmt.Errorf("application %s: %w: this driver runs %s", appID, fault.ErrNotFound, d.appID)

@@ -328,3 +328,16 @@ func TestDriverRegistersWithTheFirstMasterThatAnswers(t *testing.T) {
 		t.Errorf("got %v, want all masters unresponsive", err)
 	}
 }
+
+func TestOnlyTheApplicationsOwnIDIsAnsweredByPing(t *testing.T) {
+	a := echoApp(func(context.Context, []byte) ([]byte, error) { return nil, nil })
+	d := startDriver(t, a, nil)
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	if _, err := client.Ping(context.Background(), connect.NewRequest(&driverv1.PingRequest{AppId: d.AppID()})); err != nil {
+		t.Fatalf("ping for its application: %v", err)
+	}
+	_, err := client.Ping(context.Background(), connect.NewRequest(&driverv1.PingRequest{AppId: "app-20261129140000-9999"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("ping for another application: %v, want not_found", err)
+	}
+}

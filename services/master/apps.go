@@ -30,7 +30,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 		id: ids.App(now, s.nextAppNumber), desc: desc, driverURL: driverURL, driverID: driverID,
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: now, driverSeen: now,
 		trace:     trace.SpanContextFromContext(ctx),
-		executors: map[int32]*executorInfo{}, executorLimit: math.MaxInt,
+		executors: map[int32]*executorInfo{}, workers: map[*workerInfo]struct{}{}, executorLimit: math.MaxInt,
 		appToken: appToken,
 		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
 		mailbox:  rpc.NewMailbox(s.ctx),

@@ -8,6 +8,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -40,7 +41,7 @@ func (s *Server) decommission(ctx context.Context, id, reason string) (bool, err
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	w, ok := s.idToWorker[id]
+	w, ok := s.workers.alive(id)
 	if !ok {
 		return false, fmt.Errorf("decommission worker %s: %w", id, fault.ErrNotFound)
 	}
@@ -77,8 +78,8 @@ func (s *Server) decommissionWorkerLocked(ctx context.Context, w *workerInfo, re
 // sendDecommissionWorker tells w to take no new launches.
 func (s *Server) sendDecommissionWorker(ctx context.Context, w *workerInfo) {
 	req := &workerv1.DecommissionWorkerRequest{MasterUrl: s.cfg.URL}
-	w.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := w.client.DecommissionWorker(ctx, connect.NewRequest(req)); err != nil {
+	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+		if _, err := c.DecommissionWorker(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell worker it is decommissioned", "worker", w.id, "err", err)
 		}
 	})

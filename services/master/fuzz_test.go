@@ -55,14 +55,14 @@ func FuzzMasterHandlers(f *testing.F) {
 func checkMasterInvariants(t *testing.T, s *Server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, w := range s.workers {
+	for w := range s.workers.all() {
 		if w.cores < 1 || w.cores > resources.MaxCores || w.memoryMiB < 1 || w.memoryMiB > resources.MaxMemoryMiB ||
 			w.coresUsed < 0 || w.coresUsed > w.cores || w.memoryUsedMiB < 0 || w.memoryUsedMiB > w.memoryMiB {
 			t.Fatalf("worker %s: %d/%d cores, %d/%d MiB", w.id, w.coresUsed, w.cores, w.memoryUsedMiB, w.memoryMiB)
 		}
 	}
-	if len(s.workers) > MaxWorkers || len(s.apps) > MaxActiveApps || len(s.drivers) > MaxActiveDrivers || s.activeBytes > MaxActiveBytes {
-		t.Fatalf("%d workers, %d apps, %d drivers, %d active bytes", len(s.workers), len(s.apps), len(s.drivers), s.activeBytes)
+	if s.workers.len() > MaxWorkers || len(s.apps) > MaxActiveApps || len(s.drivers) > MaxActiveDrivers || s.activeBytes > MaxActiveBytes {
+		t.Fatalf("%d workers, %d apps, %d drivers, %d active bytes", s.workers.len(), len(s.apps), len(s.drivers), s.activeBytes)
 	}
 	if len(s.appQueue) != len(s.apps) {
 		t.Fatalf("%d apps queued, %d active", len(s.appQueue), len(s.apps))

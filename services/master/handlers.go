@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"connectrpc.com/connect"
 
@@ -29,8 +28,8 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
 	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
-	if w, ok := s.idToWorker[m.GetWorkerId()]; ok {
-		w.lastHeartbeat = now
+	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
+		s.workers.heartbeat(w, now)
 		resp.Duplicate = true
 		return connect.NewResponse(resp), nil
 	}
@@ -46,16 +45,7 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
 	// What the worker still runs from before it re-registered is unknown to this
 	// master now: the worker kills it (SPARK-13604).
-	for _, e := range m.GetExecutors() {
-		if a, ok := s.apps[e.GetAppId()]; !ok || a.executors[e.GetExecutorId()] == nil || a.executors[e.GetExecutorId()].worker != w {
-			resp.UnknownExecutors = append(resp.UnknownExecutors, e)
-		}
-	}
-	for _, id := range m.GetDriverIds() {
-		if d, ok := s.drivers[id]; !ok || d.worker != w {
-			resp.UnknownDriverIds = append(resp.UnknownDriverIds, id)
-		}
-	}
+	resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
 	s.needSchedule = true
 	return connect.NewResponse(resp), nil
 }
@@ -72,9 +62,8 @@ func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 	); err != nil {
 		return "", fmt.Errorf("worker %s: %w", m.GetWorkerId(), err)
 	}
-	// Each executor or driver a worker runs holds at least one core.
-	if n := len(m.GetExecutors()) + len(m.GetDriverIds()); n > resources.MaxCores {
-		return "", fmt.Errorf("worker %s: %w: reports %d executors and drivers, the limit is %d", m.GetWorkerId(), fault.ErrInvalidArgument, n, resources.MaxCores)
+	if err := checkRuns(m.GetWorkerId(), m.GetExecutors(), m.GetDriverIds()); err != nil {
+		return "", err
 	}
 	if m.GetHost() == "" || m.GetPort() <= 0 || m.GetPort() > 65535 {
 		return "", fmt.Errorf("worker %s: host %q and port %d must be set: %w", m.GetWorkerId(), m.GetHost(), m.GetPort(), fault.ErrInvalidArgument)
@@ -86,20 +75,55 @@ func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 	return url, nil
 }
 
+// checkRuns bounds what a worker says it runs: each executor or driver holds
+// at least one core.
+func checkRuns(worker string, executors []*masterv1.RunningExecutor, drivers []string) error {
+	if n := len(executors) + len(drivers); n > resources.MaxCores {
+		return fmt.Errorf("worker %s: %w: reports %d executors and drivers, the limit is %d", worker, fault.ErrInvalidArgument, n, resources.MaxCores)
+	}
+	return nil
+}
+
+// unknownLocked returns what w says it runs that the master does not know
+// to run there: the worker kills it. It is how an executor whose launch the
+// master retried, or killed while the launch was on its way, cannot outlive
+// the master's word.
+func (s *Server) unknownLocked(w *workerInfo, executors []*masterv1.RunningExecutor, drivers []string) ([]*masterv1.RunningExecutor, []string) {
+	var unknownExecutors []*masterv1.RunningExecutor
+	var unknownDrivers []string
+	for _, e := range executors {
+		if w.executors[executorKey{e.GetAppId(), e.GetExecutorId()}] == nil {
+			unknownExecutors = append(unknownExecutors, e)
+		}
+	}
+	for _, id := range drivers {
+		if w.drivers[id] == nil {
+			unknownDrivers = append(unknownDrivers, id)
+		}
+	}
+	return unknownExecutors, unknownDrivers
+}
+
 // Heartbeat records that a worker is alive. A worker the master removed is told
 // to register again; an id the master never saw is an error.
 func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.HeartbeatRequest]) (*connect.Response[masterv1.HeartbeatResponse], error) {
-	id := req.Msg.GetWorkerId()
+	m := req.Msg
+	id := m.GetWorkerId()
 	if err := ids.ValidateWorker(id); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if err := checkRuns(id, m.GetExecutors(), m.GetDriverIds()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w, ok := s.idToWorker[id]; ok {
-		w.lastHeartbeat = s.now()
-		return connect.NewResponse(&masterv1.HeartbeatResponse{}), nil
+	if w, ok := s.workers.alive(id); ok {
+		s.workers.heartbeat(w, s.now())
+		resp := &masterv1.HeartbeatResponse{}
+		resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
+		return connect.NewResponse(resp), nil
 	}
-	if slices.ContainsFunc(s.workers, func(w *workerInfo) bool { return w.id == id }) {
+	if s.workers.removed(id) {
 		s.log.Info("heartbeat from removed worker; asking it to re-register", "worker", id)
 		return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
 	}

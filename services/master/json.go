@@ -21,7 +21,7 @@ func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: "ALIVE"}
-	for _, w := range s.workers {
+	for w := range s.workers.all() {
 		out.Workers = append(out.Workers, workerProto(w))
 	}
 	for _, a := range s.appQueue {

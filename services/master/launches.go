@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -13,7 +14,9 @@ import (
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
@@ -32,14 +35,6 @@ func (s *Server) scheduleAndUnlock(ctx context.Context) {
 // waiting demand, lets schedule decide, and launches what it placed.
 func (s *Server) scheduleLocked(ctx context.Context) {
 	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
-	for _, w := range s.workers {
-		if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
-			snap.Workers = append(snap.Workers, WorkerSlot{
-				ID: w.id, Cores: w.cores, MemoryMiB: w.memoryMiB,
-				CoresFree: w.cores - w.coresUsed, MemoryFreeMiB: w.memoryMiB - w.memoryUsedMiB,
-			})
-		}
-	}
 	for _, d := range s.waitingDrivers {
 		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
 	}
@@ -53,6 +48,18 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - a.liveExecutors,
 		})
 	}
+	// A pass without demand — most passes, as every registration and
+	// executor end asks for one — does not look at the workers.
+	if len(snap.Drivers) > 0 || slices.ContainsFunc(snap.Apps, AppDemand.wantsExecutors) {
+		for w := range s.workers.all() {
+			if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
+				snap.Workers = append(snap.Workers, WorkerSlot{
+					ID: w.id, Cores: w.cores, MemoryMiB: w.memoryMiB,
+					CoresFree: w.cores - w.coresUsed, MemoryFreeMiB: w.memoryMiB - w.memoryUsedMiB,
+				})
+			}
+		}
+	}
 	started := time.Now()
 	plan := schedule(snap, s.cfg.Rand)
 	ended := time.Now()
@@ -61,7 +68,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	for _, p := range plan.Drivers {
 		d := s.drivers[p.DriverID]
 		sctx, span := s.scheduleSpan(ctx, d.trace, started, telemetry.DriverID.String(d.id))
-		s.launchDriverLocked(sctx, s.idToWorker[p.WorkerID], d)
+		s.launchDriverLocked(sctx, s.workers.byID[p.WorkerID], d)
 		span.End(trace.WithTimestamp(ended))
 	}
 	for i := 0; i < len(plan.Executors); {
@@ -72,7 +79,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		}
 		for ; i < len(plan.Executors) && plan.Executors[i].AppID == a.id; i++ {
 			p := plan.Executors[i]
-			s.launchExecutorLocked(sctx, s.idToWorker[p.WorkerID], a, p.Cores, p.MemoryMiB)
+			s.launchExecutorLocked(sctx, s.workers.byID[p.WorkerID], a, p.Cores, p.MemoryMiB)
 		}
 		span.End(trace.WithTimestamp(ended))
 	}
@@ -140,6 +147,17 @@ func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, sta
 	return s.tracer.Start(ctx, "schedule", opts...)
 }
 
+// postToWorker posts send to w's mailbox with w's client, both made when w
+// is first sent something: most workers of a large cluster may never be.
+func (s *Server) postToWorker(ctx context.Context, w *workerInfo, send func(context.Context, workerv1connect.WorkerServiceClient)) {
+	if w.client == nil {
+		w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
+		w.mailbox = rpc.NewMailbox(s.ctx)
+	}
+	c := w.client
+	w.mailbox.Post(ctx, func(ctx context.Context) { send(ctx, c) })
+}
+
 // The send functions below are every message the master sends to workers and
 // drivers. Each is posted to the peer's mailbox, so a peer sees its messages
 // in the order the master sent them and no caller waits on a slow peer; the
@@ -149,8 +167,8 @@ func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, sta
 // reached ends the driver in ERROR.
 func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo) {
 	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
-	w.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := w.client.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
+	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+		if _, err := c.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
 			s.mu.Lock()
 			defer s.scheduleAndUnlock(ctx)
@@ -162,18 +180,49 @@ func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 	})
 }
 
-// sendLaunchExecutor tells e's worker to launch it. A worker that rejects it
-// or cannot be reached counts as a FAILED executor.
+// Retries of a LaunchExecutor whose outcome is unknown: after 250 ms,
+// doubling, at most 5 s apart.
+const (
+	launchRetryBase = 250 * time.Millisecond
+	launchRetryCap  = 5 * time.Second
+)
+
+// sendLaunchExecutor tells e's worker to launch it. A worker that refuses it
+// makes it a FAILED executor. A call that failed without an answer — it timed
+// out, or the connection broke — may or may not have reached the worker, so
+// the same launch is sent again while the executor is LAUNCHING: the worker
+// refuses an executor id it launched already (AlreadyExists), which tells the
+// master it runs. An executor given up on (killed, its worker lost) while a
+// launch was on its way is killed by the worker when its next heartbeat
+// lists it and the master does not know it.
 func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
+	s.postLaunchExecutor(ctx, e, 0)
+}
+
+func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry int) {
 	w, a := e.worker, e.app
 	req := &workerv1.LaunchExecutorRequest{
 		MasterUrl: s.cfg.URL, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
 		AppToken: a.appToken,
 	}
-	w.mailbox.Post(ctx, func(ctx context.Context) {
-		_, err := w.client.LaunchExecutor(ctx, connect.NewRequest(req))
-		if err == nil {
+	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+		if retry > 0 && !s.launching(e) {
+			return
+		}
+		_, err := c.LaunchExecutor(ctx, connect.NewRequest(req))
+		code := connect.CodeOf(err)
+		switch {
+		case err == nil, retry > 0 && code == connect.CodeAlreadyExists:
 			s.metrics.executorLaunches.WithLabelValues(launchOK).Inc()
+			return
+		case answerless(code):
+			wait := min(launchRetryBase<<min(retry, 5), launchRetryCap)
+			s.log.Warn("launch executor unanswered; sending it again", "app", a.id, "executor", e.id, "worker", w.id, "in", wait, "err", err)
+			time.AfterFunc(wait, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.postLaunchExecutor(ctx, e, retry+1)
+			})
 			return
 		}
 		s.metrics.executorLaunches.WithLabelValues(launchError).Inc()
@@ -185,6 +234,23 @@ func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
 			s.log.Debug("launch executor failure after executor ended", "err", err)
 		}
 	})
+}
+
+// launching reports whether e still waits for its launch.
+func (s *Server) launching(e *executorInfo) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.state == masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING && e.app.executors[e.id] == e && !e.app.finished()
+}
+
+// answerless reports whether a call failed without the peer's answer (so it
+// may or may not have taken effect), rather than by the peer's refusal.
+func answerless(code connect.Code) bool {
+	switch code {
+	case connect.CodeDeadlineExceeded, connect.CodeUnavailable, connect.CodeCanceled, connect.CodeUnknown:
+		return true
+	}
+	return false
 }
 
 // sendExecutorAdded tells e's driver that e was placed.
@@ -233,16 +299,17 @@ func (s *Server) sendApplicationRemoved(ctx context.Context, a *appInfo, state m
 	})
 }
 
-// sendApplicationFinished tells every ALIVE worker that a ended, so they
-// clean up after it.
+// sendApplicationFinished tells every ALIVE worker on which a had executors
+// that a ended, so they clean up after it. (Spark tells every worker; at
+// 10,000 workers that is 10,000 messages for each application's end.)
 func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
 	req := &workerv1.ApplicationFinishedRequest{MasterUrl: s.cfg.URL, AppId: a.id}
-	for _, w := range s.workers {
+	for w := range a.workers {
 		if w.state != masterv1.WorkerState_WORKER_STATE_ALIVE {
 			continue
 		}
-		w.mailbox.Post(ctx, func(ctx context.Context) {
-			if _, err := w.client.ApplicationFinished(ctx, connect.NewRequest(req)); err != nil {
+		s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+			if _, err := c.ApplicationFinished(ctx, connect.NewRequest(req)); err != nil {
 				s.log.Warn("tell worker application finished", "worker", w.id, "err", err)
 			}
 		})
@@ -253,8 +320,8 @@ func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
 func (s *Server) sendKillExecutor(ctx context.Context, e *executorInfo) {
 	w := e.worker
 	req := &workerv1.KillExecutorRequest{MasterUrl: s.cfg.URL, AppId: e.app.id, ExecutorId: e.id}
-	w.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := w.client.KillExecutor(ctx, connect.NewRequest(req)); err != nil {
+	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+		if _, err := c.KillExecutor(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Debug("kill executor", "app", e.app.id, "executor", e.id, "worker", w.id, "err", err)
 		}
 	})
@@ -264,8 +331,8 @@ func (s *Server) sendKillExecutor(ctx context.Context, e *executorInfo) {
 func (s *Server) sendKillDriver(ctx context.Context, d *driverInfo) {
 	w := d.worker
 	req := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id}
-	w.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := w.client.KillDriver(ctx, connect.NewRequest(req)); err != nil {
+	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+		if _, err := c.KillDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("kill driver", "driver", d.id, "worker", w.id, "err", err)
 		}
 	})

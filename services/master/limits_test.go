@@ -193,7 +193,7 @@ func TestMasterKeepsBoundedNumbersOfWorkersAppsAndDrivers(t *testing.T) {
 
 	c.srv.mu.Lock()
 	for i := range MaxWorkers {
-		c.srv.workers = append(c.srv.workers, &workerInfo{id: fmt.Sprint("w", i), host: "h", port: int32(i)})
+		c.srv.workers.add(&workerInfo{id: fmt.Sprint("w", i), host: "h", port: int32(i)})
 	}
 	c.srv.mu.Unlock()
 	_, err = c.client.RegisterWorker(ctx, connect.NewRequest(&masterv1.RegisterWorkerRequest{
@@ -277,7 +277,7 @@ func TestTotalsOfTwoLargestWorkers(t *testing.T) {
 	checkTotals(t, c, 2*resources.MaxCores, 2*resources.MaxMemoryMiB)
 
 	c.srv.mu.Lock()
-	for _, w := range c.srv.workers {
+	for w := range c.srv.workers.all() {
 		w.cores, w.memoryMiB = math.MaxInt32, math.MaxInt64>>21
 	}
 	c.srv.mu.Unlock()

@@ -41,7 +41,8 @@ type Config struct {
 	// (as GetClusterState sends them). Default 32 MiB.
 	RetainedBytes int
 	// DeadWorkerPersistence is spark.dead.worker.persistence: a DEAD worker stays
-	// listed for (persistence+1) × WorkerTimeout. Default 15.
+	// listed for persistence × WorkerTimeout after it died — (persistence+1) ×
+	// WorkerTimeout after its last heartbeat when it timed out. Default 15.
 	DeadWorkerPersistence int
 	// Tokens are the tokens the master accepts: the cluster token (Cluster)
 	// and the submit tokens (Submit), to which it adds one for each
@@ -75,9 +76,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu               sync.Mutex
-	workers          []*workerInfo // registered workers, DEAD ones until culled
-	idToWorker       map[string]*workerInfo
-	addressToWorker  map[string]*workerInfo
+	workers          *roster // registered workers, DEAD ones until culled
 	apps             map[string]*appInfo
 	appQueue         []*appInfo // active applications in registration order (Spark's waitingApps)
 	completedApps    retained[*appInfo]
@@ -127,16 +126,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:             cfg,
-		log:             cfg.Logger,
-		tracer:          telemetry.Tracer(cfg.TracerProvider),
-		http:            rpc.NewHTTPClient(),
-		ctx:             ctx,
-		cancel:          cancel,
-		idToWorker:      map[string]*workerInfo{},
-		addressToWorker: map[string]*workerInfo{},
-		apps:            map[string]*appInfo{},
-		drivers:         map[string]*driverInfo{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		tracer:  telemetry.Tracer(cfg.TracerProvider),
+		http:    rpc.NewHTTPClient(),
+		ctx:     ctx,
+		cancel:  cancel,
+		workers: newRoster(),
+		apps:    map[string]*appInfo{},
+		drivers: map[string]*driverInfo{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
 	return s, nil

@@ -145,6 +145,10 @@ func (d *driverPeer) ExecutorUpdated(_ context.Context, r *connect.Request[drive
 	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
 }
 
+func (d *driverPeer) Ping(context.Context, *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
+	return connect.NewResponse(&driverv1.PingResponse{}), nil
+}
+
 func (d *driverPeer) ApplicationRemoved(_ context.Context, r *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
 	d.record("ApplicationRemoved %s %s", r.Msg.GetAppId(), r.Msg.GetMessage())
 	return connect.NewResponse(&driverv1.ApplicationRemovedResponse{}), nil

@@ -95,7 +95,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	workers := map[masterv1.WorkerState]int{}
 	// Totals in 64 bits, so that no number of workers can wrap them.
 	var cores, coresUsed, memory, memoryUsed int64
-	for _, w := range s.workers {
+	for w := range s.workers.all() {
 		workers[w.state]++
 		if w.state == masterv1.WorkerState_WORKER_STATE_DEAD {
 			continue

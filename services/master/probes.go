@@ -3,10 +3,13 @@ package master
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 )
 
@@ -15,16 +18,16 @@ import (
 // disconnected driver; Glint's drivers have no connection to lose).
 func (s *Server) checkDrivers(ctx context.Context) {
 	s.mu.Lock()
-	probes := map[*appInfo]string{}
+	probes := map[*appInfo]driverv1connect.DriverServiceClient{}
 	for _, a := range s.apps {
-		probes[a] = a.driverURL
+		probes[a] = a.client
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	answered := make(chan *appInfo, len(probes))
-	for a, url := range probes {
+	for a, client := range probes {
 		wg.Go(func() {
-			if s.probe(ctx, url) {
+			if s.probe(ctx, client, a.id) {
 				answered <- a
 			}
 		})
@@ -45,19 +48,13 @@ func (s *Server) checkDrivers(ctx context.Context) {
 	}
 }
 
-// probe reports whether the driver at url answers GET /healthz within a quarter
-// of the worker timeout (at most 5s).
-func (s *Server) probe(ctx context.Context, url string) bool {
+// probe reports whether the application's driver answers Ping within a
+// quarter of the worker timeout (at most 5s). Only that driver does: the
+// call carries the application's token and id, so a server that answers
+// anything (another driver, the master's own URL) is no proof of life.
+func (s *Server) probe(ctx context.Context, client driverv1connect.DriverServiceClient, app string) bool {
 	ctx, cancel := context.WithTimeout(ctx, min(s.cfg.WorkerTimeout/4, 5*time.Second))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	_, err := client.Ping(ctx, connect.NewRequest(&driverv1.PingRequest{AppId: app}))
+	return err == nil
 }

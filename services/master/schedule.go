@@ -31,6 +31,11 @@ type AppDemand struct {
 	ExecutorsLeft int
 }
 
+// wantsExecutors reports whether a may be given an executor.
+func (a AppDemand) wantsExecutors() bool {
+	return a.CoresLeft >= max(a.CoresPerExecutor, 1) && a.ExecutorsLeft > 0
+}
+
 // DriverDemand is a waiting cluster-mode driver.
 type DriverDemand struct {
 	ID        string

@@ -21,7 +21,7 @@ type sdTarget struct {
 func (s *Server) serveSD(w http.ResponseWriter, _ *http.Request) {
 	targets := []sdTarget{}
 	s.mu.Lock()
-	for _, wk := range s.workers {
+	for wk := range s.workers.all() {
 		if wk.state == masterv1.WorkerState_WORKER_STATE_DEAD {
 			continue
 		}

@@ -78,6 +78,7 @@ type workerInfo struct {
 	drivers       map[string]*driverInfo
 	client        workerv1connect.WorkerServiceClient
 	mailbox       *rpc.Mailbox
+	roster        rosterEntry
 }
 
 func (w *workerInfo) setState(to masterv1.WorkerState) error {
@@ -162,15 +163,17 @@ type appInfo struct {
 	id string
 	// appToken is the application's own token: the master calls its driver
 	// with it and hands it to its executors; it is never shown.
-	appToken     string
-	desc         *masterv1.ApplicationDescription
-	driverURL    string
-	driverID     string
-	state        masterv1.ApplicationState
-	startTime    time.Time
-	endTime      time.Time
-	executors    map[int32]*executorInfo
-	removed      []*executorInfo
+	appToken  string
+	desc      *masterv1.ApplicationDescription
+	driverURL string
+	driverID  string
+	state     masterv1.ApplicationState
+	startTime time.Time
+	endTime   time.Time
+	executors map[int32]*executorInfo
+	removed   []*executorInfo
+	// workers are those that were given executors of the application.
+	workers      map[*workerInfo]struct{}
 	coresGranted int32
 	// liveExecutors counts the executors that hold cores of the application
 	// (not released): they count against the executor limit.
@@ -235,6 +238,7 @@ func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now t
 	}
 	a.nextExecID++
 	a.executors[e.id] = e
+	a.workers[w] = struct{}{}
 	a.coresGranted += cores
 	a.liveExecutors++
 	return e

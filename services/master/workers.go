@@ -3,36 +3,27 @@ package master
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
-	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // registerWorkerLocked admits w unless an ALIVE worker holds its address
 // (Spark's registerWorker) or MaxWorkers are listed.
 func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error {
-	s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool {
-		return o.address() == w.address() && o.state == masterv1.WorkerState_WORKER_STATE_DEAD
-	})
-	if old, ok := s.addressToWorker[w.address()]; ok {
+	s.workers.unlistDeadAt(w.address())
+	if old, ok := s.workers.at(w.address()); ok {
 		if old.state != masterv1.WorkerState_WORKER_STATE_UNKNOWN {
 			return fmt.Errorf("register worker %s: worker %s is already registered at %s: %w",
 				w.id, old.id, w.address(), fault.ErrAlreadyExists)
 		}
 		s.removeWorkerLocked(ctx, old, "replaced by a new worker at the same address")
 	}
-	if len(s.workers) >= MaxWorkers {
-		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, len(s.workers), MaxWorkers)
+	if n := s.workers.len(); n >= MaxWorkers {
+		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, n, MaxWorkers)
 	}
-	w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
-	w.mailbox = rpc.NewMailbox(s.ctx)
-	s.workers = append(s.workers, w)
-	s.idToWorker[w.id] = w
-	s.addressToWorker[w.address()] = w
+	s.workers.add(w)
 	return nil
 }
 
@@ -43,8 +34,7 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 	if err := w.setState(masterv1.WorkerState_WORKER_STATE_DEAD); err != nil {
 		s.log.Warn("remove worker", "err", err)
 	}
-	delete(s.idToWorker, w.id)
-	delete(s.addressToWorker, w.address())
+	s.workers.bury(w, s.now())
 	for _, e := range w.executors {
 		msg := fmt.Sprintf("worker %s lost: %s", w.id, reason)
 		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_LOST); err != nil {
@@ -67,20 +57,22 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 	s.needSchedule = true
 }
 
-// checkWorkerTimeouts is Spark's timeOutDeadWorkers.
+// checkWorkerTimeouts is Spark's timeOutDeadWorkers: a worker without a
+// heartbeat for WorkerTimeout is removed, and a DEAD one stays listed for
+// DeadWorkerPersistence × WorkerTimeout after it died — (persistence+1) ×
+// WorkerTimeout after its last heartbeat when it timed out, as in Spark. It
+// looks only at the workers it removes or culls.
 func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
-	for _, w := range slices.Clone(s.workers) {
-		since := now.Sub(w.lastHeartbeat)
-		switch {
-		case w.state != masterv1.WorkerState_WORKER_STATE_DEAD && since > s.cfg.WorkerTimeout:
-			s.metrics.workerTimeouts.Inc()
-			s.removeWorkerLocked(ctx, w, fmt.Sprintf("no heartbeat in %s", since.Round(time.Millisecond)))
-		case w.state == masterv1.WorkerState_WORKER_STATE_DEAD &&
-			since > time.Duration(s.cfg.DeadWorkerPersistence+1)*s.cfg.WorkerTimeout:
-			s.workers = slices.DeleteFunc(s.workers, func(o *workerInfo) bool { return o == w })
+	for {
+		w, ok := s.workers.oldestHeartbeat()
+		if !ok || now.Sub(w.lastHeartbeat) <= s.cfg.WorkerTimeout {
+			break
 		}
+		s.metrics.workerTimeouts.Inc()
+		s.removeWorkerLocked(ctx, w, fmt.Sprintf("no heartbeat in %s", now.Sub(w.lastHeartbeat).Round(time.Millisecond)))
 	}
+	s.workers.cull(now.Add(-time.Duration(s.cfg.DeadWorkerPersistence) * s.cfg.WorkerTimeout))
 }

@@ -94,9 +94,9 @@ func ownDir(name string) bool {
 	return ids.ValidateApp(name) == nil || ids.ValidateDriver(name) == nil
 }
 
-// runsLocked says whether an executor of application id, or driver id,
+// hasWorkOfLocked says whether an executor of application id, or driver id,
 // runs here.
-func (s *Server) runsLocked(id string) bool {
+func (s *Server) hasWorkOfLocked(id string) bool {
 	if _, ok := s.drivers[id]; ok {
 		return true
 	}
@@ -114,7 +114,7 @@ func (s *Server) runsLocked(id string) bool {
 func (s *Server) takeOutOfUse(root *os.Root, dir string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.runsLocked(dir) {
+	if s.hasWorkOfLocked(dir) {
 		return false, nil
 	}
 	if err := root.Rename(dir, removingPrefix+dir); err != nil {

@@ -78,7 +78,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 func (r *executorRunner) key() executorKey { return executorKey{app: r.appID, id: r.execID} }
 
 func (r *executorRunner) addLocked() bool {
-	if _, dup := r.s.executors[r.key()]; dup {
+	if !r.s.launched.add(r.key(), r.s.executors) {
 		return false
 	}
 	r.s.executors[r.key()] = r
@@ -89,6 +89,9 @@ func (r *executorRunner) removeLocked(ended bool) {
 	delete(r.s.executors, r.key())
 	if ended {
 		r.s.finishedExecutors = retain(r.s.finishedExecutors, r)
+	} else {
+		// Refused, never launched: a resend may launch it.
+		delete(r.s.launched[r.appID], r.execID)
 	}
 }
 

@@ -137,6 +137,7 @@ func (s *Server) ApplicationFinished(ctx context.Context, req *connect.Request[w
 	if err := s.awaitActiveLocked(ctx, m.GetMasterUrl()); err != nil {
 		return nil, rpc.Error(fmt.Errorf("application %s finished: %w", m.GetAppId(), err))
 	}
+	s.launched.forget(m.GetAppId())
 	for key, r := range s.executors {
 		if key.app == m.GetAppId() {
 			s.log.Info("killing executor of finished application", "app", r.appID, "executor", r.execID)
@@ -155,7 +156,7 @@ func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.
 	}
 	s.mu.Lock()
 	old := s.active
-	s.active, s.preferred = url, url
+	s.active, s.route, s.preferred = url, url, url
 	s.masterChanges++
 	s.mu.Unlock()
 	s.log.Info("master changed", "from", old, "to", url)

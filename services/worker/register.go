@@ -122,17 +122,17 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 			// A master that cannot name itself is reached where we found it.
 			active = url
 		}
-		s.endRegistration(active, changes)
+		s.endRegistration(active, url, changes)
 		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
-		s.killUnknown(resp.Msg)
+		s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
 		interval := time.Duration(resp.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
 		if interval <= 0 {
 			interval = defaultHeartbeatInterval
 		}
 		return interval, nil
 	}
-	s.endRegistration("", changes)
+	s.endRegistration("", "", changes)
 	return 0, errors.Join(errs...)
 }
 
@@ -149,14 +149,9 @@ func (s *Server) beginRegistration() (*masterv1.RegisterWorkerRequest, []string,
 		WorkerId: s.id, Host: s.host, Port: int32(s.port), Cores: s.cfg.Cores, MemoryMib: s.cfg.MemoryMiB,
 		WorkerUrl: s.cfg.URL,
 	}
-	for _, r := range s.sortedExecutorsLocked() {
-		req.Executors = append(req.Executors, &masterv1.RunningExecutor{AppId: r.appID, ExecutorId: r.execID})
-	}
-	for _, r := range s.sortedDriversLocked() {
-		req.DriverIds = append(req.DriverIds, r.id)
-	}
+	req.Executors, req.DriverIds = s.runsLocked()
 	var targets []string
-	for _, u := range append([]string{s.preferred, s.active}, s.cfg.Masters...) {
+	for _, u := range append([]string{s.preferred, s.route}, s.cfg.Masters...) {
 		if u != "" && !slices.Contains(targets, u) {
 			targets = append(targets, u)
 		}
@@ -165,14 +160,14 @@ func (s *Server) beginRegistration() (*masterv1.RegisterWorkerRequest, []string,
 }
 
 // endRegistration ends the registration in flight; active, unless empty, is
-// the master that accepted the worker. If a master announced itself with
+// the master that accepted the worker, reached at route. If a master announced itself with
 // MasterChanged since the registration began (changes is the count when it
 // began), that newer word stands: the worker registers with it next.
-func (s *Server) endRegistration(active string, changes int) {
+func (s *Server) endRegistration(active, route string, changes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if active != "" && changes == s.masterChanges {
-		s.active = active
+		s.active, s.route = active, route
 		s.preferred = ""
 	}
 	if s.registering != nil {
@@ -181,17 +176,40 @@ func (s *Server) endRegistration(active string, changes int) {
 	}
 }
 
-// killUnknown kills the executors and drivers a master said it does not know.
-func (s *Server) killUnknown(resp *masterv1.RegisterWorkerResponse) {
+// runsLocked lists the executors and drivers the worker runs, as registration
+// and heartbeats tell the master.
+func (s *Server) runsLocked() ([]*masterv1.RunningExecutor, []string) {
+	var executors []*masterv1.RunningExecutor
+	var drivers []string
+	for _, r := range s.sortedExecutorsLocked() {
+		executors = append(executors, &masterv1.RunningExecutor{AppId: r.appID, ExecutorId: r.execID})
+	}
+	for _, r := range s.sortedDriversLocked() {
+		drivers = append(drivers, r.id)
+	}
+	return executors, drivers
+}
+
+// heartbeatRequest is a heartbeat with what the worker runs.
+func (s *Server) heartbeatRequest() *masterv1.HeartbeatRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range resp.GetUnknownExecutors() {
+	req := &masterv1.HeartbeatRequest{WorkerId: s.id}
+	req.Executors, req.DriverIds = s.runsLocked()
+	return req
+}
+
+// killUnknown kills the executors and drivers a master said it does not know.
+func (s *Server) killUnknown(executors []*masterv1.RunningExecutor, drivers []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range executors {
 		if r, ok := s.executors[executorKey{app: e.GetAppId(), id: e.GetExecutorId()}]; ok {
 			s.log.Warn("killing executor unknown to the master", "app", r.appID, "executor", r.execID)
 			r.kill(errUnknownToMaster)
 		}
 	}
-	for _, id := range resp.GetUnknownDriverIds() {
+	for _, id := range drivers {
 		if r, ok := s.drivers[id]; ok {
 			s.log.Warn("killing driver unknown to the master", "driver", id)
 			r.kill(errUnknownToMaster)
@@ -217,7 +235,7 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 		}
 		url := s.activeMaster()
 		cctx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := s.client(url).Heartbeat(cctx, connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: s.id}))
+		resp, err := s.client(url).Heartbeat(cctx, connect.NewRequest(s.heartbeatRequest()))
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -227,6 +245,7 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 		case err == nil:
 			failures = 0
 			s.metrics.masterConnected.Set(1)
+			s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
 		case connect.CodeOf(err) == connect.CodeNotFound:
 			s.metrics.heartbeatFailures.Inc()
 			return fmt.Sprintf("master %s does not know this worker", url)

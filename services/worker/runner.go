@@ -220,7 +220,7 @@ func (r *runner[S]) admitLocked(ctx context.Context, masterURL string) error {
 		return fmt.Errorf("%s: worker %s %w", what, s.id, errDecommissioned)
 	}
 	if !r.hooks.addLocked() {
-		return fmt.Errorf("%s: %w: it is running", what, fault.ErrAlreadyExists)
+		return fmt.Errorf("%s: %w: it runs here, or ran here already", what, fault.ErrAlreadyExists)
 	}
 	if err := s.reserveLocked(r.cores, r.memoryMiB); err != nil {
 		r.hooks.removeLocked(false)

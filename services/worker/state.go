@@ -73,5 +73,5 @@ var (
 	errKilledByMaster  = errors.New("killed at the master's request")
 	errAppFinished     = errors.New("application finished")
 	errShutdown        = errors.New("worker shutting down")
-	errUnknownToMaster = errors.New("unknown to the master after the worker registered again")
+	errUnknownToMaster = errors.New("unknown to the master")
 )

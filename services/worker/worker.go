@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,22 +117,31 @@ type Server struct {
 	reregister chan struct{}
 
 	mu sync.Mutex
-	// active is the master whose commands the worker obeys ("" until registered).
+	// active is the master whose commands the worker obeys ("" until
+	// registered): the URL it names itself by.
 	active string
+	// route is where the worker reaches the active master: the URL its
+	// registration went to, which may differ from the one the master names
+	// itself by (a proxy, a Service, NAT in between).
+	route string
 	// preferred is the master announced by MasterChanged, tried first;
 	// masterChanges counts those announcements.
 	preferred     string
 	masterChanges int
 	// registering is closed when the registration attempt in flight ends; nil
 	// when none is.
-	registering chan struct{}
-	closing     bool
+	registering   chan struct{}
+	closing       bool
+	clients       map[string]masterv1connect.MasterServiceClient
+	coresUsed     int32
+	memoryUsedMiB int64
+	executors     map[executorKey]*executorRunner
+	// launched are the executor ids of each application this worker was
+	// told to launch (bounded: launchedIDs), so a launch the master retries
+	// is refused instead of run twice.
+	launched launchedIDs
 	// decommissioned says the worker takes no new launches (decommission.go).
 	decommissioned    bool
-	clients           map[string]masterv1connect.MasterServiceClient
-	coresUsed         int32
-	memoryUsedMiB     int64
-	executors         map[executorKey]*executorRunner
 	drivers           map[string]*driverRunner
 	finishedExecutors []*executorRunner
 	finishedDrivers   []*driverRunner
@@ -185,6 +196,7 @@ func New(cfg Config) (*Server, error) {
 		reregister: make(chan struct{}, 1),
 		clients:    map[string]masterv1connect.MasterServiceClient{},
 		executors:  map[executorKey]*executorRunner{},
+		launched:   launchedIDs{},
 		drivers:    map[string]*driverRunner{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
@@ -329,23 +341,29 @@ func (s *Server) shutdown() {
 	s.log.Info("worker stopped", "worker", s.id)
 }
 
-// client returns the Connect client for the master at url.
+// client returns the Connect client for the master at url. It keeps the
+// clients of the configured masters and of one other (the last named by
+// MasterChanged), so announcements cannot grow the cache.
 func (s *Server) client(url string) masterv1connect.MasterServiceClient {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.clients[url]
 	if !ok {
+		maps.DeleteFunc(s.clients, func(u string, _ masterv1connect.MasterServiceClient) bool {
+			return !slices.Contains(s.cfg.Masters, u)
+		})
 		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 		s.clients[url] = c
 	}
 	return c
 }
 
-// activeMaster returns the active master's URL, "" before registration.
+// activeMaster returns where the worker reaches the active master, "" before
+// registration.
 func (s *Server) activeMaster() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.active
+	return s.route
 }
 
 // report queues a message for the active master. Messages are delivered in the

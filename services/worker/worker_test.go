@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/proto"
 
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
@@ -210,13 +212,21 @@ func startMaster(t *testing.T, cfg master.Config, run bool) string {
 	return cfg.URL
 }
 
-// startDriverStub serves what the master probes of a driver (/healthz), so
-// that applications registered in tests stay alive; it is not a driver.
+// driverStub answers what the master probes of a driver (Ping), so that
+// applications registered in tests stay alive; it is not a driver.
+type driverStub struct {
+	driverv1connect.UnimplementedDriverServiceHandler
+}
+
+func (driverStub) Ping(context.Context, *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
+	return connect.NewResponse(&driverv1.PingResponse{}), nil
+}
+
 func startDriverStub(t *testing.T) string {
 	t.Helper()
 	ln := listen(t)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle(driverv1connect.NewDriverServiceHandler(driverStub{}))
 	serve(t, ln, mux)
 	return "http://" + ln.Addr().String()
 }

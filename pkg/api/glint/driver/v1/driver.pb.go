@@ -850,6 +850,86 @@ func (*ApplicationRemovedResponse) Descriptor() ([]byte, []int) {
 	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{13}
 }
 
+type PingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingRequest) Reset() {
+	*x = PingRequest{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingRequest) ProtoMessage() {}
+
+func (x *PingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
+func (*PingRequest) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PingRequest) GetAppId() string {
+	if x != nil {
+		return x.AppId
+	}
+	return ""
+}
+
+type PingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingResponse) Reset() {
+	*x = PingResponse{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingResponse) ProtoMessage() {}
+
+func (x *PingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
+func (*PingResponse) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{15}
+}
+
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_glint_driver_v1_driver_proto_rawDesc = "" +
@@ -918,7 +998,10 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x19ApplicationRemovedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x1c\n" +
-	"\x1aApplicationRemovedResponse*\xb5\x01\n" +
+	"\x1aApplicationRemovedResponse\"$\n" +
+	"\vPingRequest\x12\x15\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x0e\n" +
+	"\fPingResponse*\xb5\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TASK_STATE_LAUNCHING\x10\x01\x12\x16\n" +
@@ -926,7 +1009,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x13TASK_STATE_FINISHED\x10\x03\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_KILLED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_LOST\x10\x062\xe2\x05\n" +
+	"\x0fTASK_STATE_LOST\x10\x062\xa7\x06\n" +
 	"\rDriverService\x12m\n" +
 	"\x12RetrieveSparkProps\x12*.glint.driver.v1.RetrieveSparkPropsRequest\x1a+.glint.driver.v1.RetrieveSparkPropsResponse\x12g\n" +
 	"\x10RegisterExecutor\x12(.glint.driver.v1.RegisterExecutorRequest\x1a).glint.driver.v1.RegisterExecutorResponse\x12g\n" +
@@ -934,7 +1017,8 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\fStatusUpdate\x12$.glint.driver.v1.StatusUpdateRequest\x1a%.glint.driver.v1.StatusUpdateResponse\x12^\n" +
 	"\rExecutorAdded\x12%.glint.driver.v1.ExecutorAddedRequest\x1a&.glint.driver.v1.ExecutorAddedResponse\x12d\n" +
 	"\x0fExecutorUpdated\x12'.glint.driver.v1.ExecutorUpdatedRequest\x1a(.glint.driver.v1.ExecutorUpdatedResponse\x12m\n" +
-	"\x12ApplicationRemoved\x12*.glint.driver.v1.ApplicationRemovedRequest\x1a+.glint.driver.v1.ApplicationRemovedResponseB\xc1\x01\n" +
+	"\x12ApplicationRemoved\x12*.glint.driver.v1.ApplicationRemovedRequest\x1a+.glint.driver.v1.ApplicationRemovedResponse\x12C\n" +
+	"\x04Ping\x12\x1c.glint.driver.v1.PingRequest\x1a\x1d.glint.driver.v1.PingResponseB\xc1\x01\n" +
 	"\x13com.glint.driver.v1B\vDriverProtoP\x01Z?github.com/glint-cluster/glint/pkg/api/glint/driver/v1;driverv1\xa2\x02\x03GDX\xaa\x02\x0fGlint.Driver.V1\xca\x02\x0fGlint\\Driver\\V1\xe2\x02\x1bGlint\\Driver\\V1\\GPBMetadata\xea\x02\x11Glint::Driver::V1b\x06proto3"
 
 var (
@@ -950,7 +1034,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -967,17 +1051,19 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*ExecutorUpdatedResponse)(nil),    // 12: glint.driver.v1.ExecutorUpdatedResponse
 	(*ApplicationRemovedRequest)(nil),  // 13: glint.driver.v1.ApplicationRemovedRequest
 	(*ApplicationRemovedResponse)(nil), // 14: glint.driver.v1.ApplicationRemovedResponse
-	nil,                                // 15: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 16: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 17: glint.master.v1.ExecutorState
+	(*PingRequest)(nil),                // 15: glint.driver.v1.PingRequest
+	(*PingResponse)(nil),               // 16: glint.driver.v1.PingResponse
+	nil,                                // 17: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 18: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 19: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	15, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	17, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
 	0,  // 1: glint.driver.v1.StatusUpdateRequest.state:type_name -> glint.driver.v1.TaskState
-	16, // 2: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	17, // 3: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	16, // 4: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	16, // 5: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	18, // 2: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	19, // 3: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	18, // 4: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	18, // 5: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 6: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
 	3,  // 7: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
 	5,  // 8: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
@@ -985,15 +1071,17 @@ var file_glint_driver_v1_driver_proto_depIdxs = []int32{
 	9,  // 10: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
 	11, // 11: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
 	13, // 12: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
-	2,  // 13: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 14: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 15: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	8,  // 16: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	10, // 17: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	12, // 18: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	14, // 19: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
+	15, // 13: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
+	2,  // 14: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 15: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 16: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	8,  // 17: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	10, // 18: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	12, // 19: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	14, // 20: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	16, // 21: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	14, // [14:22] is the sub-list for method output_type
+	6,  // [6:14] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1011,7 +1099,7 @@ func file_glint_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -740,8 +740,11 @@ func (x *RegisterWorkerResponse) GetUnknownDriverIds() []string {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// What the worker runs; the master answers with what it does not know.
+	Executors     []*RunningExecutor `protobuf:"bytes,2,rep,name=executors,proto3" json:"executors,omitempty"`
+	DriverIds     []string           `protobuf:"bytes,3,rep,name=driver_ids,json=driverIds,proto3" json:"driver_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -783,12 +786,30 @@ func (x *HeartbeatRequest) GetWorkerId() string {
 	return ""
 }
 
+func (x *HeartbeatRequest) GetExecutors() []*RunningExecutor {
+	if x != nil {
+		return x.Executors
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetDriverIds() []string {
+	if x != nil {
+		return x.DriverIds
+	}
+	return nil
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The master removed this worker (it timed out): register again.
-	Reregister    bool `protobuf:"varint,1,opt,name=reregister,proto3" json:"reregister,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reregister bool `protobuf:"varint,1,opt,name=reregister,proto3" json:"reregister,omitempty"`
+	// Executors and drivers the worker reported that the master does not know
+	// (it killed them, or gave up on their launch): kill them.
+	UnknownExecutors []*RunningExecutor `protobuf:"bytes,2,rep,name=unknown_executors,json=unknownExecutors,proto3" json:"unknown_executors,omitempty"`
+	UnknownDriverIds []string           `protobuf:"bytes,3,rep,name=unknown_driver_ids,json=unknownDriverIds,proto3" json:"unknown_driver_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -826,6 +847,20 @@ func (x *HeartbeatResponse) GetReregister() bool {
 		return x.Reregister
 	}
 	return false
+}
+
+func (x *HeartbeatResponse) GetUnknownExecutors() []*RunningExecutor {
+	if x != nil {
+		return x.UnknownExecutors
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetUnknownDriverIds() []string {
+	if x != nil {
+		return x.UnknownDriverIds
+	}
+	return nil
 }
 
 type WorkerDecommissioningRequest struct {
@@ -2634,13 +2669,18 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x12M\n" +
 	"\x11unknown_executors\x18\x04 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
-	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\"/\n" +
+	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\"\x8e\x01\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
-	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"3\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12>\n" +
+	"\texecutors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
+	"\n" +
+	"driver_ids\x18\x03 \x03(\tR\tdriverIds\"\xb0\x01\n" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
-	"reregister\";\n" +
+	"reregister\x12M\n" +
+	"\x11unknown_executors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
+	"\x12unknown_driver_ids\x18\x03 \x03(\tR\x10unknownDriverIds\";\n" +
 	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
 	"\x1dWorkerDecommissioningResponse\"8\n" +
@@ -2895,65 +2935,67 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
 	7,  // 4: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	5,  // 5: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	2,  // 6: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	43, // 7: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	43, // 8: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 9: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	6,  // 10: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	41, // 11: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	38, // 12: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	40, // 13: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	40, // 14: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	41, // 15: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	41, // 16: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 17: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	43, // 18: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 19: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	43, // 20: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	5,  // 21: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 22: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	43, // 23: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	43, // 24: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	39, // 25: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	6,  // 26: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 27: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	43, // 28: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	8,  // 29: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 30: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 31: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 32: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	16, // 33: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	18, // 34: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	20, // 35: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 36: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	24, // 37: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	26, // 38: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	28, // 39: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	30, // 40: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	32, // 41: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	34, // 42: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	36, // 43: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	9,  // 44: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 45: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 46: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 47: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	17, // 48: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	19, // 49: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	21, // 50: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	23, // 51: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	25, // 52: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	27, // 53: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	29, // 54: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	31, // 55: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	33, // 56: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	35, // 57: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	37, // 58: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	44, // [44:59] is the sub-list for method output_type
-	29, // [29:44] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	7,  // 5: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	7,  // 6: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	5,  // 7: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	2,  // 8: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
+	43, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	43, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 11: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	6,  // 12: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	41, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	38, // 14: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	40, // 15: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	40, // 16: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	41, // 17: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	41, // 18: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 19: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	43, // 20: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 21: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	43, // 22: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	5,  // 23: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 24: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	43, // 25: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	43, // 26: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	39, // 27: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	6,  // 28: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 29: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	43, // 30: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	8,  // 31: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 32: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	12, // 33: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	14, // 34: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	16, // 35: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	18, // 36: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	20, // 37: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 38: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	24, // 39: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	26, // 40: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	28, // 41: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	30, // 42: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	32, // 43: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	34, // 44: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	36, // 45: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	9,  // 46: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 47: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 48: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 49: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	17, // 50: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	19, // 51: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	21, // 52: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	23, // 53: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	25, // 54: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	27, // 55: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	29, // 56: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	31, // 57: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	33, // 58: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	35, // 59: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	37, // 60: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	46, // [46:61] is the sub-list for method output_type
+	31, // [31:46] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }

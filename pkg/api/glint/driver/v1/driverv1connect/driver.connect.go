@@ -56,6 +56,8 @@ const (
 	// DriverServiceApplicationRemovedProcedure is the fully-qualified name of the DriverService's
 	// ApplicationRemoved RPC.
 	DriverServiceApplicationRemovedProcedure = "/glint.driver.v1.DriverService/ApplicationRemoved"
+	// DriverServicePingProcedure is the fully-qualified name of the DriverService's Ping RPC.
+	DriverServicePingProcedure = "/glint.driver.v1.DriverService/Ping"
 )
 
 // DriverServiceClient is a client for the glint.driver.v1.DriverService service.
@@ -74,6 +76,9 @@ type DriverServiceClient interface {
 	ExecutorUpdated(context.Context, *connect.Request[v1.ExecutorUpdatedRequest]) (*connect.Response[v1.ExecutorUpdatedResponse], error)
 	// ApplicationRemoved is the master's notice that the application ended.
 	ApplicationRemoved(context.Context, *connect.Request[v1.ApplicationRemovedRequest]) (*connect.Response[v1.ApplicationRemovedResponse], error)
+	// Ping is the master's liveness probe: only the driver of the named
+	// application answers it.
+	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
 }
 
 // NewDriverServiceClient constructs a client for the glint.driver.v1.DriverService service. By
@@ -129,6 +134,12 @@ func NewDriverServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(driverServiceMethods.ByName("ApplicationRemoved")),
 			connect.WithClientOptions(opts...),
 		),
+		ping: connect.NewClient[v1.PingRequest, v1.PingResponse](
+			httpClient,
+			baseURL+DriverServicePingProcedure,
+			connect.WithSchema(driverServiceMethods.ByName("Ping")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -141,6 +152,7 @@ type driverServiceClient struct {
 	executorAdded      *connect.Client[v1.ExecutorAddedRequest, v1.ExecutorAddedResponse]
 	executorUpdated    *connect.Client[v1.ExecutorUpdatedRequest, v1.ExecutorUpdatedResponse]
 	applicationRemoved *connect.Client[v1.ApplicationRemovedRequest, v1.ApplicationRemovedResponse]
+	ping               *connect.Client[v1.PingRequest, v1.PingResponse]
 }
 
 // RetrieveSparkProps calls glint.driver.v1.DriverService.RetrieveSparkProps.
@@ -178,6 +190,11 @@ func (c *driverServiceClient) ApplicationRemoved(ctx context.Context, req *conne
 	return c.applicationRemoved.CallUnary(ctx, req)
 }
 
+// Ping calls glint.driver.v1.DriverService.Ping.
+func (c *driverServiceClient) Ping(ctx context.Context, req *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
+	return c.ping.CallUnary(ctx, req)
+}
+
 // DriverServiceHandler is an implementation of the glint.driver.v1.DriverService service.
 type DriverServiceHandler interface {
 	// RetrieveSparkProps returns the application's properties to a starting executor.
@@ -194,6 +211,9 @@ type DriverServiceHandler interface {
 	ExecutorUpdated(context.Context, *connect.Request[v1.ExecutorUpdatedRequest]) (*connect.Response[v1.ExecutorUpdatedResponse], error)
 	// ApplicationRemoved is the master's notice that the application ended.
 	ApplicationRemoved(context.Context, *connect.Request[v1.ApplicationRemovedRequest]) (*connect.Response[v1.ApplicationRemovedResponse], error)
+	// Ping is the master's liveness probe: only the driver of the named
+	// application answers it.
+	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
 }
 
 // NewDriverServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -245,6 +265,12 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(driverServiceMethods.ByName("ApplicationRemoved")),
 		connect.WithHandlerOptions(opts...),
 	)
+	driverServicePingHandler := connect.NewUnaryHandler(
+		DriverServicePingProcedure,
+		svc.Ping,
+		connect.WithSchema(driverServiceMethods.ByName("Ping")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/glint.driver.v1.DriverService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DriverServiceRetrieveSparkPropsProcedure:
@@ -261,6 +287,8 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 			driverServiceExecutorUpdatedHandler.ServeHTTP(w, r)
 		case DriverServiceApplicationRemovedProcedure:
 			driverServiceApplicationRemovedHandler.ServeHTTP(w, r)
+		case DriverServicePingProcedure:
+			driverServicePingHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -296,4 +324,8 @@ func (UnimplementedDriverServiceHandler) ExecutorUpdated(context.Context, *conne
 
 func (UnimplementedDriverServiceHandler) ApplicationRemoved(context.Context, *connect.Request[v1.ApplicationRemovedRequest]) (*connect.Response[v1.ApplicationRemovedResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.ApplicationRemoved is not implemented"))
+}
+
+func (UnimplementedDriverServiceHandler) Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.Ping is not implemented"))
 }

@@ -1,0 +1,153 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/glint-cluster/glint/internal/faultproxy"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// answerLostWorker takes the first LaunchExecutor and holds its answer until
+// released (the test cuts the connection meanwhile, so the answer is lost);
+// like Glint's worker, it refuses an executor it launched already.
+type answerLostWorker struct {
+	workerPeer
+	launches atomic.Int32
+	arrived  chan struct{}
+	release  chan struct{}
+}
+
+func (w *answerLostWorker) LaunchExecutor(_ context.Context, r *connect.Request[workerv1.LaunchExecutorRequest]) (*connect.Response[workerv1.LaunchExecutorResponse], error) {
+	if w.launches.Add(1) == 1 {
+		close(w.arrived)
+		<-w.release
+		return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
+	}
+	return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("executor %s/%d runs here", r.Msg.GetAppId(), r.Msg.GetExecutorId()))
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// waitFor polls cond until it holds, failing after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestALaunchWhoseAnswerWasLostIsSentAgainAndTheWorkersRefusalCountsAsLaunched(t *testing.T) {
+	c := newCluster(t, Config{})
+	w := &answerLostWorker{arrived: make(chan struct{}), release: make(chan struct{})}
+	w.peer = &peer{messages: make(chan string, 100)}
+	srv := httptest.NewUnstartedServer(nil)
+	mux := http.NewServeMux()
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
+	srv.Config = rpc.NewServer(mux)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	proxy := faultproxy.New(t, strings.TrimPrefix(srv.URL, "http://"))
+	w.url = proxy.URL
+	c.registerWorker(t, w.peer, 7078, 2, 4096)
+	app := c.registerApp(t, newPeer(t), appDesc(512, 2))
+
+	<-w.arrived
+	proxy.Cut()
+	proxy.Heal()
+	close(w.release)
+
+	ok := c.srv.metrics.executorLaunches.WithLabelValues(launchOK)
+	failed := c.srv.metrics.executorLaunches.WithLabelValues(launchError)
+	waitFor(t, "the launch settled", func() bool { return counterValue(ok)+counterValue(failed) > 0 })
+	if got := counterValue(failed); got != 0 {
+		t.Fatalf("the launch whose answer was lost counted as failed (%v); app: %v", got, c.app(t, app))
+	}
+	if got := w.launches.Load(); got != 2 {
+		t.Fatalf("the worker got %d LaunchExecutor calls, want 2 (the lost one and its resend)", got)
+	}
+	// The executor is the master's still: its RUNNING report is taken.
+	_, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+		AppId: app, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, WorkerId: "worker-20261129140000-127.0.0.1-7078"}))
+	if err != nil {
+		t.Fatalf("RUNNING after the resent launch: %v", err)
+	}
+}
+
+func TestAHeartbeatIsAnsweredWithWhatTheMasterDoesNotKnowToRunThere(t *testing.T) {
+	c := newCluster(t, Config{})
+	wp := newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 2, 4096)
+	app := c.registerApp(t, newPeer(t), appDesc(512, 2))
+	wp.expect(t, "LaunchExecutor "+app+"/0")
+	other := newPeer(t)
+	c.registerWorker(t, other, 7079, 2, 4096)
+	other.expect(t, "LaunchExecutor "+app+"/1")
+	resp, err := c.client.Heartbeat(context.Background(), connect.NewRequest(&masterv1.HeartbeatRequest{
+		WorkerId: worker,
+		Executors: []*masterv1.RunningExecutor{
+			{AppId: app, ExecutorId: 0},  // placed here
+			{AppId: app, ExecutorId: 1},  // placed on the other worker
+			{AppId: app, ExecutorId: 99}, // never placed
+			{AppId: "app-20261129140000-9999", ExecutorId: 0},
+		},
+		DriverIds: []string{"driver-20261129140000-0000"},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range resp.Msg.GetUnknownExecutors() {
+		got = append(got, fmt.Sprintf("%s/%d", e.GetAppId(), e.GetExecutorId()))
+	}
+	want := []string{app + "/1", app + "/99", "app-20261129140000-9999/0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(resp.Msg.GetUnknownDriverIds()) != "[driver-20261129140000-0000]" {
+		t.Fatalf("unknown executors %v and drivers %v, want %v and the driver", got, resp.Msg.GetUnknownDriverIds(), want)
+	}
+}
+
+func TestOnlyTheApplicationsOwnDriverKeepsItAlive(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: 60 * time.Second})
+	// An application whose driver URL is the master's own: it answers
+	// /healthz, but it is not the application's driver.
+	impostor, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		AppToken: "test-application-token", Description: appDesc(512, 1), DriverUrl: c.url,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := c.registerApp(t, newPeer(t), appDesc(512, 1))
+	c.srv.checkDrivers(context.Background())
+	c.clock.advance(61 * time.Second)
+	c.srv.checkDrivers(context.Background())
+	if a := c.app(t, impostor.Msg.GetAppId()); lifecycle.Name(a.GetState()) != "FAILED" {
+		t.Errorf("app whose driver URL is the master's: %s %q, want FAILED", lifecycle.Name(a.GetState()), a.GetStatusMessage())
+	}
+	if a := c.app(t, genuine); a.GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED {
+		t.Errorf("app whose driver answers: FAILED %q", a.GetStatusMessage())
+	}
+}

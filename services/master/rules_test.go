@@ -1,0 +1,103 @@
+package master
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+)
+
+// failingApp is an application on a one-core worker whose executors the test
+// reports on as their worker would.
+type failingApp struct {
+	c      *cluster
+	worker string
+	app    string
+}
+
+func newFailingApp(t *testing.T, maxRetries int) *failingApp {
+	c := newCluster(t, Config{MaxExecutorRetries: maxRetries})
+	f := &failingApp{c: c, worker: c.registerWorker(t, newPeer(t), 7078, 1, 4096)}
+	f.app = c.registerApp(t, newPeer(t), appDesc(512, 1))
+	return f
+}
+
+// current is the application's newest executor.
+func (f *failingApp) current(t *testing.T) int32 {
+	t.Helper()
+	execs := f.c.app(t, f.app).GetExecutors()
+	if len(execs) == 0 {
+		t.Fatal("the application has no executor")
+	}
+	return execs[len(execs)-1].GetId()
+}
+
+func (f *failingApp) report(t *testing.T, exec int32, state masterv1.ExecutorState) {
+	t.Helper()
+	if _, err := f.c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+		AppId: f.app, ExecutorId: exec, State: state, WorkerId: f.worker, ExitStatus: ptr[int32](1), Message: "boom",
+	})); err != nil {
+		t.Fatalf("report executor %d %s: %v", exec, lifecycle.Name(state), err)
+	}
+}
+
+// relaunch lets the relaunch backoff end and the next executor be placed.
+func (f *failingApp) relaunch() {
+	f.c.clock.advance(time.Minute)
+	f.c.srv.wake()
+}
+
+func (f *failingApp) state(t *testing.T) string { return lifecycle.Name(f.c.app(t, f.app).GetState()) }
+
+func TestAnExecutorReachingRunningStartsTheRetryCountOver(t *testing.T) {
+	f := newFailingApp(t, 2)
+	f.report(t, f.current(t), masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
+	f.relaunch()
+	// The next one runs a healthy while, then fails: one failure in a row.
+	e := f.current(t)
+	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	f.c.clock.advance(10 * time.Second)
+	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
+	if got := f.state(t); got == "FAILED" {
+		t.Fatalf("app FAILED after failure, success, failure with max retries 2: %q", f.c.app(t, f.app).GetStatusMessage())
+	}
+}
+
+func TestANegativeMaxExecutorRetriesNeverFailsTheApp(t *testing.T) {
+	f := newFailingApp(t, -1)
+	for range 12 {
+		f.report(t, f.current(t), masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
+		f.relaunch()
+	}
+	if got := f.state(t); got == "FAILED" {
+		t.Fatalf("app FAILED with max retries -1: %q", f.c.app(t, f.app).GetStatusMessage())
+	}
+}
+
+func TestAFullCompletedListDropsItsOldestTenth(t *testing.T) {
+	var r retained[int]
+	for i := range 21 {
+		r.add(i, 1, 20, 1<<20)
+	}
+	// The 21st found 20 kept: the oldest 2 (a tenth) went.
+	if len(r.items) != 19 || r.items[0] != 2 || r.items[18] != 20 {
+		t.Fatalf("kept %v, want 2…20", r.items)
+	}
+}
+
+func TestDriversArePlacedOnShuffledWorkers(t *testing.T) {
+	first := map[string]bool{}
+	for seed := range uint64(40) {
+		plan := schedule(Snapshot{Workers: idleWorkers(8, 4, 4096), Drivers: []DriverDemand{{ID: "d", Cores: 1, MemoryMiB: 1}}},
+			rand.New(rand.NewPCG(seed, seed)))
+		first[plan.Drivers[0].WorkerID] = true
+	}
+	if len(first) < 4 {
+		t.Fatalf("over 40 seeds the one driver landed on %v only; want the workers shuffled", first)
+	}
+}

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/services/master"
+)
+
+func TestAnExecutorIDLaunchedHereIsNeverLaunchedAgainUntilItsApplicationFinishes(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	ctx := context.Background()
+	launch := &workerv1.LaunchExecutorRequest{
+		MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64,
+		Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "exit", 0)},
+	}
+	if _, err := c.worker.client.LaunchExecutor(ctx, connect.NewRequest(launch)); err != nil {
+		t.Fatalf("LaunchExecutor: %v", err)
+	}
+	first := c.worker.waitFinishedExecutor(t, testAppID, 0)
+	// The same launch again — the master resending one whose answer it lost.
+	_, err := c.worker.client.LaunchExecutor(ctx, connect.NewRequest(launch))
+	if connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Fatalf("launching an executor that ran here already: %v, want already_exists", err)
+	}
+	if again := c.worker.waitFinishedExecutor(t, testAppID, 0); again.PID != first.PID {
+		t.Fatalf("the executor ran a second time (pid %d after %d)", again.PID, first.PID)
+	}
+	if _, err := c.worker.client.ApplicationFinished(ctx, connect.NewRequest(&workerv1.ApplicationFinishedRequest{
+		MasterUrl: c.masterURL, AppId: testAppID,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	c.worker.mu.Lock()
+	kept := len(c.worker.launched)
+	c.worker.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("the ids of %d finished applications are kept", kept)
+	}
+}
+
+func TestAnExecutorTheMasterDoesNotKnowIsKilledAtTheNextHeartbeat(t *testing.T) {
+	c := startCluster(t, clusterConfig{master: master.Config{WorkerTimeout: 2 * time.Second}, runMaster: true})
+	// The master never placed this executor: a launch that arrived after the
+	// master had given it up.
+	launch := &workerv1.LaunchExecutorRequest{
+		MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64,
+		Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "hold", 0)},
+	}
+	if _, err := c.worker.client.LaunchExecutor(context.Background(), connect.NewRequest(launch)); err != nil {
+		t.Fatalf("LaunchExecutor: %v", err)
+	}
+	e := c.worker.waitFinishedExecutor(t, testAppID, 0)
+	if e.State != "KILLED" || !strings.HasPrefix(e.Message, errUnknownToMaster.Error()) {
+		t.Fatalf("executor unknown to the master ended %+v, want KILLED: %s", e, errUnknownToMaster)
+	}
+	assertGone(t, e.PID)
+}
+
+func TestAStoppingWorkerDecommissionsItselfSoItsKilledExecutorsDoNotFailTheApp(t *testing.T) {
+	c := startCluster(t, clusterConfig{master: master.Config{MaxExecutorRetries: 1}})
+	app := c.registerApp(t, executorCommand(t, "hold", 0), 1)
+	c.waitMasterExecutor(t, app, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	if err := c.worker.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if w := c.masterWorker(t, c.worker.ID()); w.GetState() != masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED {
+		t.Errorf("worker %s after it stopped, want DECOMMISSIONED", w.GetState())
+	}
+	if a := c.masterApp(t, app); a.GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED {
+		t.Errorf("the stopping worker's killed executor failed the app: %q", a.GetStatusMessage())
+	}
+}
+
+func TestMasterAnnouncementsCannotGrowTheWorkersClientCache(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	for port := range 50 {
+		if _, err := c.worker.client.MasterChanged(context.Background(), connect.NewRequest(&workerv1.MasterChangedRequest{
+			MasterUrl: fmt.Sprintf("http://127.0.0.1:%d", 1+port),
+		})); err != nil {
+			t.Fatal(err)
+		}
+		c.worker.Server.client(fmt.Sprintf("http://127.0.0.1:%d", 1+port))
+	}
+	c.worker.mu.Lock()
+	defer c.worker.mu.Unlock()
+	if n := len(c.worker.clients); n > len(c.worker.cfg.Masters)+1 {
+		t.Fatalf("%d master clients kept after 50 announcements, want at most %d", n, len(c.worker.cfg.Masters)+1)
+	}
+}
