@@ -1,9 +1,11 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -233,6 +235,8 @@ func (d *Driver) allocate(ctx context.Context, alloc *allocator, now time.Time) 
 			dem.executors = append(dem.executors, allocated{id: e.id, idleSince: e.idleSince})
 		}
 	}
+	// The oldest first, as Spark picks them.
+	slices.SortFunc(dem.executors, func(a, b allocated) int { return cmp.Compare(a.id, b.id) })
 	target, release := alloc.update(now, dem)
 	for _, id := range release {
 		d.executors[id].released = true // no task reaches it from now on

@@ -52,14 +52,38 @@ func (m *allocationMaster) UnregisterApplication(context.Context, *connect.Reque
 	return connect.NewResponse(&masterv1.UnregisterApplicationResponse{}), nil
 }
 
-func TestReleasedExecutorsGetNoTasksAndAreForgottenWhenTheMasterKilledThem(t *testing.T) {
-	m := &allocationMaster{targets: make(chan int32, 100), killing: make(chan []int32, 1), proceed: make(chan struct{})}
+// startAllocationMaster serves an allocationMaster on loopback.
+func startAllocationMaster(t *testing.T) (*allocationMaster, string) {
+	t.Helper()
+	m := &allocationMaster{targets: make(chan int32, 100), killing: make(chan []int32, 2), proceed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(masterv1connect.NewMasterServiceHandler(m))
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config = rpc.NewServer(mux)
 	srv.Start()
 	t.Cleanup(srv.Close)
+	return m, srv.URL
+}
+
+// allocatingConf turns dynamic allocation on with short timeouts.
+var allocatingConf = map[string]string{
+	"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.initialExecutors": "2",
+	"spark.dynamicAllocation.executorIdleTimeout": "200ms", "spark.dynamicAllocation.schedulerBacklogTimeout": "100ms",
+}
+
+// runUntil runs d's application in the background until finish is closed.
+func runUntil(t *testing.T, d *driver.Driver) (ran chan error) {
+	t.Helper()
+	ran = make(chan error, 1)
+	go func() { ran <- d.Run(context.Background()) }()
+	for d.AppID() == "" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ran
+}
+
+func TestReleasedExecutorsGetNoTasksAndAreForgottenWhenTheMasterKilledThem(t *testing.T) {
+	m, url := startAllocationMaster(t)
 
 	var released, other atomic.Int32
 	finish := make(chan struct{})
@@ -75,21 +99,13 @@ func TestReleasedExecutorsGetNoTasksAndAreForgottenWhenTheMasterKilledThem(t *te
 	recorder := tracetest.NewSpanRecorder()
 	reg := prometheus.NewRegistry()
 	d, err := servicetest.NewDriver(t, driver.Config{
-		Masters: []string{srv.URL}, App: a, ExecutorCommand: []string{"/bin/false"}, ExecutorCores: 1,
-		Conf: map[string]string{
-			"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.initialExecutors": "2",
-			"spark.dynamicAllocation.executorIdleTimeout": "200ms", "spark.dynamicAllocation.schedulerBacklogTimeout": "100ms",
-		},
+		Masters: []string{url}, App: a, ExecutorCommand: []string{"/bin/false"}, ExecutorCores: 1, Conf: allocatingConf,
 		Instruments: telemetry.Instruments{Registry: reg, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := make(chan error, 1)
-	go func() { ran <- d.Run(context.Background()) }()
-	for d.AppID() == "" {
-		time.Sleep(10 * time.Millisecond)
-	}
+	ran := runUntil(t, d)
 	startExecutor(t, d, a, 0, 1)
 	startExecutor(t, d, a, 1, 1)
 
@@ -153,4 +169,47 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+func TestABusyExecutorIsNotReleasedAsIdle(t *testing.T) {
+	m, url := startAllocationMaster(t)
+	started, release, finish := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	a := &app.App{
+		Name: "t",
+		Run:  func(context.Context, app.Context, []string) error { <-finish; return nil },
+		Tasks: map[string]app.TaskFunc{"task": func(_ context.Context, in []byte) ([]byte, error) {
+			started <- struct{}{}
+			<-release
+			return in, nil
+		}},
+	}
+	d, err := servicetest.NewDriver(t, driver.Config{
+		Masters: []string{url}, App: a, ExecutorCommand: []string{"/bin/false"}, ExecutorCores: 1, Conf: allocatingConf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := runUntil(t, d)
+	// Executor 0 became ready before executor 1, and then got the task.
+	startExecutor(t, d, a, 0, 1)
+	job := make(chan error, 1)
+	go func() {
+		_, err := d.RunTasks(context.Background(), "task", inputs(1))
+		job <- err
+	}()
+	<-started
+	startExecutor(t, d, a, 1, 1)
+	// One task needs one executor: the idle one goes, not the busy one.
+	if ids := <-m.killing; !slices.Equal(ids, []int32{1}) {
+		t.Errorf("released %v, want [1], the idle executor", ids)
+	}
+	close(m.proceed)
+	close(release)
+	if err := <-job; err != nil {
+		t.Fatal(err)
+	}
+	close(finish)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -181,8 +181,8 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 		e.launched, e.freeCores = true, e.cores
 		e.launchedSpan = trace.SpanContextFromContext(ctx)
 		d.signalOffersLocked()
+		d.coresFreedLocked(ctx, e) // idle until offered a task
 		d.makeOffersLocked(ctx)
-		d.coresFreedLocked(ctx, e)
 	}
 	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
 }
