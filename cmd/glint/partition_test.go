@@ -19,6 +19,9 @@ type executorProcess struct {
 	pid       int
 	key       string // app/executor id
 	workerURL string
+	// driverURL tells executors of the same ids apart that belong to
+	// other tests' clusters (their masters number applications alike).
+	driverURL string
 }
 
 // executorProcesses lists the live executor processes of the test's glint
@@ -37,7 +40,14 @@ func executorProcesses() []executorProcess {
 			}
 		}
 		if vars["GLINT_APP_ID"] != "" && vars["GLINT_EXECUTOR_ID"] != "" {
-			out = append(out, executorProcess{pid: pid, key: vars["GLINT_APP_ID"] + "/" + vars["GLINT_EXECUTOR_ID"], workerURL: vars["GLINT_WORKER_URL"]})
+			p := executorProcess{pid: pid, key: vars["GLINT_APP_ID"] + "/" + vars["GLINT_EXECUTOR_ID"], workerURL: vars["GLINT_WORKER_URL"]}
+			if cmdline, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "cmdline")); err == nil {
+				args := strings.Split(string(cmdline), "\x00")
+				if i := slices.Index(args, "--driver-url"); i >= 0 && i+1 < len(args) {
+					p.driverURL = args[i+1]
+				}
+			}
+			out = append(out, p)
 		}
 	}
 	return out
@@ -68,7 +78,7 @@ func watchForTwins(t *testing.T) (twins func() []string) {
 		for {
 			byKey := map[string][]int{}
 			for _, p := range executorProcesses() {
-				byKey[p.key] = append(byKey[p.key], p.pid)
+				byKey[p.key+" of "+p.driverURL] = append(byKey[p.key+" of "+p.driverURL], p.pid)
 			}
 			for key, pids := range byKey {
 				if len(pids) > 1 {
