@@ -177,6 +177,14 @@ func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...
 		master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...),
 		client: tlsClient(t, env),
 	}
+	c.startWorkers(t, env, workers)
+	return c
+}
+
+// startWorkers starts n workers of the cluster's master and waits until they
+// are alive.
+func (c *testCluster) startWorkers(t testing.TB, env []string, workers int) {
+	t.Helper()
 	for i := range workers {
 		dir := t.TempDir()
 		c.workDirs = append(c.workDirs, dir)
@@ -185,7 +193,6 @@ func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...
 			"--register-interval", "200ms", "--kill-grace", "2s"))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
-	return c
 }
 
 // tlsClient is a client with the TLS files named in env (GLINT_TLS_*), or
@@ -215,6 +222,7 @@ func tlsClient(t testing.TB, env []string) *http.Client {
 
 // masterJSON is the part of the master's /json the tests read.
 type masterJSON struct {
+	Status  string `json:"status"`
 	Workers []struct {
 		ID        string `json:"id"`
 		State     string `json:"state"`

@@ -23,6 +23,8 @@ type masterFlags struct {
 	maxExecutorRetries int
 	defaultCores       int
 	submitTokenFiles   []string
+	recoveryMode       string
+	recoveryDir        string
 	serverAuth
 }
 
@@ -45,8 +47,31 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
+	fl.StringVar(&f.recoveryMode, "recovery-mode", "none", "spark.deploy.recoveryMode: none, or file (keep workers, applications and drivers in --recovery-dir, so a restarted master recovers them and their running executors)")
+	fl.StringVar(&f.recoveryDir, "recovery-dir", "", "spark.deploy.recoveryDirectory: where --recovery-mode file keeps the master's state (owner-only: it holds application tokens)")
 	f.serverAuth.register(fl)
 	return cmd
+}
+
+// openStore opens the recovery store the flags name, or returns nil.
+func (f *masterFlags) openStore() (master.Store, error) {
+	switch f.recoveryMode {
+	case "none":
+		if f.recoveryDir != "" {
+			return nil, fmt.Errorf("--recovery-dir needs --recovery-mode file")
+		}
+		return nil, nil
+	case "file":
+		if f.recoveryDir == "" {
+			return nil, fmt.Errorf("--recovery-mode file needs --recovery-dir")
+		}
+		store, err := master.OpenFileStore(f.recoveryDir)
+		if err != nil {
+			return nil, err
+		}
+		return store, nil
+	}
+	return nil, fmt.Errorf("--recovery-mode %q: want none or file", f.recoveryMode)
 }
 
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
@@ -57,6 +82,13 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		if err := resources.CheckCores("--default-cores", int64(f.defaultCores)); err != nil {
 			return err
 		}
+	}
+	store, err := f.openStore()
+	if err != nil {
+		return err
+	}
+	if store != nil {
+		defer store.Close()
 	}
 	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
@@ -123,6 +155,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
+		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {
@@ -130,6 +163,6 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 
-	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut)
+	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut, "recovery_mode", f.recoveryMode)
 	return serve(ctx, log, ln, url, f.urlFile, m)
 }

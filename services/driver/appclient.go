@@ -199,6 +199,24 @@ func (d *Driver) Ping(_ context.Context, req *connect.Request[driverv1.PingReque
 	return connect.NewResponse(&driverv1.PingResponse{}), nil
 }
 
+// MasterChanged makes the named master the one the driver reports to (a
+// recovered master, or a newly elected leader); its answer acknowledges the
+// change (Spark's MasterChangeAcknowledged).
+func (d *Driver) MasterChanged(ctx context.Context, req *connect.Request[driverv1.MasterChangedRequest]) (*connect.Response[driverv1.MasterChangedResponse], error) {
+	url, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
+	if err != nil {
+		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", fault.ErrInvalidArgument, err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.appID == "" || req.Msg.GetAppId() != d.appID {
+		return nil, rpc.Error(fmt.Errorf("master changed for application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, d.appID))
+	}
+	d.master = masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
+	d.log.InfoContext(ctx, "master changed", "app", d.appID, "master", url)
+	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
+}
+
 func (d *Driver) checkAppLocked(appID string) error {
 	if d.appID != "" && appID != d.appID {
 		return fmt.Errorf("application %s: %w: this driver runs %s", appID, fault.ErrNotFound, d.appID)

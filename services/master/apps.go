@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -26,22 +27,13 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 		return nil, err
 	}
 	now := s.now()
-	a := &appInfo{size: size,
-		id: ids.App(now, s.nextAppNumber), desc: desc, driverURL: driverURL, driverID: driverID,
-		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: now, driverSeen: now,
-		trace:     trace.SpanContextFromContext(ctx),
-		executors: map[int32]*executorInfo{}, workers: map[*workerInfo]struct{}{}, executorLimit: math.MaxInt,
-		appToken: appToken,
-		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
-		mailbox:  rpc.NewMailbox(s.ctx),
-	}
-	if desc.MaxCores == nil {
-		a.defaultCores = s.cfg.DefaultCores
-	}
+	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, now, trace.SpanContextFromContext(ctx))
 	if desc.InitialExecutorLimit != nil {
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
 	}
 	s.nextAppNumber++
+	s.persistCountersLocked()
+	s.persistAppLocked(a)
 	s.apps[a.id] = a
 	s.appQueue = append(s.appQueue, a)
 	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
@@ -49,6 +41,27 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	s.activeBytes += size
 	s.needSchedule = true
 	return a, nil
+}
+
+// unlimitedExecutors is the executor limit of an application whose driver
+// set none.
+const unlimitedExecutors = math.MaxInt
+
+// newApp makes an application's record, WAITING.
+func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken string, started time.Time, tc trace.SpanContext) *appInfo {
+	a := &appInfo{size: proto.Size(desc),
+		id: id, desc: desc, driverURL: driverURL, driverID: driverID,
+		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: started, driverSeen: s.now(),
+		trace:     tc,
+		executors: map[int32]*executorInfo{}, workers: map[*workerInfo]struct{}{}, executorLimit: unlimitedExecutors,
+		appToken: appToken,
+		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
+		mailbox:  rpc.NewMailbox(s.ctx),
+	}
+	if desc.MaxCores == nil {
+		a.defaultCores = s.cfg.DefaultCores
+	}
+	return a
 }
 
 // removeApplicationLocked is Spark's removeApplication: the executors are
@@ -63,6 +76,7 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	a.endTime = s.now()
 	a.statusMessage = message
 	delete(s.apps, a.id)
+	s.forgetAppLocked(a)
 	s.appQueue = slices.DeleteFunc(s.appQueue, func(o *appInfo) bool { return o == a })
 	s.activeBytes -= a.size
 	s.completedApps.add(a, proto.Size(s.appProto(a)), s.cfg.RetainedApplications, s.cfg.RetainedBytes)
@@ -83,6 +97,7 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *appInfo, cores int32, memoryMiB int64) {
 	e := a.addExecutor(w, cores, memoryMiB, s.now())
 	w.addExecutor(e)
+	s.persistAppLocked(a)
 	if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {
 		if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_RUNNING); err != nil {
 			s.log.Warn("launch executor", "err", err)

@@ -27,6 +27,8 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 		s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
 	}
 	s.nextDriverNumber++
+	s.persistCountersLocked()
+	s.persistDriverLocked(d)
 	s.drivers[d.id] = d
 	s.waitingDrivers = append(s.waitingDrivers, d)
 	s.activeBytes += d.size
@@ -44,6 +46,7 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 	if err := d.setState(masterv1.DriverState_DRIVER_STATE_RUNNING); err != nil {
 		s.log.Warn("launch driver", "err", err)
 	}
+	s.persistDriverLocked(d)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.sendLaunchDriver(ctx, w, d)
 }
@@ -66,6 +69,7 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	}
 	d.message = message
 	delete(s.drivers, d.id)
+	s.forgetDriverLocked(d)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.activeBytes -= d.size
 	s.completedDrivers.add(d, proto.Size(s.driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)

@@ -30,15 +30,14 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
 	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
 		s.workers.heartbeat(w, now)
+		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+			resp.UnknownExecutors, resp.UnknownDriverIds = s.adoptLocked(ctx, w, m)
+			return connect.NewResponse(resp), nil
+		}
 		resp.Duplicate = true
 		return connect.NewResponse(resp), nil
 	}
-	w := &workerInfo{
-		id: m.GetWorkerId(), host: m.GetHost(), port: m.GetPort(), url: url,
-		cores: m.GetCores(), memoryMiB: m.GetMemoryMib(),
-		state: masterv1.WorkerState_WORKER_STATE_ALIVE, lastHeartbeat: now,
-		executors: map[executorKey]*executorInfo{}, drivers: map[string]*driverInfo{},
-	}
+	w := newWorkerInfo(m.GetWorkerId(), m.GetHost(), m.GetPort(), url, m.GetCores(), m.GetMemoryMib(), now)
 	if err := s.registerWorkerLocked(ctx, w); err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -119,6 +118,10 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 	defer s.mu.Unlock()
 	if w, ok := s.workers.alive(id); ok {
 		s.workers.heartbeat(w, s.now())
+		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+			// A recovering master learns what the worker runs by its registration.
+			return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
+		}
 		resp := &masterv1.HeartbeatResponse{}
 		resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
 		return connect.NewResponse(resp), nil
@@ -391,6 +394,7 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 		return nil, rpc.Error(err)
 	}
 	a.executorLimit = int(req.Msg.GetRequestedTotal())
+	s.persistAppLocked(a)
 	s.needSchedule = true
 	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil
 }

@@ -20,7 +20,7 @@ import (
 func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: "ALIVE"}
+	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: s.status}
 	for w := range s.workers.all() {
 		out.Workers = append(out.Workers, workerProto(w))
 	}

@@ -34,6 +34,9 @@ func (s *Server) scheduleAndUnlock(ctx context.Context) {
 // scheduleLocked is Spark's Master.schedule(): it snapshots free resources and
 // waiting demand, lets schedule decide, and launches what it placed.
 func (s *Server) scheduleLocked(ctx context.Context) {
+	if s.status != statusAlive {
+		return
+	}
 	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
 	for _, d := range s.waitingDrivers {
 		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})

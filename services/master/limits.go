@@ -31,6 +31,9 @@ const (
 // admitLocked refuses a new application or driver (kind, with active already
 // active) of size bytes when the master keeps as many as it may.
 func (s *Server) admitLocked(kind string, active, limit, size int) error {
+	if s.status == statusRecovering {
+		return s.errRecovering(kind)
+	}
 	if active >= limit {
 		return fmt.Errorf("%s: %w: %d are active, the limit is %d", kind, fault.ErrResourceExhausted, active, limit)
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
+	// Store keeps the master's state so that a restarted master recovers it
+	// (--recovery-mode); nil keeps nothing.
+	Store Store
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.
@@ -93,6 +96,12 @@ type Server struct {
 	// that took mu (an RPC, a timer tick, a failed send) releases it with
 	// scheduleAndUnlock, which makes the one schedule pass for the event.
 	needSchedule bool
+	// status is ALIVE, or RECOVERING until the kept workers and drivers
+	// answered (recovery.go); unknownWorkers and unknownApps count those
+	// that have not yet.
+	status                      string
+	unknownWorkers, unknownApps int
+	recoverySpan                trace.Span
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)
@@ -135,8 +144,19 @@ func New(cfg Config) (*Server, error) {
 		workers: newRoster(),
 		apps:    map[string]*appInfo{},
 		drivers: map[string]*driverInfo{},
+		status:  statusAlive,
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
+	if cfg.Store != nil {
+		rec, err := cfg.Store.Load()
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("new master: %w", err)
+		}
+		if !rec.empty() {
+			s.recoverLocked(rec)
+		}
+	}
 	return s, nil
 }
 
@@ -162,6 +182,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.cancel()
 	timeouts := time.NewTicker(s.cfg.WorkerTimeout / 4)
 	defer timeouts.Stop()
+	if s.recovering() {
+		s.beginRecovery(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -171,6 +194,13 @@ func (s *Server) Run(ctx context.Context) error {
 			s.checkDrivers(ctx)
 		}
 	}
+}
+
+// recovering reports whether the master is RECOVERING.
+func (s *Server) recovering() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status == statusRecovering
 }
 
 // now returns the clock's time.

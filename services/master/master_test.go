@@ -149,6 +149,11 @@ func (d *driverPeer) Ping(context.Context, *connect.Request[driverv1.PingRequest
 	return connect.NewResponse(&driverv1.PingResponse{}), nil
 }
 
+func (d *driverPeer) MasterChanged(_ context.Context, r *connect.Request[driverv1.MasterChangedRequest]) (*connect.Response[driverv1.MasterChangedResponse], error) {
+	d.record("MasterChanged %s %s", r.Msg.GetAppId(), r.Msg.GetMasterUrl())
+	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
+}
+
 func (d *driverPeer) ApplicationRemoved(_ context.Context, r *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
 	d.record("ApplicationRemoved %s %s", r.Msg.GetAppId(), r.Msg.GetMessage())
 	return connect.NewResponse(&driverv1.ApplicationRemovedResponse{}), nil

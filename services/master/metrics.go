@@ -15,6 +15,8 @@ type metrics struct {
 	executorLaunches *prometheus.CounterVec
 	scheduleDuration prometheus.Histogram
 	executorStart    prometheus.Histogram
+	stateWrites      prometheus.Histogram
+	stateWriteErrors prometheus.Counter
 
 	workers      *prometheus.Desc
 	workerCores  *prometheus.Desc
@@ -25,6 +27,7 @@ type metrics struct {
 	apps         *prometheus.Desc
 	drivers      *prometheus.Desc
 	executors    *prometheus.Desc
+	leader       *prometheus.Desc
 }
 
 // Label values of glint_master_executor_launches_total.
@@ -54,6 +57,16 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 				"The master lives long, unlike drivers, so this launch latency is always scraped.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		stateWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "glint_master_state_write_seconds",
+			Help:    "Time to keep one state change in the recovery store (--recovery-mode).",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
+		}),
+		stateWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_master_state_write_errors_total",
+			Help: "State changes the recovery store failed to keep.",
+		}),
+		leader:       prometheus.NewDesc("glint_master_leader", "1 while this master leads the cluster (ALIVE), 0 while it recovers or stands by.", nil, nil),
 		workers:      prometheus.NewDesc("glint_master_workers", "Registered workers by state.", []string{"state"}, nil),
 		workerCores:  prometheus.NewDesc("glint_master_worker_cores", "Cores of each live worker, used or free.", []string{"worker", "state"}, nil),
 		workerMemory: prometheus.NewDesc("glint_master_worker_memory_bytes", "Memory of each live worker, used or free.", []string{"worker", "state"}, nil),
@@ -67,7 +80,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	for _, result := range []string{launchOK, launchError} {
 		m.executorLaunches.WithLabelValues(result)
 	}
-	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, m.executorStart, &stateCollector{m: m, s: s})
+	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, m.executorStart, m.stateWrites, m.stateWriteErrors,
+		&stateCollector{m: m, s: s})
 	return m
 }
 
@@ -79,7 +93,7 @@ type stateCollector struct {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.m.workers, c.m.workerCores, c.m.workerMemory, c.m.cores, c.m.memory,
-		c.m.heartbeatAge, c.m.apps, c.m.drivers, c.m.executors} {
+		c.m.heartbeatAge, c.m.apps, c.m.drivers, c.m.executors, c.m.leader} {
 		ch <- d
 	}
 }
@@ -114,6 +128,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED, masterv1.WorkerState_WORKER_STATE_UNKNOWN} {
 		gauge(m.workers, float64(workers[st]), lifecycle.Label(st))
 	}
+	leads := 0.0
+	if s.status == statusAlive {
+		leads = 1
+	}
+	gauge(m.leader, leads)
 	gauge(m.cores, float64(coresUsed), "used")
 	gauge(m.cores, float64(cores-coresUsed), "free")
 	gauge(m.memory, float64(memoryUsed)*(1<<20), "used")

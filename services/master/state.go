@@ -23,6 +23,12 @@ var workerTransitions = lifecycle.Transitions[masterv1.WorkerState]{
 }
 
 var appTransitions = lifecycle.Transitions[masterv1.ApplicationState]{
+	// UNKNOWN: recovered, until its driver answers (recovery.go).
+	masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN: {
+		masterv1.ApplicationState_APPLICATION_STATE_WAITING, masterv1.ApplicationState_APPLICATION_STATE_RUNNING,
+		masterv1.ApplicationState_APPLICATION_STATE_FINISHED, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+		masterv1.ApplicationState_APPLICATION_STATE_KILLED,
+	},
 	masterv1.ApplicationState_APPLICATION_STATE_WAITING: {
 		masterv1.ApplicationState_APPLICATION_STATE_RUNNING, masterv1.ApplicationState_APPLICATION_STATE_FINISHED,
 		masterv1.ApplicationState_APPLICATION_STATE_FAILED, masterv1.ApplicationState_APPLICATION_STATE_KILLED,
@@ -79,6 +85,14 @@ type workerInfo struct {
 	client        workerv1connect.WorkerServiceClient
 	mailbox       *rpc.Mailbox
 	roster        rosterEntry
+}
+
+func newWorkerInfo(id, host string, port int32, url string, cores int32, memoryMiB int64, now time.Time) *workerInfo {
+	return &workerInfo{
+		id: id, host: host, port: port, url: url, cores: cores, memoryMiB: memoryMiB,
+		state: masterv1.WorkerState_WORKER_STATE_ALIVE, lastHeartbeat: now,
+		executors: map[executorKey]*executorInfo{}, drivers: map[string]*driverInfo{},
+	}
 }
 
 func (w *workerInfo) setState(to masterv1.WorkerState) error {
@@ -237,11 +251,17 @@ func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now t
 		state: masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, scheduledAt: now,
 	}
 	a.nextExecID++
-	a.executors[e.id] = e
-	a.workers[w] = struct{}{}
-	a.coresGranted += cores
-	a.liveExecutors++
+	a.holdExecutor(e)
 	return e
+}
+
+// holdExecutor makes e one of a's executors, holding its cores: a new one,
+// or one a recovering master adopts.
+func (a *appInfo) holdExecutor(e *executorInfo) {
+	a.executors[e.id] = e
+	a.workers[e.worker] = struct{}{}
+	a.coresGranted += e.cores
+	a.liveExecutors++
 }
 
 func (a *appInfo) removeExecutor(e *executorInfo) {
@@ -295,6 +315,9 @@ type driverInfo struct {
 	// submitToken is the submit token the master made for the driver while
 	// it runs (none without authentication); it is never shown.
 	submitToken string
+	// recoveredOn is the worker a recovered driver ran on, until that
+	// worker re-registers with it.
+	recoveredOn string
 }
 
 func (d *driverInfo) setState(to masterv1.DriverState) error {

@@ -24,6 +24,7 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, n, MaxWorkers)
 	}
 	s.workers.add(w)
+	s.persistWorkerLocked(w)
 	return nil
 }
 
@@ -35,6 +36,7 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 		s.log.Warn("remove worker", "err", err)
 	}
 	s.workers.bury(w, s.now())
+	s.forgetWorkerLocked(w)
 	for _, e := range w.executors {
 		msg := fmt.Sprintf("worker %s lost: %s", w.id, reason)
 		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_LOST); err != nil {

@@ -43,6 +43,17 @@ func (s *Server) DecommissionWorker(ctx context.Context, req *connect.Request[wo
 	return connect.NewResponse(&workerv1.DecommissionWorkerResponse{}), nil
 }
 
+// redecommission tells the master the worker just registered with that it
+// is decommissioned, if it is: a restarted or new master does not know.
+func (s *Server) redecommission() {
+	s.mu.Lock()
+	decommissioned := s.decommissioned
+	s.mu.Unlock()
+	if decommissioned {
+		s.tellDecommissioning()
+	}
+}
+
 func (s *Server) decommissionLocked() {
 	if !s.decommissioned {
 		s.decommissioned = true

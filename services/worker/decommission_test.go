@@ -8,6 +8,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/services/master"
 )
 
 func TestADecommissionedWorkerTakesNoNewLaunches(t *testing.T) {
@@ -42,4 +43,26 @@ func TestADecommissionedWorkerTakesNoNewLaunches(t *testing.T) {
 			assertEmptyDir(t, c.worker.cfg.WorkDir)
 		})
 	}
+}
+
+func TestADecommissionedWorkerTellsANewMasterSo(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	c.worker.Decommission()
+	other := startMaster(t, master.Config{}, false)
+	if _, err := c.worker.client.MasterChanged(context.Background(), connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: other})); err != nil {
+		t.Fatal(err)
+	}
+	client := newMasterClient(t, other)
+	eventually(t, "the new master lists the worker DECOMMISSIONED", func() bool {
+		st, err := client.GetClusterState(context.Background(), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range st.Msg.GetWorkers() {
+			if w.GetId() == c.worker.ID() {
+				return w.GetState() == masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED
+			}
+		}
+		return false
+	})
 }

@@ -30,6 +30,8 @@ type executorRunner struct {
 	runner[masterv1.ExecutorState]
 	appID  string
 	execID int32
+	// url is where the executor serves once it runs (under the worker's mu).
+	url string
 }
 
 var _ hooks[masterv1.ExecutorState] = (*executorRunner)(nil)
@@ -98,6 +100,9 @@ func (r *executorRunner) removeLocked(ended bool) {
 // poststart tells the master the executor is RUNNING, with its launch and
 // start times, and records how long the start took.
 func (r *executorRunner) poststart(ctx context.Context, l *launch) {
+	r.s.mu.Lock()
+	r.url = l.url
+	r.s.mu.Unlock()
 	telemetry.Observe(r.ctx, r.s.metrics.processStart, l.startedAt.Sub(r.launchedAt).Seconds())
 	r.reportState(ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
 }

@@ -126,6 +126,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
 		s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
+		s.redecommission()
 		interval := time.Duration(resp.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
 		if interval <= 0 {
 			interval = defaultHeartbeatInterval
@@ -182,7 +183,9 @@ func (s *Server) runsLocked() ([]*masterv1.RunningExecutor, []string) {
 	var executors []*masterv1.RunningExecutor
 	var drivers []string
 	for _, r := range s.sortedExecutorsLocked() {
-		executors = append(executors, &masterv1.RunningExecutor{AppId: r.appID, ExecutorId: r.execID})
+		executors = append(executors, &masterv1.RunningExecutor{
+			AppId: r.appID, ExecutorId: r.execID, Cores: r.cores, MemoryMib: r.memoryMiB, Url: r.url,
+		})
 	}
 	for _, r := range s.sortedDriversLocked() {
 		drivers = append(drivers, r.id)

@@ -930,6 +930,94 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{15}
 }
 
+type MasterChangedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	MasterUrl     string                 `protobuf:"bytes,2,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterChangedRequest) Reset() {
+	*x = MasterChangedRequest{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterChangedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterChangedRequest) ProtoMessage() {}
+
+func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterChangedRequest.ProtoReflect.Descriptor instead.
+func (*MasterChangedRequest) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MasterChangedRequest) GetAppId() string {
+	if x != nil {
+		return x.AppId
+	}
+	return ""
+}
+
+func (x *MasterChangedRequest) GetMasterUrl() string {
+	if x != nil {
+		return x.MasterUrl
+	}
+	return ""
+}
+
+type MasterChangedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterChangedResponse) Reset() {
+	*x = MasterChangedResponse{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterChangedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterChangedResponse) ProtoMessage() {}
+
+func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterChangedResponse.ProtoReflect.Descriptor instead.
+func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{17}
+}
+
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_glint_driver_v1_driver_proto_rawDesc = "" +
@@ -1001,7 +1089,12 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x1aApplicationRemovedResponse\"$\n" +
 	"\vPingRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x0e\n" +
-	"\fPingResponse*\xb5\x01\n" +
+	"\fPingResponse\"L\n" +
+	"\x14MasterChangedRequest\x12\x15\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
+	"\n" +
+	"master_url\x18\x02 \x01(\tR\tmasterUrl\"\x17\n" +
+	"\x15MasterChangedResponse*\xb5\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TASK_STATE_LAUNCHING\x10\x01\x12\x16\n" +
@@ -1009,7 +1102,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x13TASK_STATE_FINISHED\x10\x03\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_KILLED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_LOST\x10\x062\xa7\x06\n" +
+	"\x0fTASK_STATE_LOST\x10\x062\x87\a\n" +
 	"\rDriverService\x12m\n" +
 	"\x12RetrieveSparkProps\x12*.glint.driver.v1.RetrieveSparkPropsRequest\x1a+.glint.driver.v1.RetrieveSparkPropsResponse\x12g\n" +
 	"\x10RegisterExecutor\x12(.glint.driver.v1.RegisterExecutorRequest\x1a).glint.driver.v1.RegisterExecutorResponse\x12g\n" +
@@ -1018,7 +1111,8 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\rExecutorAdded\x12%.glint.driver.v1.ExecutorAddedRequest\x1a&.glint.driver.v1.ExecutorAddedResponse\x12d\n" +
 	"\x0fExecutorUpdated\x12'.glint.driver.v1.ExecutorUpdatedRequest\x1a(.glint.driver.v1.ExecutorUpdatedResponse\x12m\n" +
 	"\x12ApplicationRemoved\x12*.glint.driver.v1.ApplicationRemovedRequest\x1a+.glint.driver.v1.ApplicationRemovedResponse\x12C\n" +
-	"\x04Ping\x12\x1c.glint.driver.v1.PingRequest\x1a\x1d.glint.driver.v1.PingResponseB\xc1\x01\n" +
+	"\x04Ping\x12\x1c.glint.driver.v1.PingRequest\x1a\x1d.glint.driver.v1.PingResponse\x12^\n" +
+	"\rMasterChanged\x12%.glint.driver.v1.MasterChangedRequest\x1a&.glint.driver.v1.MasterChangedResponseB\xc1\x01\n" +
 	"\x13com.glint.driver.v1B\vDriverProtoP\x01Z?github.com/glint-cluster/glint/pkg/api/glint/driver/v1;driverv1\xa2\x02\x03GDX\xaa\x02\x0fGlint.Driver.V1\xca\x02\x0fGlint\\Driver\\V1\xe2\x02\x1bGlint\\Driver\\V1\\GPBMetadata\xea\x02\x11Glint::Driver::V1b\x06proto3"
 
 var (
@@ -1034,7 +1128,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -1053,17 +1147,19 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*ApplicationRemovedResponse)(nil), // 14: glint.driver.v1.ApplicationRemovedResponse
 	(*PingRequest)(nil),                // 15: glint.driver.v1.PingRequest
 	(*PingResponse)(nil),               // 16: glint.driver.v1.PingResponse
-	nil,                                // 17: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 18: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 19: glint.master.v1.ExecutorState
+	(*MasterChangedRequest)(nil),       // 17: glint.driver.v1.MasterChangedRequest
+	(*MasterChangedResponse)(nil),      // 18: glint.driver.v1.MasterChangedResponse
+	nil,                                // 19: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 20: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 21: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	17, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	19, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
 	0,  // 1: glint.driver.v1.StatusUpdateRequest.state:type_name -> glint.driver.v1.TaskState
-	18, // 2: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	19, // 3: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	18, // 4: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	18, // 5: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	20, // 2: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	21, // 3: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	20, // 4: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	20, // 5: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 6: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
 	3,  // 7: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
 	5,  // 8: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
@@ -1072,16 +1168,18 @@ var file_glint_driver_v1_driver_proto_depIdxs = []int32{
 	11, // 11: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
 	13, // 12: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
 	15, // 13: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
-	2,  // 14: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 15: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 16: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	8,  // 17: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	10, // 18: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	12, // 19: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	14, // 20: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	16, // 21: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
+	17, // 14: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
+	2,  // 15: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 16: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 17: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	8,  // 18: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	10, // 19: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	12, // 20: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	14, // 21: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	16, // 22: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	18, // 23: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1099,7 +1197,7 @@ func file_glint_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

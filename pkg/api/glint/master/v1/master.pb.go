@@ -507,9 +507,14 @@ func (x *DriverDescription) GetCommand() *Command {
 
 // RunningExecutor names an executor a worker is running, reported when it re-registers.
 type RunningExecutor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	ExecutorId    int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	AppId      string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// What a recovering master needs to adopt the executor.
+	Cores     int32 `protobuf:"varint,3,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib int64 `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Where the executor serves; empty until its process started.
+	Url           string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +561,27 @@ func (x *RunningExecutor) GetExecutorId() int32 {
 		return x.ExecutorId
 	}
 	return 0
+}
+
+func (x *RunningExecutor) GetCores() int32 {
+	if x != nil {
+		return x.Cores
+	}
+	return 0
+}
+
+func (x *RunningExecutor) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *RunningExecutor) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
 }
 
 type RegisterWorkerRequest struct {
@@ -2618,6 +2644,344 @@ func (x *DriverInfo) GetTraceId() string {
 	return ""
 }
 
+// PersistedWorker is what a master in recovery mode keeps of a worker.
+type PersistedWorker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Port          int32                  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	WorkerUrl     string                 `protobuf:"bytes,4,opt,name=worker_url,json=workerUrl,proto3" json:"worker_url,omitempty"`
+	Cores         int32                  `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib     int64                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistedWorker) Reset() {
+	*x = PersistedWorker{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedWorker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedWorker) ProtoMessage() {}
+
+func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedWorker.ProtoReflect.Descriptor instead.
+func (*PersistedWorker) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PersistedWorker) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PersistedWorker) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *PersistedWorker) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PersistedWorker) GetWorkerUrl() string {
+	if x != nil {
+		return x.WorkerUrl
+	}
+	return ""
+}
+
+func (x *PersistedWorker) GetCores() int32 {
+	if x != nil {
+		return x.Cores
+	}
+	return 0
+}
+
+func (x *PersistedWorker) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+// PersistedApplication is what a master in recovery mode keeps of an
+// application. app_token is a secret: the store is readable by its owner only.
+type PersistedApplication struct {
+	state       protoimpl.MessageState  `protogen:"open.v1"`
+	Id          string                  `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Description *ApplicationDescription `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	DriverUrl   string                  `protobuf:"bytes,3,opt,name=driver_url,json=driverUrl,proto3" json:"driver_url,omitempty"`
+	DriverId    string                  `protobuf:"bytes,4,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	AppToken    string                  `protobuf:"bytes,5,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
+	StartTime   *timestamppb.Timestamp  `protobuf:"bytes,6,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The next executor id, so that no id is given twice across a recovery.
+	NextExecutorId int32 `protobuf:"varint,7,opt,name=next_executor_id,json=nextExecutorId,proto3" json:"next_executor_id,omitempty"`
+	// The executor limit set by the driver; absent: unlimited.
+	ExecutorLimit *int32 `protobuf:"varint,8,opt,name=executor_limit,json=executorLimit,proto3,oneof" json:"executor_limit,omitempty"`
+	// W3C traceparent of the application's registration.
+	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistedApplication) Reset() {
+	*x = PersistedApplication{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedApplication) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedApplication) ProtoMessage() {}
+
+func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedApplication.ProtoReflect.Descriptor instead.
+func (*PersistedApplication) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PersistedApplication) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetDescription() *ApplicationDescription {
+	if x != nil {
+		return x.Description
+	}
+	return nil
+}
+
+func (x *PersistedApplication) GetDriverUrl() string {
+	if x != nil {
+		return x.DriverUrl
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetDriverId() string {
+	if x != nil {
+		return x.DriverId
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetAppToken() string {
+	if x != nil {
+		return x.AppToken
+	}
+	return ""
+}
+
+func (x *PersistedApplication) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *PersistedApplication) GetNextExecutorId() int32 {
+	if x != nil {
+		return x.NextExecutorId
+	}
+	return 0
+}
+
+func (x *PersistedApplication) GetExecutorLimit() int32 {
+	if x != nil && x.ExecutorLimit != nil {
+		return *x.ExecutorLimit
+	}
+	return 0
+}
+
+func (x *PersistedApplication) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+// PersistedDriver is what a master in recovery mode keeps of a cluster-mode
+// driver. submit_token is a secret, as app_token above.
+type PersistedDriver struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Description *DriverDescription     `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	SubmitTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
+	// The worker it was launched on; empty while it waits.
+	WorkerId      string `protobuf:"bytes,4,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	SubmitToken   string `protobuf:"bytes,5,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistedDriver) Reset() {
+	*x = PersistedDriver{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedDriver) ProtoMessage() {}
+
+func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedDriver.ProtoReflect.Descriptor instead.
+func (*PersistedDriver) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *PersistedDriver) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetDescription() *DriverDescription {
+	if x != nil {
+		return x.Description
+	}
+	return nil
+}
+
+func (x *PersistedDriver) GetSubmitTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SubmitTime
+	}
+	return nil
+}
+
+func (x *PersistedDriver) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetSubmitToken() string {
+	if x != nil {
+		return x.SubmitToken
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+// PersistedCounters are the numbers the next application and driver ids take.
+type PersistedCounters struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	NextAppNumber    int32                  `protobuf:"varint,1,opt,name=next_app_number,json=nextAppNumber,proto3" json:"next_app_number,omitempty"`
+	NextDriverNumber int32                  `protobuf:"varint,2,opt,name=next_driver_number,json=nextDriverNumber,proto3" json:"next_driver_number,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PersistedCounters) Reset() {
+	*x = PersistedCounters{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistedCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistedCounters) ProtoMessage() {}
+
+func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistedCounters.ProtoReflect.Descriptor instead.
+func (*PersistedCounters) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PersistedCounters) GetNextAppNumber() int32 {
+	if x != nil {
+		return x.NextAppNumber
+	}
+	return 0
+}
+
+func (x *PersistedCounters) GetNextDriverNumber() int32 {
+	if x != nil {
+		return x.NextDriverNumber
+	}
+	return 0
+}
+
 var File_glint_master_v1_master_proto protoreflect.FileDescriptor
 
 const file_glint_master_v1_master_proto_rawDesc = "" +
@@ -2646,11 +3010,15 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x03 \x01(\x03R\tmemoryMib\x12\x1c\n" +
 	"\tsupervise\x18\x04 \x01(\bR\tsupervise\x122\n" +
-	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\"I\n" +
+	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\"\x90\x01\n" +
 	"\x0fRunningExecutor\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
-	"executorId\"\x8f\x02\n" +
+	"executorId\x12\x14\n" +
+	"\x05cores\x18\x03 \x01(\x05R\x05cores\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x04 \x01(\x03R\tmemoryMib\x12\x10\n" +
+	"\x03url\x18\x05 \x01(\tR\x03url\"\x8f\x02\n" +
 	"\x15RegisterWorkerRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -2815,7 +3183,40 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vsubmit_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"submitTime\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x19\n" +
-	"\btrace_id\x18\b \x01(\tR\atraceId*\x95\x01\n" +
+	"\btrace_id\x18\b \x01(\tR\atraceId\"\x9d\x01\n" +
+	"\x0fPersistedWorker\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x1d\n" +
+	"\n" +
+	"worker_url\x18\x04 \x01(\tR\tworkerUrl\x12\x14\n" +
+	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\x90\x03\n" +
+	"\x14PersistedApplication\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
+	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
+	"\n" +
+	"driver_url\x18\x03 \x01(\tR\tdriverUrl\x12\x1b\n" +
+	"\tdriver_id\x18\x04 \x01(\tR\bdriverId\x12\x1b\n" +
+	"\tapp_token\x18\x05 \x01(\tR\bappToken\x129\n" +
+	"\n" +
+	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12(\n" +
+	"\x10next_executor_id\x18\a \x01(\x05R\x0enextExecutorId\x12*\n" +
+	"\x0eexecutor_limit\x18\b \x01(\x05H\x00R\rexecutorLimit\x88\x01\x01\x12 \n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparentB\x11\n" +
+	"\x0f_executor_limit\"\x86\x02\n" +
+	"\x0fPersistedDriver\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
+	"\vdescription\x18\x02 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12;\n" +
+	"\vsubmit_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"submitTime\x12\x1b\n" +
+	"\tworker_id\x18\x04 \x01(\tR\bworkerId\x12!\n" +
+	"\fsubmit_token\x18\x05 \x01(\tR\vsubmitToken\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\"i\n" +
+	"\x11PersistedCounters\x12&\n" +
+	"\x0fnext_app_number\x18\x01 \x01(\x05R\rnextAppNumber\x12,\n" +
+	"\x12next_driver_number\x18\x02 \x01(\x05R\x10nextDriverNumber*\x95\x01\n" +
 	"\vWorkerState\x12\x1c\n" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12WORKER_STATE_ALIVE\x10\x01\x12\x15\n" +
@@ -2882,7 +3283,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -2926,11 +3327,15 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*ExecutorInfo)(nil),                  // 39: glint.master.v1.ExecutorInfo
 	(*ApplicationInfo)(nil),               // 40: glint.master.v1.ApplicationInfo
 	(*DriverInfo)(nil),                    // 41: glint.master.v1.DriverInfo
-	nil,                                   // 42: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
+	(*PersistedWorker)(nil),               // 42: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 43: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 44: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 45: glint.master.v1.PersistedCounters
+	nil,                                   // 46: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	42, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	46, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
@@ -2939,8 +3344,8 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	7,  // 6: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 7: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	2,  // 8: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	43, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	43, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	47, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	47, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 11: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
 	6,  // 12: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
 	41, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
@@ -2950,52 +3355,56 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	41, // 17: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
 	41, // 18: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
 	0,  // 19: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	43, // 20: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	47, // 20: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 21: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	43, // 22: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	47, // 22: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
 	5,  // 23: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
 	1,  // 24: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	43, // 25: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	43, // 26: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	47, // 25: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	47, // 26: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
 	39, // 27: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
 	6,  // 28: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
 	3,  // 29: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	43, // 30: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	8,  // 31: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 32: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 33: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 34: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	16, // 35: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	18, // 36: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	20, // 37: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 38: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	24, // 39: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	26, // 40: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	28, // 41: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	30, // 42: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	32, // 43: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	34, // 44: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	36, // 45: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	9,  // 46: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 47: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 48: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 49: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	17, // 50: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	19, // 51: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	21, // 52: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	23, // 53: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	25, // 54: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	27, // 55: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	29, // 56: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	31, // 57: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	33, // 58: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	35, // 59: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	37, // 60: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	46, // [46:61] is the sub-list for method output_type
-	31, // [31:46] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	47, // 30: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	5,  // 31: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	47, // 32: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	6,  // 33: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	47, // 34: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	8,  // 35: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 36: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	12, // 37: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	14, // 38: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	16, // 39: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	18, // 40: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	20, // 41: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 42: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	24, // 43: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	26, // 44: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	28, // 45: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	30, // 46: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	32, // 47: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	34, // 48: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	36, // 49: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	9,  // 50: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 51: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 52: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 53: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	17, // 54: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	19, // 55: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	21, // 56: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	23, // 57: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	25, // 58: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	27, // 59: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	29, // 60: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	31, // 61: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	33, // 62: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	35, // 63: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	37, // 64: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	50, // [50:65] is the sub-list for method output_type
+	35, // [35:50] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -3006,13 +3415,14 @@ func file_glint_master_v1_master_proto_init() {
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
 	file_glint_master_v1_master_proto_msgTypes[16].OneofWrappers = []any{}
 	file_glint_master_v1_master_proto_msgTypes[35].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,6 +58,9 @@ const (
 	DriverServiceApplicationRemovedProcedure = "/glint.driver.v1.DriverService/ApplicationRemoved"
 	// DriverServicePingProcedure is the fully-qualified name of the DriverService's Ping RPC.
 	DriverServicePingProcedure = "/glint.driver.v1.DriverService/Ping"
+	// DriverServiceMasterChangedProcedure is the fully-qualified name of the DriverService's
+	// MasterChanged RPC.
+	DriverServiceMasterChangedProcedure = "/glint.driver.v1.DriverService/MasterChanged"
 )
 
 // DriverServiceClient is a client for the glint.driver.v1.DriverService service.
@@ -79,6 +82,9 @@ type DriverServiceClient interface {
 	// Ping is the master's liveness probe: only the driver of the named
 	// application answers it.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// MasterChanged names the master the driver reports to now (a recovered
+	// or newly elected one); answering it is the driver's acknowledgement.
+	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
 }
 
 // NewDriverServiceClient constructs a client for the glint.driver.v1.DriverService service. By
@@ -140,6 +146,12 @@ func NewDriverServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(driverServiceMethods.ByName("Ping")),
 			connect.WithClientOptions(opts...),
 		),
+		masterChanged: connect.NewClient[v1.MasterChangedRequest, v1.MasterChangedResponse](
+			httpClient,
+			baseURL+DriverServiceMasterChangedProcedure,
+			connect.WithSchema(driverServiceMethods.ByName("MasterChanged")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -153,6 +165,7 @@ type driverServiceClient struct {
 	executorUpdated    *connect.Client[v1.ExecutorUpdatedRequest, v1.ExecutorUpdatedResponse]
 	applicationRemoved *connect.Client[v1.ApplicationRemovedRequest, v1.ApplicationRemovedResponse]
 	ping               *connect.Client[v1.PingRequest, v1.PingResponse]
+	masterChanged      *connect.Client[v1.MasterChangedRequest, v1.MasterChangedResponse]
 }
 
 // RetrieveSparkProps calls glint.driver.v1.DriverService.RetrieveSparkProps.
@@ -195,6 +208,11 @@ func (c *driverServiceClient) Ping(ctx context.Context, req *connect.Request[v1.
 	return c.ping.CallUnary(ctx, req)
 }
 
+// MasterChanged calls glint.driver.v1.DriverService.MasterChanged.
+func (c *driverServiceClient) MasterChanged(ctx context.Context, req *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
+	return c.masterChanged.CallUnary(ctx, req)
+}
+
 // DriverServiceHandler is an implementation of the glint.driver.v1.DriverService service.
 type DriverServiceHandler interface {
 	// RetrieveSparkProps returns the application's properties to a starting executor.
@@ -214,6 +232,9 @@ type DriverServiceHandler interface {
 	// Ping is the master's liveness probe: only the driver of the named
 	// application answers it.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// MasterChanged names the master the driver reports to now (a recovered
+	// or newly elected one); answering it is the driver's acknowledgement.
+	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
 }
 
 // NewDriverServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -271,6 +292,12 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(driverServiceMethods.ByName("Ping")),
 		connect.WithHandlerOptions(opts...),
 	)
+	driverServiceMasterChangedHandler := connect.NewUnaryHandler(
+		DriverServiceMasterChangedProcedure,
+		svc.MasterChanged,
+		connect.WithSchema(driverServiceMethods.ByName("MasterChanged")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/glint.driver.v1.DriverService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DriverServiceRetrieveSparkPropsProcedure:
@@ -289,6 +316,8 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 			driverServiceApplicationRemovedHandler.ServeHTTP(w, r)
 		case DriverServicePingProcedure:
 			driverServicePingHandler.ServeHTTP(w, r)
+		case DriverServiceMasterChangedProcedure:
+			driverServiceMasterChangedHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -328,4 +357,8 @@ func (UnimplementedDriverServiceHandler) ApplicationRemoved(context.Context, *co
 
 func (UnimplementedDriverServiceHandler) Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.Ping is not implemented"))
+}
+
+func (UnimplementedDriverServiceHandler) MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.MasterChanged is not implemented"))
 }

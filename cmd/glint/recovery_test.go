@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
+)
+
+// clusterShape is what /json says of workers and active applications, in a
+// form two states can be compared by.
+type clusterShape struct {
+	Workers []string
+	Apps    []string
+}
+
+func clusterShapeOf(s masterJSON) clusterShape {
+	var out clusterShape
+	for _, w := range s.Workers {
+		out.Workers = append(out.Workers, w.ID+" "+w.State+fmt.Sprintf(" %d cores used", w.CoresUsed))
+	}
+	for _, a := range s.ActiveApps {
+		for _, e := range a.Executors {
+			out.Apps = append(out.Apps, fmt.Sprintf("%s %s executor %d %s on %s", a.ID, a.State, e.ID, e.State, e.Worker))
+		}
+	}
+	slices.Sort(out.Workers)
+	slices.Sort(out.Apps)
+	return out
+}
+
+// TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors: a master
+// in --recovery-mode file is killed (SIGKILL) while two applications hold
+// executors on two workers; restarted on the same address, it recovers:
+// /json shows what it showed before, the executors are the same processes
+// (none relaunched, no two with one id), and the applications finish.
+func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.T) {
+	t.Parallel()
+	twins := watchForTwins(t)
+	port := tooltest.FreePorts(t, 1)[0]
+	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
+		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
+	c := &testCluster{master: start(t, "master", nil, args...)}
+	c.startWorkers(t, nil, 2)
+
+	releases := []string{filepath.Join(t.TempDir(), "release-a"), filepath.Join(t.TempDir(), "release-b")}
+	var waits []func() (string, error)
+	for _, release := range releases {
+		waits = append(waits, runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+			"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "hold", release, "2"))
+	}
+	c.waitFor(t, "four executors running", func(s masterJSON) bool { return len(runningExecutors(s)) == 4 })
+	for _, g := range byRole(discover(t, c.master.url), "executor") {
+		waitForSample(t, "http://"+g.Targets[0], "glint_executor_tasks_running", 1)
+	}
+	before := clusterShapeOf(c.state(t))
+	pids := map[string]int{}
+	for _, p := range executorProcesses() {
+		pids[p.key] = p.pid
+	}
+
+	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.master.done
+	c.master = start(t, "master-restarted", nil, args...)
+	after := c.waitFor(t, "the master ALIVE with the state it had", func(s masterJSON) bool {
+		return s.Status == "ALIVE" && reflect.DeepEqual(clusterShapeOf(s), before)
+	})
+	t.Logf("recovered: %v", clusterShapeOf(after))
+	now := map[string]int{}
+	for _, p := range executorProcesses() {
+		now[p.key] = p.pid
+	}
+	if !reflect.DeepEqual(now, pids) {
+		t.Fatalf("executor processes before the kill %v, after the recovery %v: want the same", pids, now)
+	}
+
+	for i, release := range releases {
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := waits[i]()
+		if err != nil {
+			t.Fatalf("application %d after the master's recovery: %v", i, err)
+		}
+		if !strings.Contains(out, "Held 2 tasks until") {
+			t.Fatalf("application %d output:\n%s", i, out)
+		}
+	}
+	if tw := twins(); len(tw) > 0 {
+		t.Fatalf("two live executors with one id: %v", tw)
+	}
+}

@@ -1,0 +1,313 @@
+package master
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// The master's own states (Spark's RecoveryState), as /json and status show them.
+const (
+	statusAlive      = "ALIVE"
+	statusRecovering = "RECOVERING"
+)
+
+// Recovery (Spark's beginRecovery/completeRecovery): a master whose Store
+// kept state starts RECOVERING. It lists the kept workers UNKNOWN and the
+// kept applications UNKNOWN, tells them all MasterChanged, and adopts what
+// they report — each worker re-registers with the executors and drivers it
+// runs, each driver's answer acknowledges its application — instead of
+// launching anything again. Once every one answered, or a worker timeout
+// passed, it removes the silent ones, relaunches supervised drivers whose
+// worker did not come back, and becomes ALIVE. Meanwhile it schedules
+// nothing and refuses submissions (Unavailable); clients retry.
+
+// errRecovering refuses what must wait until the master recovered.
+func (s *Server) errRecovering(what string) error {
+	return fmt.Errorf("%s: %w: the master is recovering its state after a restart (until its workers and drivers report, at most %s); retry",
+		what, fault.ErrUnavailable, s.cfg.WorkerTimeout)
+}
+
+// recoverLocked rebuilds the kept state, all UNKNOWN until it reports.
+func (s *Server) recoverLocked(rec *Recovered) {
+	now := s.now()
+	s.nextAppNumber = int(rec.Counters.GetNextAppNumber())
+	s.nextDriverNumber = int(rec.Counters.GetNextDriverNumber())
+	for _, p := range rec.Workers {
+		w := newWorkerInfo(p.GetId(), p.GetHost(), p.GetPort(), p.GetWorkerUrl(), p.GetCores(), p.GetMemoryMib(), now)
+		w.state = masterv1.WorkerState_WORKER_STATE_UNKNOWN
+		s.workers.add(w)
+		s.unknownWorkers++
+	}
+	apps := slices.SortedFunc(slices.Values(rec.Applications), func(a, b *masterv1.PersistedApplication) int {
+		return cmp.Or(a.GetStartTime().AsTime().Compare(b.GetStartTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
+	})
+	for _, p := range apps {
+		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(),
+			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
+		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
+		a.nextExecID = p.GetNextExecutorId()
+		if p.ExecutorLimit != nil {
+			a.executorLimit = int(p.GetExecutorLimit())
+		}
+		s.apps[a.id] = a
+		s.appQueue = append(s.appQueue, a)
+		s.activeBytes += a.size
+		s.unknownApps++
+	}
+	for _, p := range rec.Drivers {
+		d := &driverInfo{
+			id: p.GetId(), desc: p.GetDescription(), size: proto.Size(p.GetDescription()),
+			state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: p.GetSubmitTime().AsTime(),
+			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), recoveredOn: p.GetWorkerId(),
+		}
+		if d.recoveredOn != "" {
+			d.state = masterv1.DriverState_DRIVER_STATE_RUNNING
+		} else {
+			s.waitingDrivers = append(s.waitingDrivers, d)
+		}
+		if s.cfg.Tokens != nil && d.submitToken != "" {
+			s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
+		}
+		s.drivers[d.id] = d
+		s.activeBytes += d.size
+	}
+	s.status = statusRecovering
+	s.log.Info("recovering", "workers", len(rec.Workers), "applications", len(rec.Applications), "drivers", len(rec.Drivers))
+}
+
+// beginRecovery tells every kept worker and driver that this master is
+// back (MasterChanged) and completes the recovery after a worker timeout
+// at the latest.
+func (s *Server) beginRecovery(ctx context.Context) {
+	ctx, span := s.tracer.Start(ctx, "recovery")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recoverySpan = span
+	workerReq := &workerv1.MasterChangedRequest{MasterUrl: s.cfg.URL}
+	for w := range s.workers.all() {
+		s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+			if _, err := c.MasterChanged(ctx, connect.NewRequest(workerReq)); err != nil {
+				s.log.Warn("tell worker the master changed", "worker", w.id, "err", err)
+			}
+		})
+	}
+	for _, a := range s.appQueue {
+		req := &driverv1.MasterChangedRequest{AppId: a.id, MasterUrl: s.cfg.URL}
+		a.mailbox.Post(ctx, func(ctx context.Context) {
+			if _, err := a.client.MasterChanged(ctx, connect.NewRequest(req)); err != nil {
+				s.log.Warn("tell driver the master changed", "app", a.id, "err", err)
+				return
+			}
+			s.mu.Lock()
+			defer s.scheduleAndUnlock(ctx)
+			s.acknowledgeLocked(ctx, a)
+		})
+	}
+	time.AfterFunc(s.cfg.WorkerTimeout, func() {
+		s.mu.Lock()
+		defer s.scheduleAndUnlock(s.ctx)
+		s.completeRecoveryLocked(s.ctx)
+	})
+}
+
+// acknowledgeLocked records that a's driver answered MasterChanged.
+func (s *Server) acknowledgeLocked(ctx context.Context, a *appInfo) {
+	if a.state != masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
+		return
+	}
+	to := masterv1.ApplicationState_APPLICATION_STATE_WAITING
+	if len(a.executors) > 0 {
+		to = masterv1.ApplicationState_APPLICATION_STATE_RUNNING
+	}
+	if err := a.setState(to); err != nil {
+		s.log.Warn("acknowledge", "err", err)
+		return
+	}
+	s.unknownApps--
+	s.maybeCompleteRecoveryLocked(ctx)
+}
+
+// adoptLocked takes a re-registering UNKNOWN worker back with what it runs,
+// and returns what it runs that the master does not know (to be killed).
+func (s *Server) adoptLocked(ctx context.Context, w *workerInfo, m *masterv1.RegisterWorkerRequest) ([]*masterv1.RunningExecutor, []string) {
+	if err := w.setState(masterv1.WorkerState_WORKER_STATE_ALIVE); err != nil {
+		s.log.Warn("adopt worker", "err", err)
+	}
+	s.unknownWorkers--
+	now := s.now()
+	for _, r := range m.GetExecutors() {
+		a := s.apps[r.GetAppId()]
+		if a == nil || a.finished() || a.executors[r.GetExecutorId()] != nil || r.GetExecutorId() < 0 ||
+			r.GetCores() < 1 || r.GetCores() > w.cores-w.coresUsed || r.GetMemoryMib() < 0 || r.GetMemoryMib() > w.memoryMiB-w.memoryUsedMiB {
+			continue
+		}
+		e := &executorInfo{
+			id: r.GetExecutorId(), app: a, worker: w, cores: r.GetCores(), memoryMiB: r.GetMemoryMib(),
+			state: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, scheduledAt: now, runningSince: now, url: clip(r.GetUrl()),
+		}
+		a.holdExecutor(e)
+		a.nextExecID = max(a.nextExecID, e.id+1)
+		w.addExecutor(e)
+		if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {
+			if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_RUNNING); err != nil {
+				s.log.Warn("adopt executor", "err", err)
+			}
+		}
+		s.log.Info("adopted executor", "app", a.id, "executor", e.id, "worker", w.id)
+	}
+	for _, id := range m.GetDriverIds() {
+		if d := s.drivers[id]; d != nil && d.worker == nil && d.recoveredOn == w.id {
+			w.addDriver(d)
+			s.log.Info("adopted driver", "driver", d.id, "worker", w.id)
+		}
+	}
+	s.log.Info("worker re-registered after recovery", "worker", w.id, "executors", len(w.executors), "drivers", len(w.drivers))
+	s.maybeCompleteRecoveryLocked(ctx)
+	return s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
+}
+
+func (s *Server) maybeCompleteRecoveryLocked(ctx context.Context) {
+	if s.unknownWorkers == 0 && s.unknownApps == 0 {
+		s.completeRecoveryLocked(ctx)
+	}
+}
+
+// completeRecoveryLocked is Spark's completeRecovery: what did not answer is
+// removed, supervised drivers whose worker did not come back relaunched.
+func (s *Server) completeRecoveryLocked(ctx context.Context) {
+	if s.status != statusRecovering {
+		return
+	}
+	for _, w := range slices.Collect(s.workers.all()) {
+		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+			s.removeWorkerLocked(ctx, w, "it did not re-register while the master recovered")
+		}
+	}
+	for _, a := range slices.Clone(s.appQueue) {
+		if a.state == masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
+			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+				"its driver did not answer while the master recovered")
+		}
+	}
+	for _, d := range s.sortedDriversLocked() {
+		if d.state != masterv1.DriverState_DRIVER_STATE_RUNNING || d.worker != nil {
+			continue
+		}
+		if d.desc.GetSupervise() {
+			s.relaunchDriverLocked(ctx, d)
+		} else {
+			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
+				fmt.Sprintf("its worker %s did not re-register while the master recovered", d.recoveredOn))
+		}
+	}
+	s.unknownWorkers, s.unknownApps = 0, 0
+	s.status = statusAlive
+	s.needSchedule = true
+	s.log.Info("recovered; the master is ALIVE")
+	if s.recoverySpan != nil {
+		s.recoverySpan.End()
+		s.recoverySpan = nil
+	}
+}
+
+// sortedDriversLocked returns the active drivers by id.
+func (s *Server) sortedDriversLocked() []*driverInfo {
+	return slices.SortedFunc(func(yield func(*driverInfo) bool) {
+		for _, d := range s.drivers {
+			if !yield(d) {
+				return
+			}
+		}
+	}, func(a, b *driverInfo) int { return cmp.Compare(a.id, b.id) })
+}
+
+// The persist functions keep each state change in the Store, if any. A
+// failed write is logged and counted: the master runs on, and would recover
+// what it kept before.
+
+func (s *Server) persist(what string, write func(Store) error) {
+	if s.cfg.Store == nil {
+		return
+	}
+	began := time.Now()
+	err := write(s.cfg.Store)
+	s.metrics.stateWrites.Observe(time.Since(began).Seconds())
+	if err != nil {
+		s.metrics.stateWriteErrors.Inc()
+		s.log.Error("keep state for recovery", "what", what, "err", err)
+	}
+}
+
+func (s *Server) persistWorkerLocked(w *workerInfo) {
+	s.persist("worker "+w.id, func(st Store) error {
+		return st.PutWorker(&masterv1.PersistedWorker{Id: w.id, Host: w.host, Port: w.port, WorkerUrl: w.url, Cores: w.cores, MemoryMib: w.memoryMiB})
+	})
+}
+
+func (s *Server) forgetWorkerLocked(w *workerInfo) {
+	s.persist("worker "+w.id, func(st Store) error { return st.DeleteWorker(w.id) })
+}
+
+func (s *Server) persistAppLocked(a *appInfo) {
+	p := &masterv1.PersistedApplication{
+		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken,
+		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
+	}
+	if a.executorLimit != unlimitedExecutors {
+		p.ExecutorLimit = proto.Int32(int32(min(a.executorLimit, 1<<31-1)))
+	}
+	s.persist("application "+a.id, func(st Store) error { return st.PutApplication(p) })
+}
+
+func (s *Server) forgetAppLocked(a *appInfo) {
+	s.persist("application "+a.id, func(st Store) error { return st.DeleteApplication(a.id) })
+}
+
+func (s *Server) persistDriverLocked(d *driverInfo) {
+	p := &masterv1.PersistedDriver{
+		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken,
+		Traceparent: formatTraceparent(d.trace),
+	}
+	if d.worker != nil {
+		p.WorkerId = d.worker.id
+	}
+	s.persist("driver "+d.id, func(st Store) error { return st.PutDriver(p) })
+}
+
+func (s *Server) forgetDriverLocked(d *driverInfo) {
+	s.persist("driver "+d.id, func(st Store) error { return st.DeleteDriver(d.id) })
+}
+
+func (s *Server) persistCountersLocked() {
+	p := &masterv1.PersistedCounters{NextAppNumber: int32(s.nextAppNumber), NextDriverNumber: int32(s.nextDriverNumber)}
+	s.persist("counters", func(st Store) error { return st.PutCounters(p) })
+}
+
+// formatTraceparent and parseTraceparent keep a span context as W3C's
+// traceparent header.
+func formatTraceparent(sc trace.SpanContext) string {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
+	return carrier["traceparent"]
+}
+
+func parseTraceparent(tp string) trace.SpanContext {
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+	return trace.SpanContextFromContext(ctx)
+}

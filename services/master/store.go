@@ -1,0 +1,36 @@
+package master
+
+import (
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+)
+
+// Store keeps what a master needs to recover after a restart: its
+// workers, applications, drivers and id counters (Spark's
+// PersistenceEngine). Every state change is one write, made before the
+// change is answered. Executors are not kept: the workers report them to
+// the recovering master, which adopts them.
+type Store interface {
+	// Load returns everything kept.
+	Load() (*Recovered, error)
+	PutWorker(*masterv1.PersistedWorker) error
+	DeleteWorker(id string) error
+	PutApplication(*masterv1.PersistedApplication) error
+	DeleteApplication(id string) error
+	PutDriver(*masterv1.PersistedDriver) error
+	DeleteDriver(id string) error
+	PutCounters(*masterv1.PersistedCounters) error
+	Close() error
+}
+
+// Recovered is what a Store kept.
+type Recovered struct {
+	Workers      []*masterv1.PersistedWorker
+	Applications []*masterv1.PersistedApplication
+	Drivers      []*masterv1.PersistedDriver
+	Counters     *masterv1.PersistedCounters
+}
+
+// empty reports whether nothing was kept: a first start.
+func (r *Recovered) empty() bool {
+	return len(r.Workers) == 0 && len(r.Applications) == 0 && len(r.Drivers) == 0
+}
