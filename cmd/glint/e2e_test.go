@@ -223,6 +223,7 @@ func tlsClient(t testing.TB, env []string) *http.Client {
 // masterJSON is the part of the master's /json the tests read.
 type masterJSON struct {
 	Status  string `json:"status"`
+	Epoch   int64  `json:"epoch"`
 	Workers []struct {
 		ID        string `json:"id"`
 		State     string `json:"state"`
@@ -234,6 +235,7 @@ type masterJSON struct {
 
 type appJSON struct {
 	ID            string `json:"id"`
+	Name          string `json:"name"`
 	TraceID       string `json:"traceid"`
 	State         string `json:"state"`
 	StatusMessage string `json:"statusmessage"`

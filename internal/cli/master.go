@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -25,6 +27,9 @@ type masterFlags struct {
 	submitTokenFiles   []string
 	recoveryMode       string
 	recoveryDir        string
+	etcdEndpoints      string
+	etcdPrefix         string
+	etcdLeaseTTL       time.Duration
 	serverAuth
 }
 
@@ -47,10 +52,26 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
-	fl.StringVar(&f.recoveryMode, "recovery-mode", "none", "spark.deploy.recoveryMode: none, or file (keep workers, applications and drivers in --recovery-dir, so a restarted master recovers them and their running executors)")
+	fl.StringVar(&f.recoveryMode, "recovery-mode", "none", "spark.deploy.recoveryMode: none; file (keep workers, applications and drivers in --recovery-dir, so a restarted master recovers them and their running executors); or etcd (keep them in etcd and lead only while elected: standby masters take over)")
+	fl.StringVar(&f.etcdEndpoints, "etcd-endpoints", "", "etcd endpoints for --recovery-mode etcd, comma-separated (e.g. http://etcd-0:2379)")
+	fl.StringVar(&f.etcdPrefix, "etcd-prefix", "/glint", "key prefix of the masters' election and state in etcd; masters of one cluster share it")
+	fl.DurationVar(&f.etcdLeaseTTL, "etcd-lease-ttl", 10*time.Second, "how long a leader that stopped renewing its etcd lease leads on; a standby takes over after it (whole seconds)")
 	fl.StringVar(&f.recoveryDir, "recovery-dir", "", "spark.deploy.recoveryDirectory: where --recovery-mode file keeps the master's state (owner-only: it holds application tokens)")
 	f.serverAuth.register(fl)
 	return cmd
+}
+
+// etcdClient connects to --etcd-endpoints.
+func (f *masterFlags) etcdClient() (*clientv3.Client, error) {
+	endpoints, err := rpc.ParseURLs(f.etcdEndpoints)
+	if err != nil {
+		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
 }
 
 // openStore opens the recovery store the flags name, or returns nil.
@@ -59,6 +80,14 @@ func (f *masterFlags) openStore() (master.Store, error) {
 	case "none":
 		if f.recoveryDir != "" {
 			return nil, fmt.Errorf("--recovery-dir needs --recovery-mode file")
+		}
+		return nil, nil
+	case "etcd":
+		if f.recoveryDir != "" {
+			return nil, fmt.Errorf("--recovery-dir is for --recovery-mode file; etcd mode keeps its state in etcd")
+		}
+		if f.etcdEndpoints == "" {
+			return nil, fmt.Errorf("--recovery-mode etcd needs --etcd-endpoints")
 		}
 		return nil, nil
 	case "file":
@@ -71,7 +100,7 @@ func (f *masterFlags) openStore() (master.Store, error) {
 		}
 		return store, nil
 	}
-	return nil, fmt.Errorf("--recovery-mode %q: want none or file", f.recoveryMode)
+	return nil, fmt.Errorf("--recovery-mode %q: want none, file or etcd", f.recoveryMode)
 }
 
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
@@ -151,13 +180,25 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 
 	// Master: worker, application and driver state, and the scheduler.
-	m, err := master.New(master.Config{
+	cfg := master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
-	})
+	}
+	var m service
+	if f.recoveryMode == "etcd" {
+		etcd, err := f.etcdClient()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer etcd.Close()
+		m, err = master.NewHA(master.HAConfig{Master: cfg, Etcd: etcd, Prefix: f.etcdPrefix, LeaseTTL: f.etcdLeaseTTL})
+	} else {
+		m, err = master.New(cfg)
+	}
 	if err != nil {
 		ln.Close()
 		return err

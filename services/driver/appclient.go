@@ -116,7 +116,7 @@ func (d *Driver) ExecutorAdded(ctx context.Context, req *connect.Request[driverv
 	m := req.Msg
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkAppLocked(m.GetAppId()); err != nil {
+	if err := d.checkMasterLocked(m.GetAppId(), m.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	e := d.executorLocked(m.GetExecutorId())
@@ -133,7 +133,7 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 	m := req.Msg
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkAppLocked(m.GetAppId()); err != nil {
+	if err := d.checkMasterLocked(m.GetAppId(), m.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	e := d.executorLocked(m.GetExecutorId())
@@ -165,7 +165,7 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
+	if err := d.checkMasterLocked(req.Msg.GetAppId(), req.Msg.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	select {
@@ -186,9 +186,6 @@ func (d *Driver) ApplicationRemoved(ctx context.Context, req *connect.Request[dr
 	return connect.NewResponse(&driverv1.ApplicationRemovedResponse{}), nil
 }
 
-// checkAppLocked accepts messages about this application only. Messages that
-// race ahead of the registration response (the master schedules at once) are
-// accepted: there is no other application they could be about.
 // Ping answers the master's probe when appID is this driver's application.
 func (d *Driver) Ping(_ context.Context, req *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
 	d.mu.Lock()
@@ -212,11 +209,37 @@ func (d *Driver) MasterChanged(ctx context.Context, req *connect.Request[driverv
 	if d.appID == "" || req.Msg.GetAppId() != d.appID {
 		return nil, rpc.Error(fmt.Errorf("master changed for application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, d.appID))
 	}
+	if err := d.fenceLocked(req.Msg.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	d.master = masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
 	d.log.InfoContext(ctx, "master changed", "app", d.appID, "master", url)
 	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
 }
 
+// checkMasterLocked accepts a master's message about this application from
+// the newest master epoch seen (fenceLocked).
+func (d *Driver) checkMasterLocked(appID string, epoch int64) error {
+	if err := d.checkAppLocked(appID); err != nil {
+		return err
+	}
+	return d.fenceLocked(epoch)
+}
+
+// fenceLocked refuses a message from a master of an older leadership epoch
+// than the newest seen (a deposed leader, in etcd mode), and remembers a
+// newer one.
+func (d *Driver) fenceLocked(epoch int64) error {
+	if epoch < d.epoch {
+		return fmt.Errorf("%w: the message comes from master epoch %d, and epoch %d leads now (a deposed master)", fault.ErrFailedPrecondition, epoch, d.epoch)
+	}
+	d.epoch = epoch
+	return nil
+}
+
+// checkAppLocked accepts messages about this application only. Messages that
+// race ahead of the registration response (the master schedules at once) are
+// accepted: there is no other application they could be about.
 func (d *Driver) checkAppLocked(appID string) error {
 	if d.appID != "" && appID != d.appID {
 		return fmt.Errorf("application %s: %w: this driver runs %s", appID, fault.ErrNotFound, d.appID)

@@ -142,6 +142,8 @@ type Driver struct {
 	removed      chan struct{} // closed when the master removed the application
 	removedWhy   string
 	stopping     bool // the driver unregistered the application itself
+	// epoch is the newest master leadership epoch a message carried.
+	epoch int64
 	backend
 }
 

@@ -341,3 +341,26 @@ func TestOnlyTheApplicationsOwnIDIsAnsweredByPing(t *testing.T) {
 		t.Fatalf("ping for another application: %v, want not_found", err)
 	}
 }
+
+func TestMessagesFromADeposedMasterAreRefused(t *testing.T) {
+	a := echoApp(func(context.Context, []byte) ([]byte, error) { return nil, nil })
+	d := startDriver(t, a, nil)
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	ctx := context.Background()
+	if _, err := client.MasterChanged(ctx, connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: "http://127.0.0.1:9", Epoch: 7})); err != nil {
+		t.Fatal(err)
+	}
+	_, err := client.ApplicationRemoved(ctx, connect.NewRequest(&driverv1.ApplicationRemovedRequest{AppId: d.AppID(), Message: "KILLED", Epoch: 6}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("ApplicationRemoved from epoch 6 after epoch 7: %v, want failed_precondition", err)
+	}
+	_, err = client.ExecutorUpdated(ctx, connect.NewRequest(&driverv1.ExecutorUpdatedRequest{AppId: d.AppID(), ExecutorId: 0, Epoch: 6,
+		State: masterv1.ExecutorState_EXECUTOR_STATE_LOST, WorkerLost: true}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("ExecutorUpdated from epoch 6 after epoch 7: %v, want failed_precondition", err)
+	}
+	_, err = client.MasterChanged(ctx, connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: "http://127.0.0.1:8", Epoch: 6}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("MasterChanged from epoch 6 after epoch 7: %v, want failed_precondition", err)
+	}
+}

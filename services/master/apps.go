@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -32,8 +33,9 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
 	}
 	s.nextAppNumber++
-	s.persistCountersLocked()
-	s.persistAppLocked(a)
+	if err := errors.Join(s.persistCountersLocked(), s.persistAppLocked(a)); err != nil {
+		return nil, fmt.Errorf("register application: %w", err)
+	}
 	s.apps[a.id] = a
 	s.appQueue = append(s.appQueue, a)
 	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)

@@ -77,7 +77,7 @@ func (s *Server) decommissionWorkerLocked(ctx context.Context, w *workerInfo, re
 
 // sendDecommissionWorker tells w to take no new launches.
 func (s *Server) sendDecommissionWorker(ctx context.Context, w *workerInfo) {
-	req := &workerv1.DecommissionWorkerRequest{MasterUrl: s.cfg.URL}
+	req := &workerv1.DecommissionWorkerRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
 	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if _, err := c.DecommissionWorker(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell worker it is decommissioned", "worker", w.id, "err", err)

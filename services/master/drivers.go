@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,8 +15,9 @@ import (
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
-// submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver).
-func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription) *driverInfo {
+// submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver),
+// or says why it could not keep it.
+func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription) (*driverInfo, error) {
 	now := s.now()
 	d := &driverInfo{
 		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc),
@@ -24,18 +26,21 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 	if s.cfg.Tokens != nil {
 		// The driver registers its application with a submit token of its own.
 		d.submitToken = rpc.NewToken()
-		s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
 	}
 	s.nextDriverNumber++
-	s.persistCountersLocked()
-	s.persistDriverLocked(d)
+	if err := errors.Join(s.persistCountersLocked(), s.persistDriverLocked(d)); err != nil {
+		return nil, fmt.Errorf("submit driver: %w", err)
+	}
+	if d.submitToken != "" {
+		s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
+	}
 	s.drivers[d.id] = d
 	s.waitingDrivers = append(s.waitingDrivers, d)
 	s.activeBytes += d.size
 	s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
 	s.needSchedule = true
-	return d
+	return d, nil
 }
 
 // launchDriverLocked is Spark's launchDriver: d runs on w, which gets LaunchDriver.
@@ -53,7 +58,11 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
 func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
-	n := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc)
+	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc)
+	if err != nil {
+		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("its worker was lost and it could not be relaunched: %v", err))
+		return
+	}
 	s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
 }
 

@@ -27,7 +27,7 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
-	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
+	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
 	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
 		s.workers.heartbeat(w, now)
 		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
@@ -344,7 +344,10 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 	if err := s.admitLocked("submit driver", len(s.drivers), MaxActiveDrivers, proto.Size(d)); err != nil {
 		return nil, rpc.Error(err)
 	}
-	driver := s.submitDriverLocked(ctx, d)
+	driver, err := s.submitDriverLocked(ctx, d)
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
 	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
 }
 

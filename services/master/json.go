@@ -20,7 +20,7 @@ import (
 func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: s.status}
+	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: s.status, Epoch: s.cfg.Epoch}
 	for w := range s.workers.all() {
 		out.Workers = append(out.Workers, workerProto(w))
 	}
@@ -111,8 +111,12 @@ type workerJSON struct {
 // masterJSON is GET /json: the master in the shape of Spark's master JSON.
 // Totals count ALIVE workers only, in 64 bits: no number of workers can wrap them.
 type masterJSON struct {
-	URL              string       `json:"url"`
-	Status           string       `json:"status"`
+	URL    string `json:"url"`
+	Status string `json:"status"`
+	// Epoch is the leadership epoch (etcd mode); Leader, on a standby, the
+	// master that leads.
+	Epoch            int64        `json:"epoch,omitempty"`
+	Leader           string       `json:"leader,omitempty"`
 	Workers          []workerJSON `json:"workers"`
 	AliveWorkers     int32        `json:"aliveworkers"`
 	Cores            int64        `json:"cores"`
@@ -188,7 +192,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, _ *http.Request) {
 // statusJSON is the cluster state st as /json shows it at now.
 func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON {
 	out := masterJSON{
-		URL: st.GetMasterUrl(), Status: st.GetStatus(), Workers: []workerJSON{},
+		URL: st.GetMasterUrl(), Status: st.GetStatus(), Epoch: st.GetEpoch(), Workers: []workerJSON{},
 		ActiveApps: appsJSON(st.GetActiveApps(), now), CompletedApps: appsJSON(st.GetCompletedApps(), now),
 		ActiveDrivers: driversJSON(st.GetActiveDrivers()), CompletedDrivers: driversJSON(st.GetCompletedDrivers()),
 	}

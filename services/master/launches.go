@@ -151,14 +151,25 @@ func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, sta
 }
 
 // postToWorker posts send to w's mailbox with w's client, both made when w
-// is first sent something: most workers of a large cluster may never be.
+// is first sent something: most workers of a large cluster may never be. A
+// deposed master sends nothing.
 func (s *Server) postToWorker(ctx context.Context, w *workerInfo, send func(context.Context, workerv1connect.WorkerServiceClient)) {
+	if s.status == statusDeposed {
+		return
+	}
 	if w.client == nil {
 		w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 		w.mailbox = rpc.NewMailbox(s.ctx)
 	}
 	c := w.client
 	w.mailbox.Post(ctx, func(ctx context.Context) { send(ctx, c) })
+}
+
+// postToDriver posts send to a's driver's mailbox, unless the master was deposed.
+func (s *Server) postToDriver(ctx context.Context, a *appInfo, send func(context.Context)) {
+	if s.status != statusDeposed {
+		a.mailbox.Post(ctx, send)
+	}
 }
 
 // The send functions below are every message the master sends to workers and
@@ -169,7 +180,7 @@ func (s *Server) postToWorker(ctx context.Context, w *workerInfo, send func(cont
 // sendLaunchDriver tells w to launch d. A worker that rejects it or cannot be
 // reached ends the driver in ERROR.
 func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo) {
-	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
+	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
 	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if _, err := c.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
@@ -205,7 +216,7 @@ func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
 func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry int) {
 	w, a := e.worker, e.app
 	req := &workerv1.LaunchExecutorRequest{
-		MasterUrl: s.cfg.URL, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
+		MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
 		AppToken: a.appToken,
 	}
 	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
@@ -260,10 +271,10 @@ func answerless(code connect.Code) bool {
 func (s *Server) sendExecutorAdded(ctx context.Context, e *executorInfo) {
 	w, a := e.worker, e.app
 	req := &driverv1.ExecutorAddedRequest{
-		AppId: a.id, ExecutorId: e.id, WorkerId: w.id, HostPort: w.address(),
+		Epoch: s.cfg.Epoch, AppId: a.id, ExecutorId: e.id, WorkerId: w.id, HostPort: w.address(),
 		Cores: e.cores, MemoryMib: e.memoryMiB, ScheduledAt: timestamppb.New(e.scheduledAt),
 	}
-	a.mailbox.Post(ctx, func(ctx context.Context) {
+	s.postToDriver(ctx, a, func(ctx context.Context) {
 		if _, err := a.client.ExecutorAdded(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell driver executor added", "app", a.id, "executor", e.id, "err", err)
 		}
@@ -280,12 +291,12 @@ type executorTimes struct {
 func (s *Server) sendExecutorUpdated(ctx context.Context, e *executorInfo, workerLost bool, times *executorTimes) {
 	a := e.app
 	req := &driverv1.ExecutorUpdatedRequest{
-		AppId: a.id, ExecutorId: e.id, State: e.state, Message: e.message, ExitStatus: e.exitStatus, WorkerLost: workerLost,
+		Epoch: s.cfg.Epoch, AppId: a.id, ExecutorId: e.id, State: e.state, Message: e.message, ExitStatus: e.exitStatus, WorkerLost: workerLost,
 	}
 	if times != nil {
 		req.LaunchedAt, req.StartedAt = times.launched, times.started
 	}
-	a.mailbox.Post(ctx, func(ctx context.Context) {
+	s.postToDriver(ctx, a, func(ctx context.Context) {
 		if _, err := a.client.ExecutorUpdated(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell driver executor updated", "app", a.id, "executor", e.id, "err", err)
 		}
@@ -294,8 +305,8 @@ func (s *Server) sendExecutorUpdated(ctx context.Context, e *executorInfo, worke
 
 // sendApplicationRemoved tells a's driver that a ended in state.
 func (s *Server) sendApplicationRemoved(ctx context.Context, a *appInfo, state masterv1.ApplicationState, message string) {
-	req := &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: fmt.Sprintf("%s: %s", lifecycle.Name(state), message)}
-	a.mailbox.Post(ctx, func(ctx context.Context) {
+	req := &driverv1.ApplicationRemovedRequest{Epoch: s.cfg.Epoch, AppId: a.id, Message: fmt.Sprintf("%s: %s", lifecycle.Name(state), message)}
+	s.postToDriver(ctx, a, func(ctx context.Context) {
 		if _, err := a.client.ApplicationRemoved(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Debug("tell driver application removed", "app", a.id, "err", err)
 		}
@@ -306,7 +317,7 @@ func (s *Server) sendApplicationRemoved(ctx context.Context, a *appInfo, state m
 // that a ended, so they clean up after it. (Spark tells every worker; at
 // 10,000 workers that is 10,000 messages for each application's end.)
 func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
-	req := &workerv1.ApplicationFinishedRequest{MasterUrl: s.cfg.URL, AppId: a.id}
+	req := &workerv1.ApplicationFinishedRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, AppId: a.id}
 	for w := range a.workers {
 		if w.state != masterv1.WorkerState_WORKER_STATE_ALIVE {
 			continue
@@ -322,7 +333,7 @@ func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
 // sendKillExecutor tells e's worker to kill it.
 func (s *Server) sendKillExecutor(ctx context.Context, e *executorInfo) {
 	w := e.worker
-	req := &workerv1.KillExecutorRequest{MasterUrl: s.cfg.URL, AppId: e.app.id, ExecutorId: e.id}
+	req := &workerv1.KillExecutorRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, AppId: e.app.id, ExecutorId: e.id}
 	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if _, err := c.KillExecutor(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Debug("kill executor", "app", e.app.id, "executor", e.id, "worker", w.id, "err", err)
@@ -333,7 +344,7 @@ func (s *Server) sendKillExecutor(ctx context.Context, e *executorInfo) {
 // sendKillDriver tells d's worker to kill it; the worker reports the end.
 func (s *Server) sendKillDriver(ctx context.Context, d *driverInfo) {
 	w := d.worker
-	req := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, DriverId: d.id}
+	req := &workerv1.KillDriverRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, DriverId: d.id}
 	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if _, err := c.KillDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("kill driver", "driver", d.id, "worker", w.id, "err", err)

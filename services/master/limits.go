@@ -31,8 +31,11 @@ const (
 // admitLocked refuses a new application or driver (kind, with active already
 // active) of size bytes when the master keeps as many as it may.
 func (s *Server) admitLocked(kind string, active, limit, size int) error {
-	if s.status == statusRecovering {
+	switch s.status {
+	case statusRecovering:
 		return s.errRecovering(kind)
+	case statusDeposed:
+		return fmt.Errorf("%s: %w: this master no longer leads; another master does", kind, fault.ErrUnavailable)
 	}
 	if active >= limit {
 		return fmt.Errorf("%s: %w: %d are active, the limit is %d", kind, fault.ErrResourceExhausted, active, limit)

@@ -58,6 +58,10 @@ type Config struct {
 	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
+	// Epoch is the master's leadership epoch (the etcd election's revision
+	// in --recovery-mode etcd; 0 otherwise). Every command to workers and
+	// drivers carries it; they refuse commands older than the newest they saw.
+	Epoch int64
 	// Store keeps the master's state so that a restarted master recovers it
 	// (--recovery-mode); nil keeps nothing.
 	Store Store
@@ -102,6 +106,8 @@ type Server struct {
 	status                      string
 	unknownWorkers, unknownApps int
 	recoverySpan                trace.Span
+	// deposed is closed when a write showed that another master leads.
+	deposed chan struct{}
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)
@@ -145,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 		apps:    map[string]*appInfo{},
 		drivers: map[string]*driverInfo{},
 		status:  statusAlive,
+		deposed: make(chan struct{}),
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
 	if cfg.Store != nil {
@@ -189,6 +196,8 @@ func (s *Server) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.deposed:
+			return fmt.Errorf("master: a state write was refused: another master leads now (epoch %d is over)", s.cfg.Epoch)
 		case <-timeouts.C:
 			s.checkWorkerTimeouts(ctx)
 			s.checkDrivers(ctx)

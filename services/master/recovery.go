@@ -3,6 +3,7 @@ package master
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,6 +26,8 @@ import (
 const (
 	statusAlive      = "ALIVE"
 	statusRecovering = "RECOVERING"
+	// statusDeposed is a leader whose write etcd refused: another leads.
+	statusDeposed = "DEPOSED"
 )
 
 // Recovery (Spark's beginRecovery/completeRecovery): a master whose Store
@@ -99,7 +102,7 @@ func (s *Server) beginRecovery(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recoverySpan = span
-	workerReq := &workerv1.MasterChangedRequest{MasterUrl: s.cfg.URL}
+	workerReq := &workerv1.MasterChangedRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
 	for w := range s.workers.all() {
 		s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 			if _, err := c.MasterChanged(ctx, connect.NewRequest(workerReq)); err != nil {
@@ -108,8 +111,8 @@ func (s *Server) beginRecovery(ctx context.Context) {
 		})
 	}
 	for _, a := range s.appQueue {
-		req := &driverv1.MasterChangedRequest{AppId: a.id, MasterUrl: s.cfg.URL}
-		a.mailbox.Post(ctx, func(ctx context.Context) {
+		req := &driverv1.MasterChangedRequest{AppId: a.id, MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
+		s.postToDriver(ctx, a, func(ctx context.Context) {
 			if _, err := a.client.MasterChanged(ctx, connect.NewRequest(req)); err != nil {
 				s.log.Warn("tell driver the master changed", "app", a.id, "err", err)
 				return
@@ -238,33 +241,50 @@ func (s *Server) sortedDriversLocked() []*driverInfo {
 }
 
 // The persist functions keep each state change in the Store, if any. A
-// failed write is logged and counted: the master runs on, and would recover
-// what it kept before.
+// failed write is logged and counted, and returned: a registration it
+// would have kept is refused (Unavailable), so its client retries; other
+// changes run on. A write refused because this master no longer leads
+// deposes it (depose).
 
-func (s *Server) persist(what string, write func(Store) error) {
+func (s *Server) persist(what string, write func(Store) error) error {
 	if s.cfg.Store == nil {
-		return
+		return nil
 	}
 	began := time.Now()
 	err := write(s.cfg.Store)
 	s.metrics.stateWrites.Observe(time.Since(began).Seconds())
-	if err != nil {
-		s.metrics.stateWriteErrors.Inc()
-		s.log.Error("keep state for recovery", "what", what, "err", err)
+	if err == nil {
+		return nil
 	}
+	s.metrics.stateWriteErrors.Inc()
+	s.log.Error("keep state for recovery", "what", what, "err", err)
+	if errors.Is(err, ErrDeposed) {
+		s.deposeLocked()
+	}
+	return fmt.Errorf("%w: keep %s: %w", fault.ErrUnavailable, what, err)
 }
 
-func (s *Server) persistWorkerLocked(w *workerInfo) {
-	s.persist("worker "+w.id, func(st Store) error {
+// deposeLocked stops a master that learned it no longer leads: it
+// schedules and admits nothing more, and Run returns an error.
+func (s *Server) deposeLocked() {
+	if s.status == statusDeposed {
+		return
+	}
+	s.status = statusDeposed
+	close(s.deposed)
+}
+
+func (s *Server) persistWorkerLocked(w *workerInfo) error {
+	return s.persist("worker "+w.id, func(st Store) error {
 		return st.PutWorker(&masterv1.PersistedWorker{Id: w.id, Host: w.host, Port: w.port, WorkerUrl: w.url, Cores: w.cores, MemoryMib: w.memoryMiB})
 	})
 }
 
-func (s *Server) forgetWorkerLocked(w *workerInfo) {
-	s.persist("worker "+w.id, func(st Store) error { return st.DeleteWorker(w.id) })
+func (s *Server) forgetWorkerLocked(w *workerInfo) error {
+	return s.persist("worker "+w.id, func(st Store) error { return st.DeleteWorker(w.id) })
 }
 
-func (s *Server) persistAppLocked(a *appInfo) {
+func (s *Server) persistAppLocked(a *appInfo) error {
 	p := &masterv1.PersistedApplication{
 		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken,
 		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
@@ -272,14 +292,14 @@ func (s *Server) persistAppLocked(a *appInfo) {
 	if a.executorLimit != unlimitedExecutors {
 		p.ExecutorLimit = proto.Int32(int32(min(a.executorLimit, 1<<31-1)))
 	}
-	s.persist("application "+a.id, func(st Store) error { return st.PutApplication(p) })
+	return s.persist("application "+a.id, func(st Store) error { return st.PutApplication(p) })
 }
 
-func (s *Server) forgetAppLocked(a *appInfo) {
-	s.persist("application "+a.id, func(st Store) error { return st.DeleteApplication(a.id) })
+func (s *Server) forgetAppLocked(a *appInfo) error {
+	return s.persist("application "+a.id, func(st Store) error { return st.DeleteApplication(a.id) })
 }
 
-func (s *Server) persistDriverLocked(d *driverInfo) {
+func (s *Server) persistDriverLocked(d *driverInfo) error {
 	p := &masterv1.PersistedDriver{
 		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken,
 		Traceparent: formatTraceparent(d.trace),
@@ -287,16 +307,16 @@ func (s *Server) persistDriverLocked(d *driverInfo) {
 	if d.worker != nil {
 		p.WorkerId = d.worker.id
 	}
-	s.persist("driver "+d.id, func(st Store) error { return st.PutDriver(p) })
+	return s.persist("driver "+d.id, func(st Store) error { return st.PutDriver(p) })
 }
 
-func (s *Server) forgetDriverLocked(d *driverInfo) {
-	s.persist("driver "+d.id, func(st Store) error { return st.DeleteDriver(d.id) })
+func (s *Server) forgetDriverLocked(d *driverInfo) error {
+	return s.persist("driver "+d.id, func(st Store) error { return st.DeleteDriver(d.id) })
 }
 
-func (s *Server) persistCountersLocked() {
+func (s *Server) persistCountersLocked() error {
 	p := &masterv1.PersistedCounters{NextAppNumber: int32(s.nextAppNumber), NextDriverNumber: int32(s.nextDriverNumber)}
-	s.persist("counters", func(st Store) error { return st.PutCounters(p) })
+	return s.persist("counters", func(st Store) error { return st.PutCounters(p) })
 }
 
 // formatTraceparent and parseTraceparent keep a span context as W3C's

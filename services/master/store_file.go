@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -40,7 +41,7 @@ func OpenFileStore(dir string) (*FileStore, error) {
 		return nil, fmt.Errorf("recovery dir: %w", err)
 	}
 	path := filepath.Join(dir, "master.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5e9})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open recovery store %s: %w (is another master using it?)", path, err)
 	}
@@ -81,11 +82,9 @@ func loadAll[T any, P interface {
 	proto.Message
 }](b *bolt.Bucket, out *[]P) error {
 	return b.ForEach(func(k, v []byte) error {
-		m := P(new(T))
-		if err := loadOne(v, m); err != nil {
+		if err := appendRecord(v, out); err != nil {
 			return fmt.Errorf("record %q: %w", k, err)
 		}
-		*out = append(*out, m)
 		return nil
 	})
 }

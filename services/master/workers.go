@@ -23,8 +23,10 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 	if n := s.workers.len(); n >= MaxWorkers {
 		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, n, MaxWorkers)
 	}
+	if err := s.persistWorkerLocked(w); err != nil {
+		return fmt.Errorf("register worker %s: %w", w.id, err)
+	}
 	s.workers.add(w)
-	s.persistWorkerLocked(w)
 	return nil
 }
 

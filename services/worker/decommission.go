@@ -34,6 +34,9 @@ func (s *Server) Decommission() {
 // operator decommissioned the worker); it comes after every launch the
 // master sent before.
 func (s *Server) DecommissionWorker(ctx context.Context, req *connect.Request[workerv1.DecommissionWorkerRequest]) (*connect.Response[workerv1.DecommissionWorkerResponse], error) {
+	if err := s.fence("decommission worker", req.Msg.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.awaitActiveLocked(ctx, req.Msg.GetMasterUrl()); err != nil {

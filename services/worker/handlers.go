@@ -24,6 +24,9 @@ func (s *Server) LaunchExecutor(ctx context.Context, req *connect.Request[worker
 	if err := validateLaunchExecutor(m); err != nil {
 		return nil, rpc.Error(err)
 	}
+	if err := s.fence("launch executor", m.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	if err := s.newExecutorRunner(ctx, m).start(ctx, m.GetMasterUrl()); err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -74,6 +77,9 @@ func (s *Server) KillExecutor(ctx context.Context, req *connect.Request[workerv1
 		return nil, rpc.Error(fmt.Errorf("kill executor: %w", err))
 	}
 	what := fmt.Sprintf("kill executor %s/%d", m.GetAppId(), m.GetExecutorId())
+	if err := s.fence(what, m.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	key := executorKey{app: m.GetAppId(), id: m.GetExecutorId()}
 	ended := func(k executorKey) bool {
 		return slices.ContainsFunc(s.finishedExecutors, func(r *executorRunner) bool { return r.key() == k })
@@ -89,6 +95,9 @@ func (s *Server) KillExecutor(ctx context.Context, req *connect.Request[workerv1
 func (s *Server) LaunchDriver(ctx context.Context, req *connect.Request[workerv1.LaunchDriverRequest]) (*connect.Response[workerv1.LaunchDriverResponse], error) {
 	m := req.Msg
 	if err := validateLaunchDriver(m); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if err := s.fence("launch driver", m.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	if err := s.newDriverRunner(ctx, m).start(ctx, m.GetMasterUrl()); err != nil {
@@ -117,6 +126,9 @@ func (s *Server) KillDriver(ctx context.Context, req *connect.Request[workerv1.K
 	if err := ids.ValidateDriver(m.GetDriverId()); err != nil {
 		return nil, rpc.Error(fmt.Errorf("kill driver: %w", err))
 	}
+	if err := s.fence("kill driver", m.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	ended := func(id string) bool {
 		return slices.ContainsFunc(s.finishedDrivers, func(r *driverRunner) bool { return r.id == id })
 	}
@@ -131,6 +143,9 @@ func (s *Server) ApplicationFinished(ctx context.Context, req *connect.Request[w
 	m := req.Msg
 	if err := ids.ValidateApp(m.GetAppId()); err != nil {
 		return nil, rpc.Error(fmt.Errorf("application finished: %w", err))
+	}
+	if err := s.fence("application finished", m.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,6 +169,9 @@ func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.
 	if err != nil {
 		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", fault.ErrInvalidArgument, err))
 	}
+	if err := s.fence("master changed to "+url, req.Msg.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
 	s.mu.Lock()
 	old := s.active
 	s.active, s.route, s.preferred = url, url, url
@@ -165,6 +183,20 @@ func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.
 	default:
 	}
 	return connect.NewResponse(&workerv1.MasterChangedResponse{}), nil
+}
+
+// fence refuses a command from a master whose leadership epoch is older
+// than the newest this worker has seen (a deposed leader: etcd mode), and
+// remembers a newer one.
+func (s *Server) fence(what string, epoch int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if epoch < s.epoch {
+		s.metrics.staleCommands.Inc()
+		return fmt.Errorf("%s: %w: it comes from master epoch %d, and epoch %d leads now (a deposed master)", what, fault.ErrFailedPrecondition, epoch, s.epoch)
+	}
+	s.epoch = epoch
+	return nil
 }
 
 // acceptCommandLocked refuses commands while the worker shuts down and from

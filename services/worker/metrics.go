@@ -14,6 +14,7 @@ type metrics struct {
 	masterConnected   prometheus.Gauge
 	heartbeatFailures prometheus.Counter
 	workDirsRemoved   prometheus.Counter
+	staleCommands     prometheus.Counter
 
 	cores     *prometheus.Desc
 	memory    *prometheus.Desc
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "glint_worker_master_connected",
 			Help: "1 while the worker is registered with a master and its heartbeats succeed, else 0.",
 		}),
+		staleCommands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_worker_stale_commands_total",
+			Help: "Commands refused because they came from a deposed master (an older leadership epoch).",
+		}),
 		heartbeatFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "glint_worker_heartbeat_failures_total",
 			Help: "Heartbeats to the master that failed.",
@@ -43,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		memory:    prometheus.NewDesc("glint_worker_memory_bytes", "The worker's memory, used by executors and drivers or free.", []string{"state"}, nil),
 		executors: prometheus.NewDesc("glint_worker_executors", "Executors the worker runs, by state.", []string{"state"}, nil),
 	}
-	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.workDirsRemoved, &stateCollector{m: m, s: s})
+	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.workDirsRemoved, m.staleCommands, &stateCollector{m: m, s: s})
 	return m
 }
 

@@ -95,3 +95,42 @@ func TestMasterAnnouncementsCannotGrowTheWorkersClientCache(t *testing.T) {
 		t.Fatalf("%d master clients kept after 50 announcements, want at most %d", n, len(c.worker.cfg.Masters)+1)
 	}
 }
+
+func TestCommandsFromADeposedMasterAreRefused(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	ctx := context.Background()
+	// A newer leader announced itself (epoch 7) and moved the worker back to
+	// this master's URL; then a command of epoch 6 arrives.
+	if _, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: c.masterURL, Epoch: 7})); err != nil {
+		t.Fatal(err)
+	}
+	launch := &workerv1.LaunchExecutorRequest{
+		MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64, Epoch: 6,
+		Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "exit", 0)},
+	}
+	for name, call := range map[string]func() error{
+		"launch an executor": func() error {
+			_, err := c.worker.client.LaunchExecutor(ctx, connect.NewRequest(launch))
+			return err
+		},
+		"kill an executor": func() error {
+			_, err := c.worker.client.KillExecutor(ctx, connect.NewRequest(&workerv1.KillExecutorRequest{MasterUrl: c.masterURL, AppId: testAppID, Epoch: 6}))
+			return err
+		},
+		"finish an application": func() error {
+			_, err := c.worker.client.ApplicationFinished(ctx, connect.NewRequest(&workerv1.ApplicationFinishedRequest{MasterUrl: c.masterURL, AppId: testAppID, Epoch: 6}))
+			return err
+		},
+		"take the worker back": func() error {
+			_, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9", Epoch: 6}))
+			return err
+		},
+	} {
+		if err := call(); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "deposed") {
+			t.Errorf("%s with epoch 6 after epoch 7: %v, want failed_precondition naming a deposed master", name, err)
+		}
+	}
+	if _, ok := c.worker.executor(t, testAppID, 0); ok {
+		t.Error("the deposed master's launch ran")
+	}
+}

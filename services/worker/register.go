@@ -117,6 +117,10 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 			errs = append(errs, fmt.Errorf("register with %s: %w", url, err))
 			continue
 		}
+		if err := s.fence("register with "+url, resp.Msg.GetEpoch()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		active, err := rpc.NormalizeURL(resp.Msg.GetMasterUrl())
 		if err != nil {
 			// A master that cannot name itself is reached where we found it.

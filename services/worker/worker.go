@@ -128,6 +128,8 @@ type Server struct {
 	// masterChanges counts those announcements.
 	preferred     string
 	masterChanges int
+	// epoch is the newest leadership epoch a master's command carried.
+	epoch int64
 	// registering is closed when the registration attempt in flight ends; nil
 	// when none is.
 	registering   chan struct{}

@@ -498,14 +498,17 @@ func (*StatusUpdateResponse) Descriptor() ([]byte, []int) {
 }
 
 type ExecutorAddedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	ExecutorId    int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	WorkerId      string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	HostPort      string                 `protobuf:"bytes,4,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
-	Cores         int32                  `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
-	MemoryMib     int64                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
-	ScheduledAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	AppId       string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId  int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	WorkerId    string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	HostPort    string                 `protobuf:"bytes,4,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
+	Cores       int32                  `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib   int64                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,6 +592,13 @@ func (x *ExecutorAddedRequest) GetScheduledAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ExecutorAddedRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type ExecutorAddedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -633,9 +643,12 @@ type ExecutorUpdatedRequest struct {
 	Message    string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	ExitStatus *int32                 `protobuf:"varint,5,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
 	// True when the worker itself was lost (the loss was not caused by the application).
-	WorkerLost    bool                   `protobuf:"varint,6,opt,name=worker_lost,json=workerLost,proto3" json:"worker_lost,omitempty"`
-	LaunchedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=launched_at,json=launchedAt,proto3" json:"launched_at,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	WorkerLost bool                   `protobuf:"varint,6,opt,name=worker_lost,json=workerLost,proto3" json:"worker_lost,omitempty"`
+	LaunchedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=launched_at,json=launchedAt,proto3" json:"launched_at,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +739,13 @@ func (x *ExecutorUpdatedRequest) GetStartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ExecutorUpdatedRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type ExecutorUpdatedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -763,9 +783,12 @@ func (*ExecutorUpdatedResponse) Descriptor() ([]byte, []int) {
 }
 
 type ApplicationRemovedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AppId   string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +835,13 @@ func (x *ApplicationRemovedRequest) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ApplicationRemovedRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type ApplicationRemovedResponse struct {
@@ -931,9 +961,12 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 }
 
 type MasterChangedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	MasterUrl     string                 `protobuf:"bytes,2,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AppId     string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	MasterUrl string                 `protobuf:"bytes,2,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -980,6 +1013,13 @@ func (x *MasterChangedRequest) GetMasterUrl() string {
 		return x.MasterUrl
 	}
 	return ""
+}
+
+func (x *MasterChangedRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type MasterChangedResponse struct {
@@ -1055,7 +1095,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x1a.glint.driver.v1.TaskStateR\x05state\x12\x16\n" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"\x16\n" +
-	"\x14StatusUpdateResponse\"\xfc\x01\n" +
+	"\x14StatusUpdateResponse\"\x92\x02\n" +
 	"\x14ExecutorAddedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
@@ -1065,8 +1105,9 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\x12=\n" +
-	"\fscheduled_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\"\x17\n" +
-	"\x15ExecutorAddedResponse\"\xef\x02\n" +
+	"\fscheduled_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x17\n" +
+	"\x15ExecutorAddedResponse\"\x85\x03\n" +
 	"\x16ExecutorUpdatedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
@@ -1080,20 +1121,23 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\vlaunched_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"launchedAt\x129\n" +
 	"\n" +
-	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAtB\x0e\n" +
+	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x14\n" +
+	"\x05epoch\x18\t \x01(\x03R\x05epochB\x0e\n" +
 	"\f_exit_status\"\x19\n" +
-	"\x17ExecutorUpdatedResponse\"L\n" +
+	"\x17ExecutorUpdatedResponse\"b\n" +
 	"\x19ApplicationRemovedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x1c\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x1c\n" +
 	"\x1aApplicationRemovedResponse\"$\n" +
 	"\vPingRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x0e\n" +
-	"\fPingResponse\"L\n" +
+	"\fPingResponse\"b\n" +
 	"\x14MasterChangedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +
-	"master_url\x18\x02 \x01(\tR\tmasterUrl\"\x17\n" +
+	"master_url\x18\x02 \x01(\tR\tmasterUrl\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x17\n" +
 	"\x15MasterChangedResponse*\xb5\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +

@@ -696,8 +696,10 @@ type RegisterWorkerResponse struct {
 	// Executors and drivers the worker reported that the master does not know: kill them.
 	UnknownExecutors []*RunningExecutor `protobuf:"bytes,4,rep,name=unknown_executors,json=unknownExecutors,proto3" json:"unknown_executors,omitempty"`
 	UnknownDriverIds []string           `protobuf:"bytes,5,rep,name=unknown_driver_ids,json=unknownDriverIds,proto3" json:"unknown_driver_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The master's leadership epoch (etcd mode; 0 otherwise).
+	Epoch         int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterWorkerResponse) Reset() {
@@ -763,6 +765,13 @@ func (x *RegisterWorkerResponse) GetUnknownDriverIds() []string {
 		return x.UnknownDriverIds
 	}
 	return nil
+}
+
+func (x *RegisterWorkerResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type HeartbeatRequest struct {
@@ -2080,8 +2089,10 @@ type GetClusterStateResponse struct {
 	CompletedApps    []*ApplicationInfo     `protobuf:"bytes,5,rep,name=completed_apps,json=completedApps,proto3" json:"completed_apps,omitempty"`
 	ActiveDrivers    []*DriverInfo          `protobuf:"bytes,6,rep,name=active_drivers,json=activeDrivers,proto3" json:"active_drivers,omitempty"`
 	CompletedDrivers []*DriverInfo          `protobuf:"bytes,7,rep,name=completed_drivers,json=completedDrivers,proto3" json:"completed_drivers,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The master's leadership epoch (etcd mode; 0 otherwise).
+	Epoch         int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetClusterStateResponse) Reset() {
@@ -2161,6 +2172,13 @@ func (x *GetClusterStateResponse) GetCompletedDrivers() []*DriverInfo {
 		return x.CompletedDrivers
 	}
 	return nil
+}
+
+func (x *GetClusterStateResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // WorkerInfo is one worker as the master sees it.
@@ -3030,14 +3048,15 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"worker_url\x18\x06 \x01(\tR\tworkerUrl\x12>\n" +
 	"\texecutors\x18\a \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
 	"\n" +
-	"driver_ids\x18\b \x03(\tR\tdriverIds\"\x86\x02\n" +
+	"driver_ids\x18\b \x03(\tR\tdriverIds\"\x9c\x02\n" +
 	"\x16RegisterWorkerResponse\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x12M\n" +
 	"\x11unknown_executors\x18\x04 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
-	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\"\x8e\x01\n" +
+	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\x8e\x01\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12>\n" +
 	"\texecutors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
@@ -3114,7 +3133,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\fexecutor_ids\x18\x02 \x03(\x05R\vexecutorIds\"G\n" +
 	"\x15KillExecutorsResponse\x12.\n" +
 	"\x13killed_executor_ids\x18\x01 \x03(\x05R\x11killedExecutorIds\"\x18\n" +
-	"\x16GetClusterStateRequest\"\xa1\x03\n" +
+	"\x16GetClusterStateRequest\"\xb7\x03\n" +
 	"\x17GetClusterStateResponse\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x16\n" +
@@ -3124,7 +3143,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"activeApps\x12G\n" +
 	"\x0ecompleted_apps\x18\x05 \x03(\v2 .glint.master.v1.ApplicationInfoR\rcompletedApps\x12B\n" +
 	"\x0eactive_drivers\x18\x06 \x03(\v2\x1b.glint.master.v1.DriverInfoR\ractiveDrivers\x12H\n" +
-	"\x11completed_drivers\x18\a \x03(\v2\x1b.glint.master.v1.DriverInfoR\x10completedDrivers\"\xd6\x02\n" +
+	"\x11completed_drivers\x18\a \x03(\v2\x1b.glint.master.v1.DriverInfoR\x10completedDrivers\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\xd6\x02\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +

@@ -36,7 +36,10 @@ type LaunchExecutorRequest struct {
 	MemoryMib   int64                      `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	// The application's token, which the worker gives the executor (and no
 	// one else): the executor calls its driver with it and accepts no other.
-	AppToken      string `protobuf:"bytes,7,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
+	AppToken string `protobuf:"bytes,7,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +123,13 @@ func (x *LaunchExecutorRequest) GetAppToken() string {
 	return ""
 }
 
+func (x *LaunchExecutorRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type LaunchExecutorResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -157,10 +167,13 @@ func (*LaunchExecutorResponse) Descriptor() ([]byte, []int) {
 }
 
 type KillExecutorRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MasterUrl     string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
-	AppId         string                 `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	ExecutorId    int32                  `protobuf:"varint,3,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MasterUrl  string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	AppId      string                 `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId int32                  `protobuf:"varint,3,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +229,13 @@ func (x *KillExecutorRequest) GetExecutorId() int32 {
 	return 0
 }
 
+func (x *KillExecutorRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type KillExecutorResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -259,7 +279,10 @@ type LaunchDriverRequest struct {
 	Description *v1.DriverDescription  `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// A submit token the master made for this driver, valid while it runs,
 	// which the worker gives the driver for its calls to the master.
-	SubmitToken   string `protobuf:"bytes,4,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
+	SubmitToken string `protobuf:"bytes,4,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +345,13 @@ func (x *LaunchDriverRequest) GetSubmitToken() string {
 	return ""
 }
 
+func (x *LaunchDriverRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type LaunchDriverResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -359,9 +389,12 @@ func (*LaunchDriverResponse) Descriptor() ([]byte, []int) {
 }
 
 type KillDriverRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MasterUrl     string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
-	DriverId      string                 `protobuf:"bytes,2,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MasterUrl string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	DriverId  string                 `protobuf:"bytes,2,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -410,6 +443,13 @@ func (x *KillDriverRequest) GetDriverId() string {
 	return ""
 }
 
+func (x *KillDriverRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type KillDriverResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -447,9 +487,12 @@ func (*KillDriverResponse) Descriptor() ([]byte, []int) {
 }
 
 type ApplicationFinishedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MasterUrl     string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
-	AppId         string                 `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MasterUrl string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	AppId     string                 `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -498,6 +541,13 @@ func (x *ApplicationFinishedRequest) GetAppId() string {
 	return ""
 }
 
+func (x *ApplicationFinishedRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type ApplicationFinishedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -535,8 +585,11 @@ func (*ApplicationFinishedResponse) Descriptor() ([]byte, []int) {
 }
 
 type MasterChangedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MasterUrl     string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MasterUrl string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,6 +631,13 @@ func (x *MasterChangedRequest) GetMasterUrl() string {
 	return ""
 }
 
+func (x *MasterChangedRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type MasterChangedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -617,7 +677,10 @@ func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
 type DecommissionWorkerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The master sending the command; a worker ignores masters other than its active one.
-	MasterUrl     string `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	MasterUrl string `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +720,13 @@ func (x *DecommissionWorkerRequest) GetMasterUrl() string {
 		return x.MasterUrl
 	}
 	return ""
+}
+
+func (x *DecommissionWorkerRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type DecommissionWorkerResponse struct {
@@ -699,7 +769,7 @@ var File_glint_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cglint/worker/v1/worker.proto\x12\x0fglint.worker.v1\x1a\x1cglint/master/v1/master.proto\"\x8b\x02\n" +
+	"\x1cglint/worker/v1/worker.proto\x12\x0fglint.worker.v1\x1a\x1cglint/master/v1/master.proto\"\xa1\x02\n" +
 	"\x15LaunchExecutorRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x15\n" +
@@ -710,39 +780,46 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\x12\x1b\n" +
-	"\tapp_token\x18\a \x01(\tR\bappToken\"\x18\n" +
-	"\x16LaunchExecutorResponse\"l\n" +
+	"\tapp_token\x18\a \x01(\tR\bappToken\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x18\n" +
+	"\x16LaunchExecutorResponse\"\x82\x01\n" +
 	"\x13KillExecutorRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x03 \x01(\x05R\n" +
-	"executorId\"\x16\n" +
-	"\x14KillExecutorResponse\"\xba\x01\n" +
+	"executorId\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\"\x16\n" +
+	"\x14KillExecutorResponse\"\xd0\x01\n" +
 	"\x13LaunchDriverRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1b\n" +
 	"\tdriver_id\x18\x02 \x01(\tR\bdriverId\x12D\n" +
 	"\vdescription\x18\x03 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12!\n" +
-	"\fsubmit_token\x18\x04 \x01(\tR\vsubmitToken\"\x16\n" +
-	"\x14LaunchDriverResponse\"O\n" +
+	"\fsubmit_token\x18\x04 \x01(\tR\vsubmitToken\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\"\x16\n" +
+	"\x14LaunchDriverResponse\"e\n" +
 	"\x11KillDriverRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1b\n" +
-	"\tdriver_id\x18\x02 \x01(\tR\bdriverId\"\x14\n" +
-	"\x12KillDriverResponse\"R\n" +
+	"\tdriver_id\x18\x02 \x01(\tR\bdriverId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x14\n" +
+	"\x12KillDriverResponse\"h\n" +
 	"\x1aApplicationFinishedRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x15\n" +
-	"\x06app_id\x18\x02 \x01(\tR\x05appId\"\x1d\n" +
-	"\x1bApplicationFinishedResponse\"5\n" +
+	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x1d\n" +
+	"\x1bApplicationFinishedResponse\"K\n" +
 	"\x14MasterChangedRequest\x12\x1d\n" +
 	"\n" +
-	"master_url\x18\x01 \x01(\tR\tmasterUrl\"\x17\n" +
-	"\x15MasterChangedResponse\":\n" +
+	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x17\n" +
+	"\x15MasterChangedResponse\"P\n" +
 	"\x19DecommissionWorkerRequest\x12\x1d\n" +
 	"\n" +
-	"master_url\x18\x01 \x01(\tR\tmasterUrl\"\x1c\n" +
+	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x1c\n" +
 	"\x1aDecommissionWorkerResponse2\xc4\x05\n" +
 	"\rWorkerService\x12a\n" +
 	"\x0eLaunchExecutor\x12&.glint.worker.v1.LaunchExecutorRequest\x1a'.glint.worker.v1.LaunchExecutorResponse\x12[\n" +

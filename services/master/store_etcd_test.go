@@ -1,0 +1,55 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/glint-cluster/glint/internal/etcdtest"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+)
+
+func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
+	cli := etcdtest.Client(t, etcdtest.Start(t))
+	ctx := context.Background()
+	elect := func() (*concurrency.Session, *concurrency.Election) {
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, concurrency.NewElection(s, "/glint-test/leader")
+	}
+	first, e1 := elect()
+	if err := e1.Campaign(ctx, "http://a"); err != nil {
+		t.Fatal(err)
+	}
+	old := NewEtcdStore(cli, "/glint-test", e1.Key(), e1.Rev())
+	if err := old.PutWorker(&masterv1.PersistedWorker{Id: "w1"}); err != nil {
+		t.Fatalf("the leader's write: %v", err)
+	}
+	// The first leader's lease ends (as it would lapse); a second is elected.
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, e2 := elect()
+	if err := e2.Campaign(ctx, "http://b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PutWorker(&masterv1.PersistedWorker{Id: "w2"}); !errors.Is(err, ErrDeposed) {
+		t.Fatalf("the deposed leader's write: %v, want ErrDeposed", err)
+	}
+	current := NewEtcdStore(cli, "/glint-test", e2.Key(), e2.Rev())
+	if err := current.PutApplication(&masterv1.PersistedApplication{Id: "app-20261130120000-0000"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := current.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Workers) != 1 || rec.Workers[0].GetId() != "w1" || len(rec.Applications) != 1 {
+		t.Fatalf("kept %v, want worker w1 and the application", rec)
+	}
+}
