@@ -66,3 +66,17 @@ func TestADecommissionedWorkerTellsANewMasterSo(t *testing.T) {
 		return false
 	})
 }
+
+func TestADeposedMasterCannotDecommissionAWorker(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	c.worker.mu.Lock()
+	c.worker.epoch = 5 // a newer leader's commands reached the worker
+	c.worker.mu.Unlock()
+	_, err := c.worker.client.DecommissionWorker(context.Background(), connect.NewRequest(&workerv1.DecommissionWorkerRequest{MasterUrl: c.masterURL, Epoch: 4}))
+	c.worker.mu.Lock()
+	decommissioned := c.worker.decommissioned
+	c.worker.mu.Unlock()
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || decommissioned {
+		t.Errorf("DecommissionWorker from epoch 4 after 5: %v, decommissioned=%v; want refused", err, decommissioned)
+	}
+}
