@@ -6,7 +6,7 @@ TOOL      := $(GO) tool -modfile=tools/go.mod
 JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build tools generate check-generate dashboards lint test test-short bench fuzz image up down
+.PHONY: all build tools chromium generate check-generate dashboards lint test test-short bench fuzz image up down
 
 all: build
 
@@ -57,9 +57,19 @@ lint:
 	cd examples && $(GO) vet ./...
 	$(TOOL) buf lint proto
 
-## test: everything — lint, generated code, and every test on real processes and sockets.
-test: tools lint check-generate
+## chromium: the web UI tests drive a headless Chromium (Debian's package); when it is
+## missing and make runs as root, it is installed with apt-get.
+chromium:
+	@command -v chromium > /dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+			apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+		else echo "the web UI tests need Chromium: sudo apt-get install -y chromium"; exit 1; fi; }
+
+## test: everything — lint, generated code, every test on real processes and sockets, and
+## make bench's harness once in its quick mode (proof that it works, no numbers judged).
+test: tools chromium lint check-generate
 	$(GO) test -count=1 -race -timeout 12m ./...
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && $(GO) run ./cmd/glint-bench -quick -out $$tmp/results.json > /dev/null 2>$$tmp/log || { cat $$tmp/log; exit 1; }
 
 ## test-short: the fast loop.
 test-short:
@@ -83,8 +93,8 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:}; \
 	done
 
-## bench: benchmarks; they print numbers and assert nothing. BenchmarkLaunchLatency and
-## BenchmarkTaskDispatch run two clusters (tracing to Jaeger, tracing off) and report the ratio.
+## bench: the table of BENCHMARKS.md (cmd/glint-bench runs the TestBench* row tests, writes
+## bench/results.json and the table into BENCHMARKS.md), then the Go micro-benchmarks.
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem -skip 'BenchmarkLaunchLatency|BenchmarkTaskDispatch' ./...
-	$(GO) test -run '^$$' -bench 'BenchmarkLaunchLatency|BenchmarkTaskDispatch' -benchtime 5x ./cmd/glint
+	$(GO) run ./cmd/glint-bench -out bench/results.json -doc BENCHMARKS.md
+	$(GO) test -run '^$$' -bench . -benchmem ./...

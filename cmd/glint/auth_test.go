@@ -116,7 +116,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 	launchDriver := &workerv1.LaunchDriverRequest{MasterUrl: master, DriverId: "driver-20261130120000-0099",
 		Description: &masterv1.DriverDescription{Name: "evil", Cores: 1, MemoryMib: 64, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	forged := &driverv1.RegisterExecutorRequest{AppId: a.id, ExecutorId: 9, Hostname: "127.0.0.1", Cores: 8, ExecutorUrl: "http://127.0.0.1:9"}
-	update := &driverv1.StatusUpdateRequest{ExecutorId: 0, TaskId: 0, State: driverv1.TaskState_TASK_STATE_FINISHED, Result: []byte("forged")}
+	update := &driverv1.StatusUpdateRequest{ExecutorId: 0, Updates: []*driverv1.TaskStatus{{TaskId: 0, State: driverv1.TaskState_TASK_STATE_FINISHED, Result: []byte("forged")}}}
 	const unauth, denied = "unauthenticated", "permission_denied"
 	for _, tc := range []struct {
 		name, url, token string
@@ -162,7 +162,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		{"remove the application as a fake master", d("ApplicationRemoved"), testToken, &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: "KILLED"}, unauth},
 		{"ping an app's driver with another app's token", d("Ping"), b.token, &driverv1.PingRequest{AppId: a.id}, unauth},
 		// The executor: only its application's token.
-		{"launch a task without a token", e("LaunchTask"), "", &executorv1.LaunchTaskRequest{TaskId: 99, Name: "hold.hold"}, unauth},
+		{"launch a task without a token", e("LaunchTask"), "", &executorv1.LaunchTaskRequest{Tasks: []*executorv1.TaskDescription{{TaskId: 99, Name: "hold.hold"}}}, unauth},
 		{"stop an executor with the cluster token", e("StopExecutor"), testToken, &executorv1.StopExecutorRequest{}, unauth},
 		{"kill a task with another app's token", e("KillTask"), b.token, &executorv1.KillTaskRequest{TaskId: 0}, unauth},
 	} {

@@ -144,13 +144,17 @@ func gzipBomb(t *testing.T) []byte {
 }
 
 // peakRSS is a process's VmHWM in KiB.
-func peakRSS(t *testing.T, pid int) int {
+func peakRSS(t testing.TB, pid int) int { return procStatusKiB(t, pid, "VmHWM") }
+
+// procStatusKiB is a size field (VmHWM, VmRSS) of /proc/pid/status in KiB.
+func procStatusKiB(t testing.TB, pid int, field string) int {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 			if err != nil {
 				t.Fatal(err)
@@ -158,6 +162,6 @@ func peakRSS(t *testing.T, pid int) int {
 			return kib
 		}
 	}
-	t.Fatal("no VmHWM")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }

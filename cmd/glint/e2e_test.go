@@ -173,24 +173,32 @@ func startCluster(t testing.TB, workers int, masterArgs ...string) *testCluster 
 // executors) have env in their environment.
 func startClusterWithEnv(t testing.TB, env []string, workers int, masterArgs ...string) *testCluster {
 	t.Helper()
+	return startSizedCluster(t, env, workers, 2, nil, masterArgs...)
+}
+
+// startSizedCluster starts a cluster whose workers have cores cores each and
+// 2 GiB of memory, or 128 MiB per core when that is more, and workerArgs.
+func startSizedCluster(t testing.TB, env []string, workers, cores int, workerArgs []string, masterArgs ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{
 		master: start(t, "master", env, append([]string{"master", "--listen", "127.0.0.1:0"}, masterArgs...)...),
 		client: tlsClient(t, env),
 	}
-	c.startWorkers(t, env, workers)
+	c.startWorkers(t, env, workers, cores, workerArgs...)
 	return c
 }
 
-// startWorkers starts n workers of the cluster's master and waits until they
-// are alive.
-func (c *testCluster) startWorkers(t testing.TB, env []string, workers int) {
+// startWorkers starts n workers of the cluster's master, with cores cores
+// each and workerArgs, and waits until they are alive.
+func (c *testCluster) startWorkers(t testing.TB, env []string, workers, cores int, workerArgs ...string) {
 	t.Helper()
 	for i := range workers {
 		dir := t.TempDir()
 		c.workDirs = append(c.workDirs, dir)
-		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, "worker", "--master", c.master.url,
-			"--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g", "--work-dir", dir,
-			"--register-interval", "200ms", "--kill-grace", "2s"))
+		args := append([]string{"worker", "--master", c.master.url,
+			"--listen", "127.0.0.1:0", "--cores", fmt.Sprint(cores), "--memory", fmt.Sprintf("%dm", max(2048, 128*cores)), "--work-dir", dir,
+			"--register-interval", "200ms", "--kill-grace", "2s"}, workerArgs...)
+		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, args...))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
 }

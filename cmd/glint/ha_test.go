@@ -59,7 +59,6 @@ func getPageOrErr(url string) (*http.Response, error) {
 // notices it lost the lease and steps down. Both applications finish.
 func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 	t.Parallel()
-	twins := watchForTwins(t)
 	endpoint := etcdtest.Start(t)
 	ports := tooltest.FreePorts(t, 3)
 	var urls []string
@@ -92,6 +91,7 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 			"--register-interval", "200ms", "--kill-grace", "2s"))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == 2 })
+	twins := watchForTwins(t, c.workers...)
 	release := filepath.Join(t.TempDir(), "release")
 	first := runInBackground(t, nil, "submit", "--master", all, "--name", "before-failover", "--executor-cores", "1",
 		"--total-executor-cores", "2", "--executor-memory", "256m", "--conf", "spark.task.maxFailures=1",
@@ -99,7 +99,7 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 	c.waitFor(t, "two executors running", func(s masterJSON) bool { return len(runningExecutors(s)) == 2 })
 	shape := clusterShapeOf(c.state(t))
 	pids := map[string]int{}
-	for _, p := range executorProcesses() {
+	for _, p := range executorProcesses(c.workers...) {
 		pids[p.key] = p.pid
 	}
 

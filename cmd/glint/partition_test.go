@@ -19,14 +19,16 @@ type executorProcess struct {
 	pid       int
 	key       string // app/executor id
 	workerURL string
-	// driverURL tells executors of the same ids apart that belong to
-	// other tests' clusters (their masters number applications alike).
-	driverURL string
 }
 
-// executorProcesses lists the live executor processes of the test's glint
-// binary, from their environment.
-func executorProcesses() []executorProcess {
+// executorProcesses lists the live executor processes of workers, from
+// their environment. Other tests' masters may name their applications alike:
+// only the executors of a test's own workers are its own.
+func executorProcesses(workers ...*proc) []executorProcess {
+	ours := map[string]bool{}
+	for _, w := range workers {
+		ours[w.url] = true
+	}
 	var out []executorProcess
 	for _, pid := range glintProcesses() {
 		env, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "environ"))
@@ -39,15 +41,8 @@ func executorProcesses() []executorProcess {
 				vars[k] = v
 			}
 		}
-		if vars["GLINT_APP_ID"] != "" && vars["GLINT_EXECUTOR_ID"] != "" {
-			p := executorProcess{pid: pid, key: vars["GLINT_APP_ID"] + "/" + vars["GLINT_EXECUTOR_ID"], workerURL: vars["GLINT_WORKER_URL"]}
-			if cmdline, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "cmdline")); err == nil {
-				args := strings.Split(string(cmdline), "\x00")
-				if i := slices.Index(args, "--driver-url"); i >= 0 && i+1 < len(args) {
-					p.driverURL = args[i+1]
-				}
-			}
-			out = append(out, p)
+		if vars["GLINT_APP_ID"] != "" && vars["GLINT_EXECUTOR_ID"] != "" && ours[vars["GLINT_WORKER_URL"]] {
+			out = append(out, executorProcess{pid: pid, key: vars["GLINT_APP_ID"] + "/" + vars["GLINT_EXECUTOR_ID"], workerURL: vars["GLINT_WORKER_URL"]})
 		}
 	}
 	return out
@@ -67,8 +62,8 @@ func processesWithEnv(kv string) []int {
 }
 
 // watchForTwins scans the processes until the test ends and records every
-// moment two live executors share an application and executor id.
-func watchForTwins(t *testing.T) (twins func() []string) {
+// moment two live executors of workers share an application and executor id.
+func watchForTwins(t *testing.T, workers ...*proc) (twins func() []string) {
 	var mu sync.Mutex
 	var seen []string
 	stop := make(chan struct{})
@@ -77,8 +72,8 @@ func watchForTwins(t *testing.T) (twins func() []string) {
 		defer close(done)
 		for {
 			byKey := map[string][]int{}
-			for _, p := range executorProcesses() {
-				byKey[p.key+" of "+p.driverURL] = append(byKey[p.key+" of "+p.driverURL], p.pid)
+			for _, p := range executorProcesses(workers...) {
+				byKey[p.key] = append(byKey[p.key], p.pid)
 			}
 			for key, pids := range byKey {
 				if len(pids) > 1 {
@@ -111,7 +106,6 @@ func watchForTwins(t *testing.T) (twins func() []string) {
 // judges a worker by; the master does not call a worker it declared dead.
 func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testing.T) {
 	t.Parallel()
-	twins := watchForTwins(t)
 	c := startCluster(t, 1, "--worker-timeout", "4s")
 	proxy := faultproxy.New(t, strings.TrimPrefix(c.master.url, "http://"))
 	dir := t.TempDir()
@@ -119,6 +113,7 @@ func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testi
 		"--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g", "--work-dir", dir,
 		"--register-interval", "200ms", "--kill-grace", "2s")
 	c.waitFor(t, "both workers alive", func(s masterJSON) bool { return s.alive() == 2 })
+	twins := watchForTwins(t, append(c.workers, cut)...)
 
 	// One executor on each worker, each holding one task; one attempt per task.
 	release := filepath.Join(t.TempDir(), "release")
@@ -130,13 +125,11 @@ func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testi
 		waitForSample(t, "http://"+g.Targets[0], "glint_executor_tasks_running", 1)
 	}
 	var replaced executorProcess
-	for _, p := range executorProcesses() {
-		if p.workerURL == cut.url {
-			replaced = p
-		}
+	for _, p := range executorProcesses(cut) {
+		replaced = p
 	}
 	if replaced.pid == 0 {
-		t.Fatalf("no executor process of the worker behind the proxy: %v", executorProcesses())
+		t.Fatal("no executor process of the worker behind the proxy")
 	}
 
 	proxy.Cut()

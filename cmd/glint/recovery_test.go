@@ -42,12 +42,12 @@ func clusterShapeOf(s masterJSON) clusterShape {
 // (none relaunched, no two with one id), and the applications finish.
 func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.T) {
 	t.Parallel()
-	twins := watchForTwins(t)
 	port := tooltest.FreePorts(t, 1)[0]
 	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
 		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
 	c := &testCluster{master: start(t, "master", nil, args...)}
-	c.startWorkers(t, nil, 2)
+	c.startWorkers(t, nil, 2, 2)
+	twins := watchForTwins(t, c.workers...)
 
 	releases := []string{filepath.Join(t.TempDir(), "release-a"), filepath.Join(t.TempDir(), "release-b")}
 	var waits []func() (string, error)
@@ -61,7 +61,7 @@ func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.
 	}
 	before := clusterShapeOf(c.state(t))
 	pids := map[string]int{}
-	for _, p := range executorProcesses() {
+	for _, p := range executorProcesses(c.workers...) {
 		pids[p.key] = p.pid
 	}
 
@@ -75,7 +75,7 @@ func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.
 	})
 	t.Logf("recovered: %v", clusterShapeOf(after))
 	now := map[string]int{}
-	for _, p := range executorProcesses() {
+	for _, p := range executorProcesses(c.workers...) {
 		now[p.key] = p.pid
 	}
 	if !reflect.DeepEqual(now, pids) {

@@ -88,8 +88,9 @@ func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Confi
 }
 
 // serveDriver serves a driver for cfg on an ephemeral port of the local
-// address that routes to the first master, and runs its application.
-func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config) (*driver.Driver, error) {
+// address that routes to the first master, and runs its application; watch
+// (if any) runs beside it until it ends.
+func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config, watch func(context.Context, *driver.Driver)) (*driver.Driver, error) {
 	host, err := rpc.AdvertiseHost(cfg.Masters[0])
 	if err != nil {
 		return nil, err
@@ -103,6 +104,12 @@ func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config) (*dri
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if watch != nil {
+		watchCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); watch(watchCtx, d) }()
+		defer func() { stop(); <-done }()
 	}
 	return d, serve(ctx, log, ln, url, "", d)
 }

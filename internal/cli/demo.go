@@ -154,7 +154,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	defer stopDriverTelemetry()
 	cfg.Args = []string{fmt.Sprint(f.slices)}
 	submitted := time.Now()
-	d, err := serveDriver(ctx, log, cfg)
+	d, err := serveDriver(ctx, log, cfg, nil)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

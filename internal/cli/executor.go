@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel"
 
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -27,6 +30,29 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
+			// What needs no launch is made first, so that a prestarted
+			// executor (glint worker --prestart-executors) has it made when
+			// its claim comes: the launch it becomes, with its arguments.
+			cfg.Registry = telemetry.NewRegistry()
+			if os.Getenv(child.ClaimFDEnv) != "" {
+				if err := executor.Warm(ctx, otel.GetTracerProvider()); err != nil {
+					return err
+				}
+			}
+			claim, err := child.ReceiveClaim()
+			switch {
+			case err == nil:
+				// The channel closes with the process at the latest.
+				cfg.Registered = claim.Registered
+				fs := pflag.NewFlagSet("executor", pflag.ContinueOnError)
+				args = child.ExecutorArgs{}
+				args.Flags(fs)
+				if err := fs.Parse(claim.Args); err != nil {
+					return fmt.Errorf("claimed executor: %w", err)
+				}
+			case !errors.Is(err, child.ErrNotPrestarted):
+				return err
+			}
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
 			log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceExecutor,

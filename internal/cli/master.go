@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -25,6 +26,8 @@ type masterFlags struct {
 	maxExecutorRetries int
 	defaultCores       int
 	submitTokenFiles   []string
+	jaegerUIURL        string
+	grafanaURL         string
 	recoveryMode       string
 	recoveryDir        string
 	etcdEndpoints      string
@@ -52,6 +55,8 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
+	fl.StringVar(&f.jaegerUIURL, "jaeger-ui-url", "", "Jaeger's UI, e.g. http://localhost:16686: the web UI links each application's trace there (default: shows the trace id)")
+	fl.StringVar(&f.grafanaURL, "grafana-url", "", "Grafana, e.g. http://localhost:3000: the web UI links each application's launch metrics there")
 	fl.StringVar(&f.recoveryMode, "recovery-mode", "none", "spark.deploy.recoveryMode: none; file (keep workers, applications and drivers in --recovery-dir, so a restarted master recovers them and their running executors); or etcd (keep them in etcd and lead only while elected: standby masters take over)")
 	fl.StringVar(&f.etcdEndpoints, "etcd-endpoints", "", "etcd endpoints for --recovery-mode etcd, comma-separated (e.g. http://etcd-0:2379)")
 	fl.StringVar(&f.etcdPrefix, "etcd-prefix", "/glint", "key prefix of the masters' election and state in etcd; masters of one cluster share it")
@@ -111,6 +116,12 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		if err := resources.CheckCores("--default-cores", int64(f.defaultCores)); err != nil {
 			return err
 		}
+	}
+	if err := checkLinkURL("--jaeger-ui-url", f.jaegerUIURL); err != nil {
+		return err
+	}
+	if err := checkLinkURL("--grafana-url", f.grafanaURL); err != nil {
+		return err
 	}
 	store, err := f.openStore()
 	if err != nil {
@@ -184,6 +195,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
+		UI:          master.UIConfig{Public: f.uiPublic, JaegerURL: f.jaegerUIURL, GrafanaURL: f.grafanaURL},
 		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	}
@@ -206,4 +218,16 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 
 	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut, "recovery_mode", f.recoveryMode)
 	return serve(ctx, log, ln, url, f.urlFile, m)
+}
+
+// checkLinkURL checks a URL the web UI links to: empty, or http(s) with a host.
+func checkLinkURL(flag, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want an http:// or https:// URL with a host", flag, raw)
+	}
+	return nil
 }

@@ -34,7 +34,14 @@ func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient
 	if err != nil {
 		return nil, err
 	}
-	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider(), token)...), nil
+	return newMasterClient(masters[0], token), nil
+}
+
+// newMasterClient calls the master at url with token; a call nothing answers
+// says what to do.
+func newMasterClient(url, token string) masterv1connect.MasterServiceClient {
+	opts := append(rpc.ClientOptions(otel.GetTracerProvider(), token), connect.WithInterceptors(unreachableHint(url)))
+	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), url, opts...)
 }
 
 func newStatusCommand(g *globals) *cobra.Command {

@@ -6,11 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -19,7 +19,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
-	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
@@ -59,7 +58,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.driverCores, "driver-cores", 1, "cores for the driver (cluster mode)")
 	fl.StringVar(&f.driverMemory, "driver-memory", "1g", "memory for the driver (cluster mode)")
 	fl.BoolVar(&f.supervise, "supervise", false, "restart the driver if it fails (cluster mode)")
-	fl.BoolVar(&f.wait, "wait", false, "follow a cluster-mode driver to its end and exit with its status")
+	fl.BoolVar(&f.wait, "wait", false, "show the application's progress (executors, tasks, elapsed time) until it ends; in cluster mode follow the driver and exit with its status")
 	fl.DurationVar(&f.every, "every", 0, "submit again every interval until stopped (a steady load for dashboards); a failed run is reported, not fatal")
 	return cmd
 }
@@ -98,13 +97,21 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 	if f.deployMode == "cluster" {
 		return submitCluster(ctx, g, f, exe, cfg.Masters, cfg.SubmitToken, args)
 	}
-	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.stdout, log)
+	var watch func(context.Context, *driver.Driver)
+	stdout := g.stdout
+	if f.wait {
+		// The application's progress on stderr, its output above it.
+		line := newProgressLine(g.stderr, time.Now())
+		stdout = line.above(stdout)
+		watch = func(ctx context.Context, d *driver.Driver) { followProgress(ctx, line, d) }
+	}
+	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, stdout, log)
 	if err != nil {
 		return err
 	}
 	defer stopDriverTelemetry()
-	_, err = serveDriver(ctx, log, cfg)
-	return err
+	_, err = serveDriver(ctx, log, cfg, watch)
+	return masterUnreachable(strings.Join(cfg.Masters, ", "), err)
 }
 
 // clientMode completes cfg for a driver that runs in this process: executors
@@ -140,7 +147,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
 		Command: &masterv1.Command{Args: command},
 	}
-	client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), masters[0], rpc.ClientOptions(otel.GetTracerProvider(), token)...)
+	client := newMasterClient(masters[0], token)
 	resp, err := client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: desc}))
 	if err != nil {
 		return fmt.Errorf("submit driver to %s: %w", masters[0], err)
@@ -154,11 +161,13 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	return followDriver(ctx, g, client, id)
 }
 
-// followDriver polls a driver's status until it ends and returns an exit
-// status error unless it FINISHED.
+// followDriver polls a driver's status until it ends, showing it and its
+// application's executors, and returns an exit status error unless it
+// FINISHED.
 func followDriver(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
-	last := masterv1.DriverState_DRIVER_STATE_UNSPECIFIED
-	t := time.NewTicker(500 * time.Millisecond)
+	line := newProgressLine(g.stderr, time.Now())
+	defer line.end()
+	t := time.NewTicker(line.interval())
 	defer t.Stop()
 	for {
 		resp, err := client.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
@@ -166,14 +175,22 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 			return fmt.Errorf("driver status of %s: %w", id, err)
 		}
 		d := resp.Msg.GetDriver()
-		if d.GetState() != last {
-			last = d.GetState()
-			fmt.Fprintf(g.stderr, "driver %s is %s %s\n", id, lifecycle.Name(last), d.GetWorkerId())
+		text := fmt.Sprintf("driver %s is %s %s", id, lifecycle.Name(d.GetState()), d.GetWorkerId())
+		if app := driverApp(ctx, client, id); app != nil {
+			running := 0
+			for _, e := range app.GetExecutors() {
+				if e.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
+					running++
+				}
+			}
+			text += fmt.Sprintf(", application %s %s: executors running %d/%d", app.GetId(), lifecycle.Name(app.GetState()), running, len(app.GetExecutors()))
 		}
-		if last == masterv1.DriverState_DRIVER_STATE_FINISHED {
+		line.show(time.Now(), text)
+		if d.GetState() == masterv1.DriverState_DRIVER_STATE_FINISHED {
 			return nil
 		}
-		if lifecycle.DriverFinished(last) {
+		if lifecycle.DriverFinished(d.GetState()) {
+			line.end()
 			if d.GetMessage() != "" {
 				fmt.Fprintf(g.stderr, "driver %s: %s\n", id, d.GetMessage())
 			}
@@ -185,6 +202,20 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 		case <-t.C:
 		}
 	}
+}
+
+// driverApp is the active application of the driver with id, if any.
+func driverApp(ctx context.Context, client masterv1connect.MasterServiceClient, id string) *masterv1.ApplicationInfo {
+	resp, err := client.GetClusterState(ctx, connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+	if err != nil {
+		return nil
+	}
+	for _, a := range resp.Msg.GetActiveApps() {
+		if a.GetDriverId() == id {
+			return a
+		}
+	}
+	return nil
 }
 
 func newDriverCommand(g *globals) *cobra.Command {
@@ -226,7 +257,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 				}
 			}
 			// A cluster-mode driver continues the trace of its submission.
-			_, err = serveDriver(telemetry.ContextFromEnv(ctx), log, cfg)
+			_, err = serveDriver(telemetry.ContextFromEnv(ctx), log, cfg, nil)
 			return err
 		},
 	}

@@ -32,11 +32,13 @@ func newTokenCommand(g *globals) *cobra.Command {
 type serverAuth struct {
 	insecure    bool
 	metricsAuth bool
+	uiPublic    bool
 }
 
 func (a *serverAuth) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&a.insecure, "insecure", false, "accept calls without tokens: anyone who reaches the listener can run any program on every worker (for a laptop or a closed test network only)")
 	fl.BoolVar(&a.metricsAuth, "metrics-auth", false, "make /metrics (and the master's /sd) need a token this process accepts too")
+	fl.BoolVar(&a.uiPublic, "ui-public", false, "open the web UI's read-only pages (logs included on a worker) to anyone; buttons still need a login")
 }
 
 // tokens returns the tokens a master or worker on ln accepts, with the

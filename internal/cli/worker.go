@@ -26,6 +26,7 @@ type workerFlags struct {
 	killGrace        time.Duration
 	cleanupInterval  time.Duration
 	cleanupTTL       time.Duration
+	prestart         int
 	serverAuth
 }
 
@@ -51,6 +52,7 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
 	fl.DurationVar(&f.cleanupInterval, "cleanup-interval", 30*time.Minute, "spark.worker.cleanup.interval: how often to remove the work dirs of finished applications and drivers (0: never)")
 	fl.DurationVar(&f.cleanupTTL, "cleanup-ttl", 7*24*time.Hour, "spark.worker.cleanup.appDataTtl: remove a finished application's or driver's work dir once none of its files changed for this long")
+	fl.IntVar(&f.prestart, "prestart-executors", 0, fmt.Sprintf("idle executor processes of this binary to keep ready for launches to claim (at most %d; each serves one executor)", worker.MaxPrestartExecutors))
 	f.serverAuth.register(fl)
 	return cmd
 }
@@ -127,9 +129,9 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	// Worker: registration, heartbeats and the executor and driver runners.
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
-		RegisterInterval: f.registerInterval, KillGrace: f.killGrace,
+		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
 		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL,
-		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction, TLS: g.tls,
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.tls,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
 	if err != nil {

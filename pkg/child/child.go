@@ -67,13 +67,9 @@ func WorkerEnv(f rpc.TLSFiles) []string {
 // InheritedListener returns the listener handed over in ListenFDEnv, or nil
 // when there is none.
 func InheritedListener() (net.Listener, error) {
-	v := os.Getenv(ListenFDEnv)
-	if v == "" {
-		return nil, nil
-	}
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", ListenFDEnv, v)
+	fd, err := inheritedFD(ListenFDEnv)
+	if fd < 0 || err != nil {
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), "listener")
 	defer f.Close()
@@ -82,6 +78,20 @@ func InheritedListener() (net.Listener, error) {
 		return nil, fmt.Errorf("%s=%d: %w", ListenFDEnv, fd, err)
 	}
 	return ln, nil
+}
+
+// inheritedFD is the file descriptor number in the environment variable
+// name, -1 when it is unset.
+func inheritedFD(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return -1, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return -1, fmt.Errorf("%s=%q: want a file descriptor number of at least 3", name, v)
+	}
+	return fd, nil
 }
 
 // ErrWorkerDied is the cause of a watched context's end when the worker died.

@@ -3,6 +3,7 @@ package child
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -157,5 +158,26 @@ func waitForFile(t *testing.T, path, prefix string) string {
 			t.Fatalf("%s has no line %q after 30s: %q", path, prefix, b)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAClaimChannelWhosePeerIsNotTheWorkerIsRefused(t *testing.T) {
+	worker, process, err := ClaimChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.Close() // without the check, the claim would fail for want of one, not hang
+	defer process.Close()
+	fd, err := syscall.Dup(int(process.Fd())) // ReceiveClaim closes what it was given
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(ClaimFDEnv, strconv.Itoa(fd))
+	t.Setenv(WorkerPIDEnv, strconv.Itoa(os.Getpid()+1)) // the peer is this process, not that one
+	if _, err := ReceiveClaim(); err == nil || !strings.Contains(err.Error(), "not the worker") {
+		t.Errorf("claim over a channel held by another process: %v, want refused", err)
+	}
+	if _, err := ReceiveClaim(); !errors.Is(err, ErrNotPrestarted) {
+		t.Errorf("a second claim: %v, want ErrNotPrestarted (the channel serves once)", err)
 	}
 }

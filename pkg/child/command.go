@@ -95,3 +95,12 @@ func DriverTemplate() []string {
 func DriverIDFlag(fs *pflag.FlagSet, id *string) {
 	fs.StringVar(id, flagDriverID, "", "this driver's id, given by the master")
 }
+
+// TaskSlotsPerCore is how many tasks a driver may give an executor per core,
+// running or queued: the driver queues up to this many briefly running tasks
+// per core at an executor, so that one LaunchTask and one StatusUpdate carry
+// a batch of them; the executor refuses a LaunchTask that would pass it.
+// Tasks that brief queue at most some 64 ms of work per core, and enough
+// that a core still has work while its next batch is on its way (16 slots
+// gave 20,000 no-op tasks/s on four one-core executors, 64 gave 45,000).
+const TaskSlotsPerCore = 64

@@ -135,6 +135,16 @@ func (t *Tokens) rolesOf(token string) map[Role]bool {
 	return roles
 }
 
+// Allows reports whether token may make a call that needs role need, as the
+// middleware decides for a bearer token; with t nil (--insecure) every token
+// may. The web UI asks it for the token behind a browser's session.
+func (t *Tokens) Allows(token string, need Role) bool {
+	if t == nil || need == Public {
+		return true
+	}
+	return allows(need, t.rolesOf(token))
+}
+
 // allows reports whether a token valid for roles have may make a call that
 // needs need.
 func allows(need Role, have map[Role]bool) bool {

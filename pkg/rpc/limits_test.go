@@ -247,3 +247,27 @@ func TestClientDeadlineIsCapped(t *testing.T) {
 		t.Errorf("handler's deadline %v, want within %v of the call", d, MaxCallTimeout)
 	}
 }
+
+func TestOnlyAnswersOfAKiBOrMoreAreGzipped(t *testing.T) {
+	e := newEchoServer(t)
+	for _, tc := range []struct {
+		size int
+		want string
+	}{{compressMinBytes - 64, ""}, {4 * compressMinBytes, "gzip"}} {
+		msg, _ := proto.Marshal(wrapperspb.Bytes(twoLetters(tc.size)))
+		req, err := http.NewRequest(http.MethodPost, e.url+echoProcedure, bytes.NewReader(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/proto")
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Content-Encoding"); resp.StatusCode != http.StatusOK || got != tc.want {
+			t.Errorf("answer of %d bytes: %s, Content-Encoding %q, want %q", tc.size, resp.Status, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,12 @@ import (
 // sendTimeout bounds each message a Mailbox delivers.
 const sendTimeout = 10 * time.Second
 
+// MaxQueued bounds the messages a Mailbox holds for its peer. A peer that
+// falls this far behind — each undelivered message waits up to sendTimeout
+// — is hopeless; newer messages are dropped, as Spark's sends to a dead
+// endpoint are, rather than let one peer grow the sender without limit.
+const MaxQueued = 4096
+
 // Mailbox delivers messages to one peer in the order they were posted, one at a
 // time, off the caller's goroutine: Spark's fire-and-forget send with its per-peer
 // ordering. Its goroutine runs only while messages are queued.
@@ -28,11 +34,15 @@ func NewMailbox(ctx context.Context) *Mailbox {
 }
 
 // Post queues send; it runs with a context that carries ctx's values (trace
-// context) but the mailbox's cancellation and a per-message timeout.
+// context) but the mailbox's cancellation and a per-message timeout. A full
+// mailbox (MaxQueued) drops it.
 func (m *Mailbox) Post(ctx context.Context, send func(context.Context)) {
 	values := context.WithoutCancel(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.queue) >= MaxQueued {
+		return
+	}
 	m.queue = append(m.queue, func(base context.Context) {
 		c, cancel := context.WithTimeout(values, sendTimeout)
 		defer cancel()

@@ -9,9 +9,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// untraced are polling calls that would otherwise fill Jaeger with one-span
-// traces: heartbeats, status polls.
-var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus"}
+// untraced are polling and bookkeeping calls that would otherwise fill Jaeger
+// with one-span traces: heartbeats, status polls, the driver's launch reports
+// (what they report is already in the application's trace).
+var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus", "/ReportExecutorLaunch"}
 
 // Interceptors trace every Connect call through tp: otelconnect's client and
 // server spans, trusting the remote parent (every peer is part of the

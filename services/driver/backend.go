@@ -16,6 +16,9 @@ type backend struct {
 	running         map[int64]*runningTask
 	nextTaskID      int64
 	offersReady     chan struct{} // signalled when executors register or cores free up
+
+	// tasks and tasksDone count every task of every set so far (Progress).
+	tasks, tasksDone int
 }
 
 func newBackend() backend {

@@ -28,7 +28,7 @@ func (d *Driver) decommissionExecutorLocked(ctx context.Context, e *executorData
 // became ready, or a task of it ended). An idle executor starts its idle
 // time; a decommissioned one that is idle is stopped.
 func (d *Driver) coresFreedLocked(ctx context.Context, e *executorData) {
-	if !e.launched || e.removed || e.freeCores < e.cores {
+	if !e.launched || e.removed || e.assigned > 0 {
 		return
 	}
 	if e.idleSince.IsZero() {

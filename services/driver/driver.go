@@ -144,6 +144,9 @@ type Driver struct {
 	stopping     bool // the driver unregistered the application itself
 	// epoch is the newest master leadership epoch a message carried.
 	epoch int64
+
+	// toMaster delivers the driver's launch reports to its master.
+	toMaster *rpc.Mailbox
 	backend
 }
 
@@ -167,6 +170,7 @@ func New(cfg Config) (*Driver, error) {
 		settings:   st,
 		appToken:   rpc.NewToken(),
 		tokens:     rpc.NewTokens(),
+		toMaster:   rpc.NewMailbox(context.Background()),
 		registered: make(chan struct{}),
 		removed:    make(chan struct{}),
 		backend:    newBackend(),
@@ -238,10 +242,11 @@ func (d *Driver) Stdout() io.Writer { return d.cfg.Stdout }
 
 // Stop ends the application: the master is asked for no more executors, the
 // executors are told to stop (they exit 0 and end EXITED), and the master is
-// told the application finished.
+// told the application finished once it has the driver's launch reports.
 func (d *Driver) Stop(ctx context.Context) {
 	d.releaseExecutors(ctx)
 	d.stopExecutors(ctx)
+	d.toMaster.Wait()
 	d.unregister(ctx)
 }
 

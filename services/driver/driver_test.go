@@ -27,14 +27,14 @@ import (
 )
 
 // startMaster serves a real master on a loopback port.
-func startMaster(t *testing.T) string {
+func startMaster(t testing.TB) string {
 	t.Helper()
 	return servicetest.Master(t, master.Config{SpreadOut: true, MaxExecutorRetries: 10})
 }
 
 // startDriver starts a driver for a; the cluster has no workers, so the test
 // starts executors itself.
-func startDriver(t *testing.T, a *app.App, conf map[string]string) *driver.Driver {
+func startDriver(t testing.TB, a *app.App, conf map[string]string) *driver.Driver {
 	t.Helper()
 	return servicetest.Driver(t, driver.Config{
 		Masters: []string{startMaster(t)}, App: a,
@@ -44,7 +44,7 @@ func startDriver(t *testing.T, a *app.App, conf map[string]string) *driver.Drive
 
 // startExecutor runs an executor backend for d in this process, on loopback,
 // and returns a function that waits for it to end.
-func startExecutor(t *testing.T, d *driver.Driver, a *app.App, id, cores int32) (wait func() error) {
+func startExecutor(t testing.TB, d *driver.Driver, a *app.App, id, cores int32) (wait func() error) {
 	t.Helper()
 	apps, err := app.NewRegistry(a)
 	if err != nil {

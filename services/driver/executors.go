@@ -39,12 +39,13 @@ type Timeline struct {
 
 // executorData is one executor as the backend knows it (Spark's ExecutorData).
 type executorData struct {
-	id         int32
-	workerID   string
-	hostPort   string
-	url        string
-	cores      int32
-	freeCores  int32
+	id       int32
+	workerID string
+	hostPort string
+	url      string
+	cores    int32
+	// assigned is how many tasks the executor holds, running or queued.
+	assigned   int32
 	registered bool
 	launched   bool
 	removed    bool
@@ -178,7 +179,7 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)))
 	if !e.launched {
-		e.launched, e.freeCores = true, e.cores
+		e.launched = true
 		e.launchedSpan = trace.SpanContextFromContext(ctx)
 		d.signalOffersLocked()
 		d.coresFreedLocked(ctx, e) // idle until offered a task
@@ -199,7 +200,6 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 	if e.registered {
 		d.totalCores -= e.cores
 	}
-	e.freeCores = 0
 	for id, rt := range d.running {
 		if rt.executor != e {
 			continue

@@ -16,6 +16,7 @@ import (
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -36,6 +37,29 @@ type taskSet struct {
 	// span is the set's runTasks span in the application's trace; the traces
 	// of its task batches link to it.
 	span trace.SpanContext
+	// ran is the executors' run time of the ended tasks, summed.
+	ran   time.Duration
+	ended int
+}
+
+// briefTask is the mean run time below which a task set's tasks are queued
+// at executors, up to child.TaskSlotsPerCore per core, and launched and
+// reported in batches: for tasks that brief, the calls cost more than the
+// tasks, and a core waiting for its next task's call sits idle.
+const briefTask = time.Millisecond
+
+// brief says whether the set's ended tasks ran briefly on average; until one
+// ended it is not known, and they are not.
+func (ts *taskSet) brief() bool {
+	return ts.ended > 0 && ts.ran/time.Duration(ts.ended) < briefTask
+}
+
+// slots is how many of ts's tasks e may hold at once, running or queued.
+func (e *executorData) slots(ts *taskSet) int32 {
+	if ts.brief() {
+		return e.cores * child.TaskSlotsPerCore
+	}
+	return e.cores
 }
 
 func (ts *taskSet) finished() bool {
@@ -62,51 +86,74 @@ type runningTask struct {
 	launched time.Time
 }
 
-// StatusUpdate applies a task's end and offers the freed core again.
+// StatusUpdate applies the ends of an executor's tasks and offers the freed
+// slots again.
 func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1.StatusUpdateRequest]) (*connect.Response[driverv1.StatusUpdateResponse], error) {
 	m := req.Msg
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rt, ok := d.running[m.GetTaskId()]
+	var errs []error
+	for _, u := range m.GetUpdates() {
+		if err := d.statusUpdateLocked(ctx, m.GetExecutorId(), u); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.makeOffersLocked(ctx)
+	if e, ok := d.executors[m.GetExecutorId()]; ok {
+		d.coresFreedLocked(ctx, e)
+	}
+	switch len(errs) {
+	case 0:
+		return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
+	case 1:
+		return nil, rpc.Error(errs[0])
+	default:
+		return nil, rpc.Error(fmt.Errorf("%w (and %d more refused)", errs[0], len(errs)-1))
+	}
+}
+
+// maxRunTime caps the run time an executor reports for one task, so that
+// no report can overflow a task set's sum.
+const maxRunTime = 24 * time.Hour
+
+func (d *Driver) statusUpdateLocked(ctx context.Context, executorID int32, u *driverv1.TaskStatus) error {
+	rt, ok := d.running[u.GetTaskId()]
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("status update for task %d: %w", m.GetTaskId(), fault.ErrNotFound))
+		return fmt.Errorf("status update for task %d: %w", u.GetTaskId(), fault.ErrNotFound)
 	}
-	if rt.executor.id != m.GetExecutorId() {
-		return nil, rpc.Error(fmt.Errorf("status update for task %d from executor %d: %w: it runs on executor %d",
-			m.GetTaskId(), m.GetExecutorId(), fault.ErrFailedPrecondition, rt.executor.id))
+	if rt.executor.id != executorID {
+		return fmt.Errorf("status update for task %d from executor %d: %w: it runs on executor %d",
+			u.GetTaskId(), executorID, fault.ErrFailedPrecondition, rt.executor.id)
 	}
-	if m.GetState() != driverv1.TaskState_TASK_STATE_RUNNING && m.GetState() != driverv1.TaskState_TASK_STATE_LAUNCHING {
-		d.metrics.tasks.WithLabelValues(lifecycle.Label(m.GetState())).Inc()
+	if u.GetState() != driverv1.TaskState_TASK_STATE_RUNNING && u.GetState() != driverv1.TaskState_TASK_STATE_LAUNCHING {
+		d.metrics.tasks.WithLabelValues(lifecycle.Label(u.GetState())).Inc()
 		telemetry.Observe(ctx, d.metrics.taskDuration, time.Since(rt.launched).Seconds())
 	}
-	switch m.GetState() {
+	switch u.GetState() {
 	case driverv1.TaskState_TASK_STATE_FINISHED:
-		d.finishTaskLocked(m.GetTaskId(), rt)
+		d.finishTaskLocked(u.GetTaskId(), rt)
 		ts := rt.set
+		ts.ran += min(max(time.Duration(u.GetRunTimeUs())*time.Microsecond, 0), maxRunTime)
+		ts.ended++
 		if !ts.finished() {
-			ts.results[rt.index] = m.GetResult()
+			ts.results[rt.index] = u.GetResult()
 			ts.remaining--
+			d.tasksDone++
 			if ts.remaining == 0 {
 				close(ts.done)
 			}
 		}
 	case driverv1.TaskState_TASK_STATE_FAILED, driverv1.TaskState_TASK_STATE_KILLED, driverv1.TaskState_TASK_STATE_LOST:
-		d.finishTaskLocked(m.GetTaskId(), rt)
-		d.taskFailedLocked(ctx, rt, fmt.Sprintf("%s on executor %d: %s", m.GetState(), rt.executor.id, m.GetMessage()))
-	default:
-		return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
+		d.finishTaskLocked(u.GetTaskId(), rt)
+		d.taskFailedLocked(ctx, rt, fmt.Sprintf("%s on executor %d: %s", u.GetState(), rt.executor.id, u.GetMessage()))
 	}
-	d.makeOffersLocked(ctx)
-	d.coresFreedLocked(ctx, rt.executor)
-	return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
+	return nil
 }
 
-// finishTaskLocked frees a task's core.
+// finishTaskLocked frees a task's slot.
 func (d *Driver) finishTaskLocked(id int64, rt *runningTask) {
 	delete(d.running, id)
-	if !rt.executor.removed {
-		rt.executor.freeCores++
-	}
+	rt.executor.assigned--
 }
 
 // taskFailedLocked queues a failed task again, or fails its set once the task
@@ -142,9 +189,11 @@ func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 	}
 }
 
-// makeOffersLocked is CoarseGrainedSchedulerBackend.makeOffers: free cores of
+// makeOffersLocked is CoarseGrainedSchedulerBackend.makeOffers: free slots of
 // ready executors are offered pending tasks, FIFO over task sets, one task per
-// executor per round so tasks spread over executors.
+// executor per round so tasks spread over executors. A slot is a core, or
+// child.TaskSlotsPerCore per core for a set of brief tasks; each executor
+// gets its tasks of one call in one LaunchTask.
 //
 // Tracing keeps the application's trace the size of its launch, whatever the
 // task count: an executor's first task is offered in a makeOffers span under
@@ -160,41 +209,51 @@ func (d *Driver) makeOffersLocked(trigger context.Context) {
 	}
 	slices.SortFunc(ready, func(a, b *executorData) int { return int(a.id - b.id) })
 	// The batch's span starts with its first task, so that calls which free
-	// no core or find no task leave no empty spans behind.
+	// no slot or find no task leave no empty spans behind.
 	var batch context.Context
 	var batchSpan trace.Span
-	launched := 0
-	defer func() {
-		if batchSpan != nil {
-			batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
-			batchSpan.End()
-		}
-	}()
+	offers := map[*executorData]*launch{}
+offering:
 	for offered := true; offered; {
 		offered = false
 		for _, e := range ready {
-			if e.freeCores == 0 {
-				continue
+			ts := d.nextTaskSetLocked()
+			if ts == nil {
+				break offering
 			}
-			ts, index, ok := d.nextTaskLocked()
-			if !ok {
-				return
+			if e.assigned >= e.slots(ts) {
+				continue
 			}
 			offered = true
 			if e.timeline.FirstTask.IsZero() {
 				ctx, span := d.tracer.Start(trace.ContextWithSpanContext(trigger, e.launchedSpan), "makeOffers",
 					trace.WithLinks(triggerLink(trigger, e.launchedSpan)...),
 					trace.WithAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), attribute.Int("glint.tasks", 1)))
-				d.launchTaskLocked(ctx, e, ts, index)
+				first := &launch{}
+				d.assignTaskLocked(ctx, e, ts, first)
+				d.sendTasksLocked(ctx, e, first)
 				span.End()
 				continue
 			}
 			if batch == nil {
 				batch, batchSpan = d.taskBatchLocked(trigger, ts)
 			}
-			d.launchTaskLocked(batch, e, ts, index)
-			launched++
+			if offers[e] == nil {
+				offers[e] = &launch{}
+			}
+			d.assignTaskLocked(batch, e, ts, offers[e])
 		}
+	}
+	launched := 0
+	for _, e := range ready {
+		if l := offers[e]; l != nil {
+			d.sendTasksLocked(batch, e, l)
+			launched += len(l.tasks)
+		}
+	}
+	if batchSpan != nil {
+		batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
+		batchSpan.End()
 	}
 }
 
@@ -234,43 +293,63 @@ func unsampled() trace.SpanContext {
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid})
 }
 
-func (d *Driver) nextTaskLocked() (*taskSet, int, bool) {
+// nextTaskSetLocked is the first task set with a pending task, or nil.
+func (d *Driver) nextTaskSetLocked() *taskSet {
 	for _, ts := range d.taskSets {
 		if len(ts.pending) > 0 {
-			index := ts.pending[0]
-			ts.pending = ts.pending[1:]
-			return ts, index, true
+			return ts
 		}
 	}
-	return nil, 0, false
+	return nil
 }
 
-func (d *Driver) launchTaskLocked(ctx context.Context, e *executorData, ts *taskSet, index int) {
+// launch is the tasks of one LaunchTask call.
+type launch struct {
+	tasks   []*executorv1.TaskDescription
+	running []*runningTask
+}
+
+// assignTaskLocked gives ts's next pending task a slot of e and adds it to l.
+func (d *Driver) assignTaskLocked(ctx context.Context, e *executorData, ts *taskSet, l *launch) {
+	index := ts.pending[0]
+	ts.pending = ts.pending[1:]
 	id := d.nextTaskID
 	d.nextTaskID++
-	e.freeCores--
+	e.assigned++
 	e.idleSince = time.Time{}
 	ts.launched = true
 	if e.timeline.FirstTask.IsZero() {
 		e.timeline.FirstTask = time.Now()
 		d.observeLaunchLocked(e)
+		d.reportLaunchLocked(e.timeline)
 	}
 	rt := &runningTask{set: ts, index: index, executor: e, launched: time.Now()}
 	d.running[id] = rt
-	req := &executorv1.LaunchTaskRequest{TaskId: id, Name: ts.task, Input: ts.inputs[index], Attempt: int32(ts.failures[index]), Index: int32(index)}
+	l.tasks = append(l.tasks, &executorv1.TaskDescription{TaskId: id, Name: ts.task, Input: ts.inputs[index], Attempt: int32(ts.failures[index]), Index: int32(index)})
+	l.running = append(l.running, rt)
 	trace.SpanFromContext(ctx).AddEvent("task offered", trace.WithAttributes(
 		telemetry.ExecutorID.Int(int(e.id)), attribute.Int64("glint.task.id", id), attribute.Int("glint.task.index", index)))
+}
+
+// sendTasksLocked posts l to e; if the call fails, each of its tasks that
+// is still e's fails with the call's error.
+func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch) {
 	e.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := e.client.LaunchTask(ctx, connect.NewRequest(req)); err != nil {
-			d.mu.Lock()
-			defer d.mu.Unlock()
+		_, err := e.client.LaunchTask(ctx, connect.NewRequest(&executorv1.LaunchTaskRequest{Tasks: l.tasks}))
+		if err == nil {
+			return
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for i, rt := range l.running {
+			id := l.tasks[i].GetTaskId()
 			if d.running[id] != rt {
-				return
+				continue
 			}
 			d.finishTaskLocked(id, rt)
 			d.taskFailedLocked(ctx, rt, fmt.Sprintf("launch task on executor %d: %v", e.id, err))
-			d.makeOffersLocked(ctx)
 		}
+		d.makeOffersLocked(ctx)
 	})
 }
 
@@ -304,6 +383,7 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) (_ 
 	default:
 	}
 	d.taskSets = append(d.taskSets, ts)
+	d.tasks += n
 	d.makeOffersLocked(ctx)
 	d.mu.Unlock()
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type Config struct {
 	Attempts int
 	// RetryInterval is the pause between attempts; default 1s.
 	RetryInterval time.Duration
+	// Registered, if set, is called once the executor registered with its
+	// driver (a prestarted executor tells its worker so).
+	Registered func()
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 }
@@ -90,8 +94,8 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	driver driverv1connect.DriverServiceClient
-	// updates delivers StatusUpdates to the driver in order.
-	updates *rpc.Mailbox
+	// reports delivers the tasks' ends to the driver in order, batched.
+	reports reports
 	metrics *metrics
 	// life ends when the executor stops; stop ends it: with nil for
 	// StopExecutor, with the reason when the driver is lost or Run's context
@@ -99,9 +103,22 @@ type Server struct {
 	life context.Context
 	stop context.CancelCauseFunc
 
-	mu    sync.Mutex
-	tasks map[int64]context.CancelCauseFunc
-	wg    sync.WaitGroup
+	mu sync.Mutex
+	// tasks are the tasks launched and not yet ended, running or queued.
+	tasks map[int64]*task
+	// queue is the tasks waiting for a core, in launch order.
+	queue   []*task
+	running int
+	wg      sync.WaitGroup
+}
+
+// task is a launched task; ctx carries its LaunchTask call's trace and ends
+// with errKilled or errStopping.
+type task struct {
+	desc   *executorv1.TaskDescription
+	fn     app.TaskFunc
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 var _ executorv1connect.ExecutorServiceHandler = (*Server)(nil)
@@ -113,16 +130,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	life, stop := context.WithCancelCause(context.Background())
 	return &Server{
-		cfg:    cfg,
-		log:    cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver: driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
-		// Not ended with the executor: the updates of tasks that ended
-		// before it stopped are delivered (Run waits for them), never cut off.
-		updates: rpc.NewMailbox(context.Background()),
+		cfg:     cfg,
+		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
+		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		metrics: newMetrics(cfg.Registry),
 		life:    life,
 		stop:    stop,
-		tasks:   map[int64]context.CancelCauseFunc{},
+		tasks:   map[int64]*task{},
 	}, nil
 }
 
@@ -164,11 +178,14 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.connect(callCtx); err != nil {
 		return err
 	}
+	if s.cfg.Registered != nil {
+		s.cfg.Registered()
+	}
 	s.log.Info("executor registered", "url", s.cfg.URL, "cores", s.cfg.Cores)
 	<-s.life.Done()
 	s.killAll()
 	s.wg.Wait()
-	s.updates.Wait()
+	s.reports.wait()
 	if cause := context.Cause(s.life); !errors.Is(cause, context.Canceled) {
 		return cause
 	}
@@ -236,28 +253,59 @@ func (s *Server) call(ctx context.Context, step string, fn func(context.Context)
 	return fmt.Errorf("%s with driver %s: unreachable after %d attempts: %w", step, s.cfg.DriverURL, s.cfg.Attempts, err)
 }
 
-// LaunchTask starts a task on a free core.
+// LaunchTask takes a batch of tasks, all or none: each starts on a free core
+// or waits in the queue for one.
 func (s *Server) LaunchTask(ctx context.Context, req *connect.Request[executorv1.LaunchTaskRequest]) (*connect.Response[executorv1.LaunchTaskResponse], error) {
-	m := req.Msg
+	batch := req.Msg.GetTasks()
+	if len(batch) == 0 {
+		return nil, rpc.Error(fmt.Errorf("launch tasks: %w: no tasks", fault.ErrInvalidArgument))
+	}
+	ids := make([]int64, len(batch))
+	for i, m := range batch {
+		ids[i] = m.GetTaskId()
+	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(s.cfg.AppID), telemetry.ExecutorID.Int(int(s.cfg.ExecutorID)),
-		attribute.Int64("glint.task.id", m.GetTaskId()), attribute.String("glint.task.name", m.GetName()))
-	fn, ok := s.cfg.Apps.Task(m.GetName())
-	if !ok {
-		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: no task function %q in this binary", m.GetTaskId(), fault.ErrNotFound, m.GetName()))
+		attribute.Int64Slice("glint.task.ids", ids), attribute.String("glint.task.name", batch[0].GetName()))
+	fns := make([]app.TaskFunc, len(batch))
+	for i, m := range batch {
+		fn, ok := s.cfg.Apps.Task(m.GetName())
+		if !ok {
+			return nil, rpc.Error(fmt.Errorf("launch task %d: %w: no task function %q in this binary", m.GetTaskId(), fault.ErrNotFound, m.GetName()))
+		}
+		fns[i] = fn
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.tasks[m.GetTaskId()]; dup {
-		return nil, rpc.Error(fmt.Errorf("launch task %d: %w", m.GetTaskId(), fault.ErrAlreadyExists))
+	seen := make(map[int64]bool, len(batch))
+	for _, m := range batch {
+		if _, dup := s.tasks[m.GetTaskId()]; dup || seen[m.GetTaskId()] {
+			return nil, rpc.Error(fmt.Errorf("launch task %d: %w", m.GetTaskId(), fault.ErrAlreadyExists))
+		}
+		seen[m.GetTaskId()] = true
 	}
-	if len(s.tasks) >= int(s.cfg.Cores) {
-		return nil, rpc.Error(fmt.Errorf("launch task %d: %w: all %d cores are busy", m.GetTaskId(), fault.ErrResourceExhausted, s.cfg.Cores))
+	if slots := int(s.cfg.Cores) * child.TaskSlotsPerCore; len(s.tasks)+len(batch) > slots {
+		return nil, rpc.Error(fmt.Errorf("launch %d tasks: %w: %d of %d task slots (%d per core) are taken",
+			len(batch), fault.ErrResourceExhausted, len(s.tasks), slots, child.TaskSlotsPerCore))
 	}
-	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	s.tasks[m.GetTaskId()] = cancel
-	s.metrics.tasksRunning.Inc()
-	s.wg.Go(func() { s.runTask(tctx, m, fn) })
+	for i, m := range batch {
+		tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		t := &task{desc: m, fn: fns[i], ctx: tctx, cancel: cancel}
+		s.tasks[m.GetTaskId()] = t
+		s.queue = append(s.queue, t)
+	}
+	s.startQueuedLocked()
 	return connect.NewResponse(&executorv1.LaunchTaskResponse{}), nil
+}
+
+// startQueuedLocked starts queued tasks on the free cores.
+func (s *Server) startQueuedLocked() {
+	for s.running < int(s.cfg.Cores) && len(s.queue) > 0 {
+		t := s.queue[0]
+		s.queue = s.queue[1:]
+		s.running++
+		s.metrics.tasksRunning.Inc()
+		s.wg.Go(func() { s.runTask(t) })
+	}
 }
 
 // A task's context ends with errKilled when the driver kills it, and with
@@ -269,34 +317,46 @@ var (
 	errStopping = errors.New("executor stopping")
 )
 
-func (s *Server) runTask(ctx context.Context, m *executorv1.LaunchTaskRequest, fn app.TaskFunc) {
-	out, err := safeRun(ctx, fn, m.GetInput())
+func (s *Server) runTask(t *task) {
+	began := time.Now()
+	out, err := safeRun(t.ctx, t.fn, t.desc.GetInput())
+	ran := time.Since(began)
 	s.mu.Lock()
-	delete(s.tasks, m.GetTaskId())
-	s.mu.Unlock()
+	delete(s.tasks, t.desc.GetTaskId())
+	s.running--
 	s.metrics.tasksRunning.Dec()
-	if errors.Is(context.Cause(ctx), errStopping) {
+	s.startQueuedLocked()
+	s.mu.Unlock()
+	if errors.Is(context.Cause(t.ctx), errStopping) {
 		s.metrics.tasks.WithLabelValues(lifecycle.Label(driverv1.TaskState_TASK_STATE_KILLED)).Inc()
 		return
 	}
-	update := &driverv1.StatusUpdateRequest{ExecutorId: s.cfg.ExecutorID, TaskId: m.GetTaskId()}
+	status := &driverv1.TaskStatus{TaskId: t.desc.GetTaskId(), RunTimeUs: ran.Microseconds()}
 	switch {
 	case err == nil:
-		update.State, update.Result = driverv1.TaskState_TASK_STATE_FINISHED, out
-	case errors.Is(context.Cause(ctx), errKilled):
-		update.State, update.Message = driverv1.TaskState_TASK_STATE_KILLED, err.Error()
+		status.State, status.Result = driverv1.TaskState_TASK_STATE_FINISHED, out
+	case errors.Is(context.Cause(t.ctx), errKilled):
+		status.State, status.Message = driverv1.TaskState_TASK_STATE_KILLED, err.Error()
 	default:
-		update.State, update.Message = driverv1.TaskState_TASK_STATE_FAILED, err.Error()
+		status.State, status.Message = driverv1.TaskState_TASK_STATE_FAILED, err.Error()
 	}
-	s.metrics.tasks.WithLabelValues(lifecycle.Label(update.State)).Inc()
-	s.updates.Post(ctx, func(ctx context.Context) {
-		if _, err := s.driver.StatusUpdate(ctx, connect.NewRequest(update)); err != nil {
-			if connect.CodeOf(err) == connect.CodeUnavailable {
-				s.stop(fmt.Errorf("status update to driver %s: driver lost: %w", s.cfg.DriverURL, err))
-				return
-			}
-			s.log.Warn("status update", "task", update.GetTaskId(), "err", err)
+	s.report(t.ctx, status)
+}
+
+// report sends a task's end to the driver, with the others that ended while
+// the previous report was on its way.
+func (s *Server) report(ctx context.Context, status *driverv1.TaskStatus) {
+	s.metrics.tasks.WithLabelValues(lifecycle.Label(status.GetState())).Inc()
+	s.reports.add(ctx, status, func(ctx context.Context, batch []*driverv1.TaskStatus) {
+		_, err := s.driver.StatusUpdate(ctx, connect.NewRequest(&driverv1.StatusUpdateRequest{ExecutorId: s.cfg.ExecutorID, Updates: batch}))
+		if err == nil {
+			return
 		}
+		if connect.CodeOf(err) == connect.CodeUnavailable {
+			s.stop(fmt.Errorf("status update to driver %s: driver lost: %w", s.cfg.DriverURL, err))
+			return
+		}
+		s.log.Warn("status update", "tasks", len(batch), "err", err)
 	})
 }
 
@@ -310,15 +370,22 @@ func safeRun(ctx context.Context, fn app.TaskFunc, input []byte) (out []byte, er
 	return fn(ctx, input)
 }
 
-// KillTask cancels a running task; it then reports KILLED.
+// KillTask cancels a running task, which then reports KILLED; a queued task
+// is reported KILLED at once.
 func (s *Server) KillTask(_ context.Context, req *connect.Request[executorv1.KillTaskRequest]) (*connect.Response[executorv1.KillTaskResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cancel, ok := s.tasks[req.Msg.GetTaskId()]
+	id := req.Msg.GetTaskId()
+	t, ok := s.tasks[id]
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("kill task %d: %w", req.Msg.GetTaskId(), fault.ErrNotFound))
+		return nil, rpc.Error(fmt.Errorf("kill task %d: %w", id, fault.ErrNotFound))
 	}
-	cancel(errKilled)
+	t.cancel(errKilled)
+	if i := slices.Index(s.queue, t); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		delete(s.tasks, id)
+		s.report(t.ctx, &driverv1.TaskStatus{TaskId: id, State: driverv1.TaskState_TASK_STATE_KILLED, Message: "killed before it started: " + req.Msg.GetReason()})
+	}
 	return connect.NewResponse(&executorv1.KillTaskResponse{}), nil
 }
 
@@ -330,12 +397,15 @@ func (s *Server) StopExecutor(context.Context, *connect.Request[executorv1.StopE
 	return connect.NewResponse(&executorv1.StopExecutorResponse{}), nil
 }
 
-// killAll ends every running task as the executor stops; none is reported.
+// killAll ends every running task as the executor stops, and drops the
+// queued ones; none is reported.
 func (s *Server) killAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, cancel := range s.tasks {
+	for id, t := range s.tasks {
 		s.log.Info("killing task", "task", id, "reason", errStopping)
-		cancel(errStopping)
+		t.cancel(errStopping)
 	}
+	s.metrics.tasks.WithLabelValues(lifecycle.Label(driverv1.TaskState_TASK_STATE_KILLED)).Add(float64(len(s.queue)))
+	s.queue = nil
 }

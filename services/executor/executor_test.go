@@ -172,9 +172,19 @@ func (e *runningExecutor) waitConnected(t *testing.T) {
 
 // launch calls LaunchTask on the executor directly, as a driver would.
 func (e *runningExecutor) launch(id int64, task string) error {
-	_, err := e.client.LaunchTask(context.Background(), connect.NewRequest(&executorv1.LaunchTaskRequest{
+	_, err := e.client.LaunchTask(context.Background(), connect.NewRequest(&executorv1.LaunchTaskRequest{Tasks: []*executorv1.TaskDescription{{
 		TaskId: id, Name: app.TaskID("t", task), Input: []byte(fmt.Sprint(id)),
-	}))
+	}}}))
+	return err
+}
+
+// launchBatch calls LaunchTask with one task of the given ids.
+func (e *runningExecutor) launchBatch(task string, ids ...int64) error {
+	req := &executorv1.LaunchTaskRequest{}
+	for _, id := range ids {
+		req.Tasks = append(req.Tasks, &executorv1.TaskDescription{TaskId: id, Name: app.TaskID("t", task), Input: []byte(fmt.Sprint(id))})
+	}
+	_, err := e.client.LaunchTask(context.Background(), connect.NewRequest(req))
 	return err
 }
 
@@ -271,11 +281,40 @@ func TestLaunchTaskIsRefusedForUnknownTasksAndBusyCores(t *testing.T) {
 		t.Fatalf("launch on the free core: %v", err)
 	}
 	ta.waitStarted(t)
+	// The core's other slots queue tasks; a batch that would pass them is refused whole.
+	queued := make([]int64, child.TaskSlotsPerCore-1)
+	for i := range queued {
+		queued[i] = int64(10 + i)
+	}
+	if err := e.launchBatch("block", append(queued, 100)...); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("launch past the core's %d slots: %v, want ResourceExhausted", child.TaskSlotsPerCore, err)
+	}
+	if err := e.launchBatch("block", queued...); err != nil {
+		t.Errorf("launch into the core's free slots: %v", err)
+	}
 	if err := e.launch(3, "block"); connect.CodeOf(err) != connect.CodeResourceExhausted {
-		t.Errorf("launch with the only core busy: %v, want ResourceExhausted", err)
+		t.Errorf("launch with every slot taken: %v, want ResourceExhausted", err)
 	}
 	if err := e.launch(2, "block"); connect.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Errorf("second launch of a running task id: %v, want AlreadyExists", err)
+	}
+	if err := e.launch(10, "block"); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("second launch of a queued task id: %v, want AlreadyExists", err)
+	}
+}
+
+func TestABatchWithAnUnknownTaskOrARepeatedIDIsRefusedWhole(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	e := startExecutor(context.Background(), t, d, ta.app, 1)
+	if err := e.launchBatch("block", 1, 1); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("a batch naming one task twice: %v, want AlreadyExists", err)
+	}
+	if err := e.launch(1, "block"); err != nil {
+		t.Errorf("the refused batch's task id is free again: %v", err)
+	}
+	if _, err := e.client.LaunchTask(context.Background(), connect.NewRequest(&executorv1.LaunchTaskRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("an empty batch: %v, want InvalidArgument", err)
 	}
 }
 
@@ -298,8 +337,8 @@ func TestKillTaskEndsARunningTaskKilled(t *testing.T) {
 				continue
 			}
 			for _, kv := range s.Attributes() {
-				if kv.Key == "glint.task.id" {
-					id = kv.Value.AsInt64()
+				if kv.Key == "glint.task.ids" {
+					id = kv.Value.AsInt64Slice()[0]
 				}
 			}
 		}
@@ -440,5 +479,37 @@ func TestRunReturnsTheCauseWhenItsContextEndsDuringStartUp(t *testing.T) {
 		}
 	case <-time.After(waitLimit):
 		t.Fatal("Run did not return")
+	}
+}
+
+func TestQueuedTasksWaitForTheCoreAndAKilledOneNeverRuns(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	e := startExecutor(context.Background(), t, d, ta.app, 1)
+	kill := func(id int64) error {
+		_, err := e.client.KillTask(context.Background(), connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id, Reason: "test"}))
+		return err
+	}
+	if err := e.launchBatch("block", 1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	ta.waitStarted(t) // task 1 holds the only core; 2 and 3 wait
+	if err := kill(2); err != nil {
+		t.Fatalf("kill the queued task 2: %v", err)
+	}
+	if err := kill(2); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("kill task 2 again: %v, want NotFound (a killed queued task is gone at once)", err)
+	}
+	if err := kill(1); err != nil {
+		t.Fatalf("kill the running task 1: %v", err)
+	}
+	ta.waitStarted(t) // the core went to task 3
+	if err := kill(3); err != nil {
+		t.Errorf("kill task 3, which should be running: %v", err)
+	}
+	select {
+	case <-ta.started:
+		t.Error("a fourth block task started: the killed queued task ran")
+	default:
 	}
 }

@@ -45,7 +45,7 @@ func FuzzExecutorHandlers(f *testing.F) {
 		},
 		Token: token,
 		Seeds: []proto.Message{
-			&executorv1.LaunchTaskRequest{TaskId: 1, Name: "t.echo", Input: []byte("x")},
+			&executorv1.LaunchTaskRequest{Tasks: []*executorv1.TaskDescription{{TaskId: 1, Name: "t.echo", Input: []byte("x")}}},
 			&executorv1.KillTaskRequest{TaskId: 1},
 		},
 		Codes: []connect.Code{connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists, connect.CodeResourceExhausted},

@@ -124,6 +124,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 		return err
 	}
 	e.message, e.exitStatus = message, exitStatus
+	e.launch.fromWorker(times)
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
 		e.runningSince = s.now()

@@ -73,6 +73,9 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 			Id: e.id, AppId: a.id, WorkerId: e.worker.id, HostPort: e.worker.address(),
 			Cores: e.cores, MemoryMib: e.memoryMiB, State: e.state, Message: e.message,
 			ExitStatus: e.exitStatus, ScheduledAt: timestamppb.New(e.scheduledAt), Url: e.url,
+			LaunchedAt: stamp(e.launch.launched), StartedAt: stamp(e.launch.started),
+			PropsRetrievedAt: stamp(e.launch.propsRetrieved), RegisteredAt: stamp(e.launch.registered),
+			FirstTaskAt: stamp(e.launch.firstTask),
 		})
 	}
 	return p
@@ -109,30 +112,49 @@ type workerJSON struct {
 }
 
 // masterJSON is GET /json: the master in the shape of Spark's master JSON.
-// Totals count ALIVE workers only, in 64 bits: no number of workers can wrap them.
 type masterJSON struct {
 	URL    string `json:"url"`
 	Status string `json:"status"`
 	// Epoch is the leadership epoch (etcd mode); Leader, on a standby, the
 	// master that leads.
-	Epoch            int64        `json:"epoch,omitempty"`
-	Leader           string       `json:"leader,omitempty"`
-	Workers          []workerJSON `json:"workers"`
-	AliveWorkers     int32        `json:"aliveworkers"`
-	Cores            int64        `json:"cores"`
-	CoresUsed        int64        `json:"coresused"`
-	Memory           int64        `json:"memory"`
-	MemoryUsed       int64        `json:"memoryused"`
+	Epoch   int64        `json:"epoch,omitempty"`
+	Leader  string       `json:"leader,omitempty"`
+	Workers []workerJSON `json:"workers"`
+	totals
 	ActiveApps       []appJSON    `json:"activeapps"`
 	CompletedApps    []appJSON    `json:"completedapps"`
 	ActiveDrivers    []driverJSON `json:"activedrivers"`
 	CompletedDrivers []driverJSON `json:"completeddrivers"`
 }
 
+// totals are the ALIVE workers' count, cores and memory (MiB), in 64 bits:
+// no number of workers can wrap them.
+type totals struct {
+	AliveWorkers int32 `json:"aliveworkers"`
+	Cores        int64 `json:"cores"`
+	CoresUsed    int64 `json:"coresused"`
+	Memory       int64 `json:"memory"`
+	MemoryUsed   int64 `json:"memoryused"`
+}
+
+func aliveTotals(workers []*masterv1.WorkerInfo) totals {
+	var t totals
+	for _, w := range workers {
+		if w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
+			t.AliveWorkers++
+			t.Cores += int64(w.GetCores())
+			t.CoresUsed += int64(w.GetCoresUsed())
+			t.Memory += w.GetMemoryMib()
+			t.MemoryUsed += w.GetMemoryUsedMib()
+		}
+	}
+	return t
+}
+
 // appJSON is one application in /json. MaxCores is the cores it may use, as
 // Spark's requestedCores: spark.cores.max, else the master's default cores;
 // null when both are unset. DefaultCores is set when the latter caps it.
-// is unset; Duration runs to now for an active application.
+// Duration runs to now for an active application.
 type appJSON struct {
 	ID                string         `json:"id"`
 	Name              string         `json:"name"`
@@ -196,14 +218,8 @@ func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON 
 		ActiveApps: appsJSON(st.GetActiveApps(), now), CompletedApps: appsJSON(st.GetCompletedApps(), now),
 		ActiveDrivers: driversJSON(st.GetActiveDrivers()), CompletedDrivers: driversJSON(st.GetCompletedDrivers()),
 	}
+	out.totals = aliveTotals(st.GetWorkers())
 	for _, wk := range st.GetWorkers() {
-		if wk.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE {
-			out.AliveWorkers++
-			out.Cores += int64(wk.GetCores())
-			out.CoresUsed += int64(wk.GetCoresUsed())
-			out.Memory += wk.GetMemoryMib()
-			out.MemoryUsed += wk.GetMemoryUsedMib()
-		}
 		out.Workers = append(out.Workers, workerJSON{
 			ID: wk.GetId(), Host: wk.GetHost(), Port: wk.GetPort(), WebUIAddress: wk.GetWorkerUrl(),
 			Usage: resources.NewUsage(wk.GetCores(), wk.GetCoresUsed(), wk.GetMemoryMib(), wk.GetMemoryUsedMib()),

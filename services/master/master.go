@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/web"
 )
 
 // Config configures a master. The zero value of each field means its default.
@@ -56,6 +58,8 @@ type Config struct {
 	// (GetClusterState, DriverStatus, /json); workers are sent them whole.
 	// Nil: Spark's default pattern (redact.DefaultPattern).
 	Redaction *redact.Redactor
+	// UI configures the web UI (ui.go).
+	UI UIConfig
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 	// Epoch is the master's leadership epoch (the etcd election's revision
@@ -78,6 +82,7 @@ type Server struct {
 	tracer  trace.Tracer
 	metrics *metrics
 	http    *http.Client
+	site    *web.Site
 	// ctx bounds every message the master sends; it ends when Run returns.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -145,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		tracer:  telemetry.Tracer(cfg.TracerProvider),
 		http:    rpc.NewHTTPClient(),
+		site:    newSite(cfg),
 		ctx:     ctx,
 		cancel:  cancel,
 		workers: newRoster(),
@@ -167,17 +173,21 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the master's HTTP handler: its Connect service, /json and /healthz.
+// Handler returns the master's HTTP handler: its Connect service, /json,
+// /healthz and the web UI.
 func (s *Server) Handler() http.Handler {
+	ui := s.uiPages()
+	pages := map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD}
+	maps.Copy(pages, ui)
 	return rpc.NewHandler(rpc.Endpoints{
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
 			return masterv1connect.NewMasterServiceHandler(s, o...)
 		},
 		TracerProvider: s.cfg.TracerProvider,
 		Registry:       s.cfg.Registry,
-		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD},
+		Pages:          pages,
 		Tokens:         s.cfg.Tokens,
-		Access:         access,
+		Access:         web.Access(maps.Clone(access), ui),
 		MetricsAuth:    s.cfg.MetricsAuth,
 	})
 }
@@ -229,4 +239,4 @@ var access = rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "
 		masterv1connect.MasterServiceKillApplicationProcedure, masterv1connect.MasterServiceSubmitDriverProcedure,
 		masterv1connect.MasterServiceKillDriverProcedure, masterv1connect.MasterServiceDriverStatusProcedure,
 		masterv1connect.MasterServiceGetClusterStateProcedure, masterv1connect.MasterServiceRequestExecutorsProcedure,
-		masterv1connect.MasterServiceKillExecutorsProcedure)
+		masterv1connect.MasterServiceKillExecutorsProcedure, masterv1connect.MasterServiceReportExecutorLaunchProcedure)

@@ -21,15 +21,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.cancel()
-	for i := range 1000 {
-		_, err := s.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
-			WorkerId: fmt.Sprintf("worker-20261129140000-10.0.%d.%d-7078", i/250, i%250), Host: fmt.Sprintf("10.0.%d.%d", i/250, i%250),
-			Port: 7078, Cores: 16, MemoryMib: 65536, WorkerUrl: fmt.Sprintf("http://10.0.%d.%d:7078", i/250, i%250),
-		}))
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	registerWorkers(b, s, 1000)
 	h := s.Handler()
 	series := 0
 	for b.Loop() {
@@ -47,4 +39,18 @@ func BenchmarkMetricsScrape(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ReportMetric(float64(series), "series")
+}
+
+// registerWorkers registers n workers of 16 cores and 64 GiB with s.
+func registerWorkers(b *testing.B, s *Server, n int) {
+	b.Helper()
+	for i := range n {
+		_, err := s.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
+			WorkerId: fmt.Sprintf("worker-20261129140000-10.0.%d.%d-7078", i/250, i%250), Host: fmt.Sprintf("10.0.%d.%d", i/250, i%250),
+			Port: 7078, Cores: 16, MemoryMib: 65536, WorkerUrl: fmt.Sprintf("http://10.0.%d.%d:7078", i/250, i%250),
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }

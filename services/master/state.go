@@ -160,6 +160,8 @@ type executorInfo struct {
 	// released says its cores no longer count as its application's: its
 	// worker is decommissioned, and it ends when its tasks are done.
 	released bool
+	// launch is when the later steps of its launch happened (timeline.go).
+	launch launchTimes
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }

@@ -17,6 +17,8 @@ type workerJSON struct {
 	Host      string `json:"host"`
 	Port      int    `json:"port"`
 	MasterURL string `json:"masterurl"`
+	// Prestarted is how many idle executor processes wait for a launch.
+	Prestarted int `json:"prestarted"`
 	resources.Usage
 	Executors         []executorJSON `json:"executors"`
 	FinishedExecutors []executorJSON `json:"finishedexecutors"`
@@ -54,7 +56,7 @@ func (s *Server) status() workerJSON {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := workerJSON{
-		ID: s.id, Host: s.host, Port: s.port, MasterURL: s.active,
+		ID: s.id, Host: s.host, Port: s.port, MasterURL: s.active, Prestarted: s.prestart.idleCount(),
 		Usage:     resources.NewUsage(s.cfg.Cores, s.coresUsed, s.cfg.MemoryMiB, s.memoryUsedMiB),
 		Executors: []executorJSON{}, FinishedExecutors: []executorJSON{},
 		Drivers: []driverJSON{}, FinishedDrivers: []driverJSON{},

@@ -43,6 +43,9 @@ type launch struct {
 	// listenHost, when set, makes process.start open the process's listening
 	// socket on it and hand it over as file descriptor 3 (GLINT_LISTEN_FD).
 	listenHost string
+	// prestart, when set, offers a prestarted process to claim in place of
+	// process.start (executors).
+	prestart *prestart
 
 	// Filled in by the steps.
 	argv           []string // the substituted arguments (command)
@@ -76,6 +79,12 @@ type stepError struct {
 func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
+// chooser is a step that is decided only once the steps before it ran: it
+// names the step to run in its place.
+type chooser interface {
+	choose(l *launch) step
+}
+
 // runSteps runs steps in order, each in a span named after it, timing each,
 // and stops at the first failure, which it records on the step's span. It
 // returns each step's duration as a log attribute named after the step. A
@@ -84,6 +93,9 @@ func (e *stepError) Unwrap() error { return e.err }
 func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps []step, l *launch) ([]any, error) {
 	timings := make([]any, 0, len(steps))
 	for _, st := range steps {
+		if c, ok := st.(chooser); ok {
+			st = c.choose(l)
+		}
 		begin := time.Now()
 		sctx, span := tracer.Start(ctx, st.Name(), trace.WithAttributes(l.attrs...))
 		err := st.Run(sctx, l)

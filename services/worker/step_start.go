@@ -28,6 +28,15 @@ type startStep struct{}
 // Name is "process.start".
 func (startStep) Name() string { return "process.start" }
 
+// choose claims a prestarted executor for l when one fits (the claim step),
+// else starts the process.
+func (startStep) choose(l *launch) step {
+	if claim := l.prestart.claim(l); claim != nil {
+		return claim
+	}
+	return startStep{}
+}
+
 // Run starts the process unless it was killed before it could start, and
 // records when it started.
 func (startStep) Run(ctx context.Context, l *launch) error {

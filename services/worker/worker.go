@@ -27,6 +27,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/web"
 )
 
 // Defaults for the zero values of Config.
@@ -65,6 +66,10 @@ type Config struct {
 	// KillGrace is how long a killed process has between SIGTERM and SIGKILL,
 	// default 10s.
 	KillGrace time.Duration
+	// PrestartExecutors is how many idle executor processes of this worker's
+	// own binary it keeps ready for launches to claim, at most
+	// MaxPrestartExecutors; default 0.
+	PrestartExecutors int
 	// SuperviseBackoffCap caps the restart backoff of supervised drivers
 	// (1s doubling, Spark's), default 60s.
 	SuperviseBackoffCap time.Duration
@@ -82,6 +87,9 @@ type Config struct {
 	ClusterToken string
 	// MetricsAuth makes /metrics need a token.
 	MetricsAuth bool
+	// UIPublic opens the web UI's pages, logs included, to anyone
+	// (--ui-public); else they need the cluster token (ui.go).
+	UIPublic bool
 	// TLS is the worker's TLS files (rpc.UseTLS), which its executors and
 	// drivers are given too; zero: none.
 	TLS rpc.TLSFiles
@@ -106,6 +114,7 @@ type Server struct {
 	host    string
 	port    int
 	http    *http.Client
+	site    *web.Site
 	started atomic.Bool
 	// ctx bounds the reports to the master; it ends when Run returns.
 	ctx     context.Context
@@ -137,7 +146,9 @@ type Server struct {
 	clients       map[string]masterv1connect.MasterServiceClient
 	coresUsed     int32
 	memoryUsedMiB int64
-	executors     map[executorKey]*executorRunner
+	// prestart keeps idle executor processes ready (--prestart-executors).
+	prestart  *prestart
+	executors map[executorKey]*executorRunner
 	// launched are the executor ids of each application this worker was
 	// told to launch (bounded: launchedIDs), so a launch the master retries
 	// is refused instead of run twice.
@@ -192,6 +203,7 @@ func New(cfg Config) (*Server, error) {
 		host:       host,
 		port:       port,
 		http:       rpc.NewHTTPClient(),
+		site:       newSite(cfg),
 		ctx:        ctx,
 		cancel:     cancel,
 		reports:    rpc.NewMailbox(ctx),
@@ -202,6 +214,9 @@ func New(cfg Config) (*Server, error) {
 		drivers:    map[string]*driverRunner{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
+	if s.prestart, err = newPrestart(s); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
 	return s, nil
 }
 
@@ -231,6 +246,8 @@ func normalize(cfg *Config) error {
 		return fmt.Errorf("memory %d MiB must be positive", cfg.MemoryMiB)
 	case cfg.WorkDir == "":
 		return errors.New("no work dir")
+	case cfg.PrestartExecutors < 0 || cfg.PrestartExecutors > MaxPrestartExecutors:
+		return fmt.Errorf("prestart executors %d: want 0 to %d", cfg.PrestartExecutors, MaxPrestartExecutors)
 	}
 	dir, err := filepath.Abs(cfg.WorkDir)
 	if err != nil {
@@ -262,18 +279,21 @@ func normalize(cfg *Config) error {
 // ID returns the worker's id.
 func (s *Server) ID() string { return s.id }
 
-// Handler returns the worker's HTTP handler: its Connect service, GET /json
-// and GET /healthz.
+// Handler returns the worker's HTTP handler: its Connect service, GET /json,
+// GET /healthz and the web UI.
 func (s *Server) Handler() http.Handler {
+	ui := s.uiPages()
+	pages := map[string]http.HandlerFunc{"GET /json": s.serveJSON}
+	maps.Copy(pages, ui)
 	return rpc.NewHandler(rpc.Endpoints{
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
 			return workerv1connect.NewWorkerServiceHandler(s, o...)
 		},
 		TracerProvider: s.cfg.TracerProvider,
 		Registry:       s.cfg.Registry,
-		Pages:          map[string]http.HandlerFunc{"GET /json": s.serveJSON},
+		Pages:          pages,
 		Tokens:         s.cfg.Tokens,
-		Access:         access,
+		Access:         web.Access(maps.Clone(access), ui),
 		MetricsAuth:    s.cfg.MetricsAuth,
 	})
 }
@@ -298,6 +318,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("run worker %s: already running", s.id)
 	}
+	s.prestart.fill()
 	cleanCtx, stopCleaning := context.WithCancel(ctx)
 	cleaning := make(chan struct{})
 	go func() {
@@ -324,6 +345,7 @@ func (s *Server) shutdown() {
 		r.kill(errShutdown)
 	}
 	s.mu.Unlock()
+	s.prestart.close()
 	s.runners.Wait()
 	delivered := make(chan struct{})
 	go func() {

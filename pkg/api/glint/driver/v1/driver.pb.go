@@ -388,10 +388,7 @@ func (*LaunchedExecutorResponse) Descriptor() ([]byte, []int) {
 type StatusUpdateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExecutorId    int32                  `protobuf:"varint,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	TaskId        int64                  `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	State         TaskState              `protobuf:"varint,3,opt,name=state,proto3,enum=glint.driver.v1.TaskState" json:"state,omitempty"`
-	Result        []byte                 `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
-	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Updates       []*TaskStatus          `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,32 +430,90 @@ func (x *StatusUpdateRequest) GetExecutorId() int32 {
 	return 0
 }
 
-func (x *StatusUpdateRequest) GetTaskId() int64 {
+func (x *StatusUpdateRequest) GetUpdates() []*TaskStatus {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+// TaskStatus is one task's end.
+type TaskStatus struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  int64                  `protobuf:"varint,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	State   TaskState              `protobuf:"varint,2,opt,name=state,proto3,enum=glint.driver.v1.TaskState" json:"state,omitempty"`
+	Result  []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Message string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// How long the task function ran on the executor, in microseconds (Spark's
+	// executorRunTime); the driver batches only tasks that run briefly.
+	RunTimeUs     int64 `protobuf:"varint,5,opt,name=run_time_us,json=runTimeUs,proto3" json:"run_time_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStatus) Reset() {
+	*x = TaskStatus{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStatus) ProtoMessage() {}
+
+func (x *TaskStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
+func (*TaskStatus) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TaskStatus) GetTaskId() int64 {
 	if x != nil {
 		return x.TaskId
 	}
 	return 0
 }
 
-func (x *StatusUpdateRequest) GetState() TaskState {
+func (x *TaskStatus) GetState() TaskState {
 	if x != nil {
 		return x.State
 	}
 	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
-func (x *StatusUpdateRequest) GetResult() []byte {
+func (x *TaskStatus) GetResult() []byte {
 	if x != nil {
 		return x.Result
 	}
 	return nil
 }
 
-func (x *StatusUpdateRequest) GetMessage() string {
+func (x *TaskStatus) GetMessage() string {
 	if x != nil {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *TaskStatus) GetRunTimeUs() int64 {
+	if x != nil {
+		return x.RunTimeUs
+	}
+	return 0
 }
 
 type StatusUpdateResponse struct {
@@ -469,7 +524,7 @@ type StatusUpdateResponse struct {
 
 func (x *StatusUpdateResponse) Reset() {
 	*x = StatusUpdateResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +536,7 @@ func (x *StatusUpdateResponse) String() string {
 func (*StatusUpdateResponse) ProtoMessage() {}
 
 func (x *StatusUpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[7]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +549,7 @@ func (x *StatusUpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusUpdateResponse.ProtoReflect.Descriptor instead.
 func (*StatusUpdateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{7}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{8}
 }
 
 type ExecutorAddedRequest struct {
@@ -515,7 +570,7 @@ type ExecutorAddedRequest struct {
 
 func (x *ExecutorAddedRequest) Reset() {
 	*x = ExecutorAddedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +582,7 @@ func (x *ExecutorAddedRequest) String() string {
 func (*ExecutorAddedRequest) ProtoMessage() {}
 
 func (x *ExecutorAddedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[8]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +595,7 @@ func (x *ExecutorAddedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorAddedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorAddedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{8}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecutorAddedRequest) GetAppId() string {
@@ -607,7 +662,7 @@ type ExecutorAddedResponse struct {
 
 func (x *ExecutorAddedResponse) Reset() {
 	*x = ExecutorAddedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +674,7 @@ func (x *ExecutorAddedResponse) String() string {
 func (*ExecutorAddedResponse) ProtoMessage() {}
 
 func (x *ExecutorAddedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[9]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +687,7 @@ func (x *ExecutorAddedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorAddedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorAddedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{9}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{10}
 }
 
 type ExecutorUpdatedRequest struct {
@@ -655,7 +710,7 @@ type ExecutorUpdatedRequest struct {
 
 func (x *ExecutorUpdatedRequest) Reset() {
 	*x = ExecutorUpdatedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +722,7 @@ func (x *ExecutorUpdatedRequest) String() string {
 func (*ExecutorUpdatedRequest) ProtoMessage() {}
 
 func (x *ExecutorUpdatedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[10]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +735,7 @@ func (x *ExecutorUpdatedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorUpdatedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorUpdatedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{10}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecutorUpdatedRequest) GetAppId() string {
@@ -754,7 +809,7 @@ type ExecutorUpdatedResponse struct {
 
 func (x *ExecutorUpdatedResponse) Reset() {
 	*x = ExecutorUpdatedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +821,7 @@ func (x *ExecutorUpdatedResponse) String() string {
 func (*ExecutorUpdatedResponse) ProtoMessage() {}
 
 func (x *ExecutorUpdatedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[11]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +834,7 @@ func (x *ExecutorUpdatedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorUpdatedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorUpdatedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{11}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{12}
 }
 
 type ApplicationRemovedRequest struct {
@@ -795,7 +850,7 @@ type ApplicationRemovedRequest struct {
 
 func (x *ApplicationRemovedRequest) Reset() {
 	*x = ApplicationRemovedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +862,7 @@ func (x *ApplicationRemovedRequest) String() string {
 func (*ApplicationRemovedRequest) ProtoMessage() {}
 
 func (x *ApplicationRemovedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[12]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +875,7 @@ func (x *ApplicationRemovedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationRemovedRequest.ProtoReflect.Descriptor instead.
 func (*ApplicationRemovedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{12}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplicationRemovedRequest) GetAppId() string {
@@ -852,7 +907,7 @@ type ApplicationRemovedResponse struct {
 
 func (x *ApplicationRemovedResponse) Reset() {
 	*x = ApplicationRemovedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +919,7 @@ func (x *ApplicationRemovedResponse) String() string {
 func (*ApplicationRemovedResponse) ProtoMessage() {}
 
 func (x *ApplicationRemovedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[13]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +932,7 @@ func (x *ApplicationRemovedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationRemovedResponse.ProtoReflect.Descriptor instead.
 func (*ApplicationRemovedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{13}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{14}
 }
 
 type PingRequest struct {
@@ -889,7 +944,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +956,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[14]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +969,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{14}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PingRequest) GetAppId() string {
@@ -932,7 +987,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[15]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +999,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[15]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1012,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{15}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{16}
 }
 
 type MasterChangedRequest struct {
@@ -973,7 +1028,7 @@ type MasterChangedRequest struct {
 
 func (x *MasterChangedRequest) Reset() {
 	*x = MasterChangedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[16]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1040,7 @@ func (x *MasterChangedRequest) String() string {
 func (*MasterChangedRequest) ProtoMessage() {}
 
 func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[16]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1053,7 @@ func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterChangedRequest.ProtoReflect.Descriptor instead.
 func (*MasterChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{16}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MasterChangedRequest) GetAppId() string {
@@ -1030,7 +1085,7 @@ type MasterChangedResponse struct {
 
 func (x *MasterChangedResponse) Reset() {
 	*x = MasterChangedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1097,7 @@ func (x *MasterChangedResponse) String() string {
 func (*MasterChangedResponse) ProtoMessage() {}
 
 func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1110,7 @@ func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterChangedResponse.ProtoReflect.Descriptor instead.
 func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{17}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{18}
 }
 
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
@@ -1087,14 +1142,18 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x17LaunchedExecutorRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\x05R\n" +
 	"executorId\"\x1a\n" +
-	"\x18LaunchedExecutorResponse\"\xb3\x01\n" +
+	"\x18LaunchedExecutorResponse\"m\n" +
 	"\x13StatusUpdateRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\x05R\n" +
-	"executorId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x120\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x1a.glint.driver.v1.TaskStateR\x05state\x12\x16\n" +
-	"\x06result\x18\x04 \x01(\fR\x06result\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\x16\n" +
+	"executorId\x125\n" +
+	"\aupdates\x18\x02 \x03(\v2\x1b.glint.driver.v1.TaskStatusR\aupdates\"\xa9\x01\n" +
+	"\n" +
+	"TaskStatus\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.glint.driver.v1.TaskStateR\x05state\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1e\n" +
+	"\vrun_time_us\x18\x05 \x01(\x03R\trunTimeUs\"\x16\n" +
 	"\x14StatusUpdateResponse\"\x92\x02\n" +
 	"\x14ExecutorAddedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
@@ -1172,7 +1231,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -1182,51 +1241,53 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*LaunchedExecutorRequest)(nil),    // 5: glint.driver.v1.LaunchedExecutorRequest
 	(*LaunchedExecutorResponse)(nil),   // 6: glint.driver.v1.LaunchedExecutorResponse
 	(*StatusUpdateRequest)(nil),        // 7: glint.driver.v1.StatusUpdateRequest
-	(*StatusUpdateResponse)(nil),       // 8: glint.driver.v1.StatusUpdateResponse
-	(*ExecutorAddedRequest)(nil),       // 9: glint.driver.v1.ExecutorAddedRequest
-	(*ExecutorAddedResponse)(nil),      // 10: glint.driver.v1.ExecutorAddedResponse
-	(*ExecutorUpdatedRequest)(nil),     // 11: glint.driver.v1.ExecutorUpdatedRequest
-	(*ExecutorUpdatedResponse)(nil),    // 12: glint.driver.v1.ExecutorUpdatedResponse
-	(*ApplicationRemovedRequest)(nil),  // 13: glint.driver.v1.ApplicationRemovedRequest
-	(*ApplicationRemovedResponse)(nil), // 14: glint.driver.v1.ApplicationRemovedResponse
-	(*PingRequest)(nil),                // 15: glint.driver.v1.PingRequest
-	(*PingResponse)(nil),               // 16: glint.driver.v1.PingResponse
-	(*MasterChangedRequest)(nil),       // 17: glint.driver.v1.MasterChangedRequest
-	(*MasterChangedResponse)(nil),      // 18: glint.driver.v1.MasterChangedResponse
-	nil,                                // 19: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 20: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 21: glint.master.v1.ExecutorState
+	(*TaskStatus)(nil),                 // 8: glint.driver.v1.TaskStatus
+	(*StatusUpdateResponse)(nil),       // 9: glint.driver.v1.StatusUpdateResponse
+	(*ExecutorAddedRequest)(nil),       // 10: glint.driver.v1.ExecutorAddedRequest
+	(*ExecutorAddedResponse)(nil),      // 11: glint.driver.v1.ExecutorAddedResponse
+	(*ExecutorUpdatedRequest)(nil),     // 12: glint.driver.v1.ExecutorUpdatedRequest
+	(*ExecutorUpdatedResponse)(nil),    // 13: glint.driver.v1.ExecutorUpdatedResponse
+	(*ApplicationRemovedRequest)(nil),  // 14: glint.driver.v1.ApplicationRemovedRequest
+	(*ApplicationRemovedResponse)(nil), // 15: glint.driver.v1.ApplicationRemovedResponse
+	(*PingRequest)(nil),                // 16: glint.driver.v1.PingRequest
+	(*PingResponse)(nil),               // 17: glint.driver.v1.PingResponse
+	(*MasterChangedRequest)(nil),       // 18: glint.driver.v1.MasterChangedRequest
+	(*MasterChangedResponse)(nil),      // 19: glint.driver.v1.MasterChangedResponse
+	nil,                                // 20: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 22: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	19, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	0,  // 1: glint.driver.v1.StatusUpdateRequest.state:type_name -> glint.driver.v1.TaskState
-	20, // 2: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	21, // 3: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	20, // 4: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	20, // 5: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
-	3,  // 7: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
-	5,  // 8: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
-	7,  // 9: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
-	9,  // 10: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
-	11, // 11: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
-	13, // 12: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
-	15, // 13: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
-	17, // 14: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
-	2,  // 15: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 16: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 17: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	8,  // 18: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	10, // 19: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	12, // 20: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	14, // 21: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	16, // 22: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
-	18, // 23: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
-	15, // [15:24] is the sub-list for method output_type
-	6,  // [6:15] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	20, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	8,  // 1: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
+	0,  // 2: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
+	21, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	22, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	21, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	21, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	1,  // 7: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
+	3,  // 8: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
+	5,  // 9: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
+	7,  // 10: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
+	10, // 11: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
+	12, // 12: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
+	14, // 13: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
+	16, // 14: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
+	18, // 15: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
+	2,  // 16: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 17: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 18: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	9,  // 19: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	11, // 20: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	13, // 21: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	15, // 22: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	17, // 23: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	19, // 24: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
+	16, // [16:25] is the sub-list for method output_type
+	7,  // [7:16] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_glint_driver_v1_driver_proto_init() }
@@ -1234,14 +1295,14 @@ func file_glint_driver_v1_driver_proto_init() {
 	if File_glint_driver_v1_driver_proto != nil {
 		return
 	}
-	file_glint_driver_v1_driver_proto_msgTypes[10].OneofWrappers = []any{}
+	file_glint_driver_v1_driver_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,13 +25,8 @@ const (
 )
 
 type LaunchTaskRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	TaskId int64                  `protobuf:"varint,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// The task function's registered name.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Input         []byte `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
-	Attempt       int32  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Index         int32  `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*TaskDescription     `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -66,35 +61,85 @@ func (*LaunchTaskRequest) Descriptor() ([]byte, []int) {
 	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *LaunchTaskRequest) GetTaskId() int64 {
+func (x *LaunchTaskRequest) GetTasks() []*TaskDescription {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// TaskDescription is Spark's TaskDescription: one attempt of one task.
+type TaskDescription struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId int64                  `protobuf:"varint,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The task function's registered name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Input         []byte `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	Attempt       int32  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Index         int32  `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskDescription) Reset() {
+	*x = TaskDescription{}
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDescription) ProtoMessage() {}
+
+func (x *TaskDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDescription.ProtoReflect.Descriptor instead.
+func (*TaskDescription) Descriptor() ([]byte, []int) {
+	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TaskDescription) GetTaskId() int64 {
 	if x != nil {
 		return x.TaskId
 	}
 	return 0
 }
 
-func (x *LaunchTaskRequest) GetName() string {
+func (x *TaskDescription) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-func (x *LaunchTaskRequest) GetInput() []byte {
+func (x *TaskDescription) GetInput() []byte {
 	if x != nil {
 		return x.Input
 	}
 	return nil
 }
 
-func (x *LaunchTaskRequest) GetAttempt() int32 {
+func (x *TaskDescription) GetAttempt() int32 {
 	if x != nil {
 		return x.Attempt
 	}
 	return 0
 }
 
-func (x *LaunchTaskRequest) GetIndex() int32 {
+func (x *TaskDescription) GetIndex() int32 {
 	if x != nil {
 		return x.Index
 	}
@@ -109,7 +154,7 @@ type LaunchTaskResponse struct {
 
 func (x *LaunchTaskResponse) Reset() {
 	*x = LaunchTaskResponse{}
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[1]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -121,7 +166,7 @@ func (x *LaunchTaskResponse) String() string {
 func (*LaunchTaskResponse) ProtoMessage() {}
 
 func (x *LaunchTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[1]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -134,7 +179,7 @@ func (x *LaunchTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchTaskResponse.ProtoReflect.Descriptor instead.
 func (*LaunchTaskResponse) Descriptor() ([]byte, []int) {
-	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{1}
+	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{2}
 }
 
 type KillTaskRequest struct {
@@ -147,7 +192,7 @@ type KillTaskRequest struct {
 
 func (x *KillTaskRequest) Reset() {
 	*x = KillTaskRequest{}
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[2]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +204,7 @@ func (x *KillTaskRequest) String() string {
 func (*KillTaskRequest) ProtoMessage() {}
 
 func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[2]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +217,7 @@ func (x *KillTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskRequest.ProtoReflect.Descriptor instead.
 func (*KillTaskRequest) Descriptor() ([]byte, []int) {
-	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{2}
+	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *KillTaskRequest) GetTaskId() int64 {
@@ -197,7 +242,7 @@ type KillTaskResponse struct {
 
 func (x *KillTaskResponse) Reset() {
 	*x = KillTaskResponse{}
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[3]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -209,7 +254,7 @@ func (x *KillTaskResponse) String() string {
 func (*KillTaskResponse) ProtoMessage() {}
 
 func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[3]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,7 +267,7 @@ func (x *KillTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillTaskResponse.ProtoReflect.Descriptor instead.
 func (*KillTaskResponse) Descriptor() ([]byte, []int) {
-	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{3}
+	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{4}
 }
 
 type StopExecutorRequest struct {
@@ -233,7 +278,7 @@ type StopExecutorRequest struct {
 
 func (x *StopExecutorRequest) Reset() {
 	*x = StopExecutorRequest{}
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[4]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +290,7 @@ func (x *StopExecutorRequest) String() string {
 func (*StopExecutorRequest) ProtoMessage() {}
 
 func (x *StopExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[4]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +303,7 @@ func (x *StopExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExecutorRequest.ProtoReflect.Descriptor instead.
 func (*StopExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{4}
+	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{5}
 }
 
 type StopExecutorResponse struct {
@@ -269,7 +314,7 @@ type StopExecutorResponse struct {
 
 func (x *StopExecutorResponse) Reset() {
 	*x = StopExecutorResponse{}
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[5]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +326,7 @@ func (x *StopExecutorResponse) String() string {
 func (*StopExecutorResponse) ProtoMessage() {}
 
 func (x *StopExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_executor_v1_executor_proto_msgTypes[5]
+	mi := &file_glint_executor_v1_executor_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,15 +339,17 @@ func (x *StopExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopExecutorResponse.ProtoReflect.Descriptor instead.
 func (*StopExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{5}
+	return file_glint_executor_v1_executor_proto_rawDescGZIP(), []int{6}
 }
 
 var File_glint_executor_v1_executor_proto protoreflect.FileDescriptor
 
 const file_glint_executor_v1_executor_proto_rawDesc = "" +
 	"\n" +
-	" glint/executor/v1/executor.proto\x12\x11glint.executor.v1\"\x86\x01\n" +
-	"\x11LaunchTaskRequest\x12\x17\n" +
+	" glint/executor/v1/executor.proto\x12\x11glint.executor.v1\"M\n" +
+	"\x11LaunchTaskRequest\x128\n" +
+	"\x05tasks\x18\x01 \x03(\v2\".glint.executor.v1.TaskDescriptionR\x05tasks\"\x84\x01\n" +
+	"\x0fTaskDescription\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\fR\x05input\x12\x18\n" +
@@ -334,27 +381,29 @@ func file_glint_executor_v1_executor_proto_rawDescGZIP() []byte {
 	return file_glint_executor_v1_executor_proto_rawDescData
 }
 
-var file_glint_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_glint_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_glint_executor_v1_executor_proto_goTypes = []any{
 	(*LaunchTaskRequest)(nil),    // 0: glint.executor.v1.LaunchTaskRequest
-	(*LaunchTaskResponse)(nil),   // 1: glint.executor.v1.LaunchTaskResponse
-	(*KillTaskRequest)(nil),      // 2: glint.executor.v1.KillTaskRequest
-	(*KillTaskResponse)(nil),     // 3: glint.executor.v1.KillTaskResponse
-	(*StopExecutorRequest)(nil),  // 4: glint.executor.v1.StopExecutorRequest
-	(*StopExecutorResponse)(nil), // 5: glint.executor.v1.StopExecutorResponse
+	(*TaskDescription)(nil),      // 1: glint.executor.v1.TaskDescription
+	(*LaunchTaskResponse)(nil),   // 2: glint.executor.v1.LaunchTaskResponse
+	(*KillTaskRequest)(nil),      // 3: glint.executor.v1.KillTaskRequest
+	(*KillTaskResponse)(nil),     // 4: glint.executor.v1.KillTaskResponse
+	(*StopExecutorRequest)(nil),  // 5: glint.executor.v1.StopExecutorRequest
+	(*StopExecutorResponse)(nil), // 6: glint.executor.v1.StopExecutorResponse
 }
 var file_glint_executor_v1_executor_proto_depIdxs = []int32{
-	0, // 0: glint.executor.v1.ExecutorService.LaunchTask:input_type -> glint.executor.v1.LaunchTaskRequest
-	2, // 1: glint.executor.v1.ExecutorService.KillTask:input_type -> glint.executor.v1.KillTaskRequest
-	4, // 2: glint.executor.v1.ExecutorService.StopExecutor:input_type -> glint.executor.v1.StopExecutorRequest
-	1, // 3: glint.executor.v1.ExecutorService.LaunchTask:output_type -> glint.executor.v1.LaunchTaskResponse
-	3, // 4: glint.executor.v1.ExecutorService.KillTask:output_type -> glint.executor.v1.KillTaskResponse
-	5, // 5: glint.executor.v1.ExecutorService.StopExecutor:output_type -> glint.executor.v1.StopExecutorResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: glint.executor.v1.LaunchTaskRequest.tasks:type_name -> glint.executor.v1.TaskDescription
+	0, // 1: glint.executor.v1.ExecutorService.LaunchTask:input_type -> glint.executor.v1.LaunchTaskRequest
+	3, // 2: glint.executor.v1.ExecutorService.KillTask:input_type -> glint.executor.v1.KillTaskRequest
+	5, // 3: glint.executor.v1.ExecutorService.StopExecutor:input_type -> glint.executor.v1.StopExecutorRequest
+	2, // 4: glint.executor.v1.ExecutorService.LaunchTask:output_type -> glint.executor.v1.LaunchTaskResponse
+	4, // 5: glint.executor.v1.ExecutorService.KillTask:output_type -> glint.executor.v1.KillTaskResponse
+	6, // 6: glint.executor.v1.ExecutorService.StopExecutor:output_type -> glint.executor.v1.StopExecutorResponse
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_glint_executor_v1_executor_proto_init() }
@@ -368,7 +417,7 @@ func file_glint_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_executor_v1_executor_proto_rawDesc), len(file_glint_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

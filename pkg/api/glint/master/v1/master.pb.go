@@ -2044,6 +2044,120 @@ func (x *KillExecutorsResponse) GetKilledExecutorIds() []int32 {
 	return nil
 }
 
+type ReportExecutorLaunchRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	AppId      string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// When RetrieveSparkProps and RegisterExecutor reached the driver, and when
+	// the driver launched the executor's first task.
+	PropsRetrievedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=props_retrieved_at,json=propsRetrievedAt,proto3" json:"props_retrieved_at,omitempty"`
+	RegisteredAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	FirstTaskAt      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first_task_at,json=firstTaskAt,proto3" json:"first_task_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportExecutorLaunchRequest) Reset() {
+	*x = ReportExecutorLaunchRequest{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportExecutorLaunchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportExecutorLaunchRequest) ProtoMessage() {}
+
+func (x *ReportExecutorLaunchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportExecutorLaunchRequest.ProtoReflect.Descriptor instead.
+func (*ReportExecutorLaunchRequest) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ReportExecutorLaunchRequest) GetAppId() string {
+	if x != nil {
+		return x.AppId
+	}
+	return ""
+}
+
+func (x *ReportExecutorLaunchRequest) GetExecutorId() int32 {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return 0
+}
+
+func (x *ReportExecutorLaunchRequest) GetPropsRetrievedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PropsRetrievedAt
+	}
+	return nil
+}
+
+func (x *ReportExecutorLaunchRequest) GetRegisteredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RegisteredAt
+	}
+	return nil
+}
+
+func (x *ReportExecutorLaunchRequest) GetFirstTaskAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstTaskAt
+	}
+	return nil
+}
+
+type ReportExecutorLaunchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportExecutorLaunchResponse) Reset() {
+	*x = ReportExecutorLaunchResponse{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportExecutorLaunchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportExecutorLaunchResponse) ProtoMessage() {}
+
+func (x *ReportExecutorLaunchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportExecutorLaunchResponse.ProtoReflect.Descriptor instead.
+func (*ReportExecutorLaunchResponse) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
+}
+
 type GetClusterStateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2052,7 +2166,7 @@ type GetClusterStateRequest struct {
 
 func (x *GetClusterStateRequest) Reset() {
 	*x = GetClusterStateRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2178,7 @@ func (x *GetClusterStateRequest) String() string {
 func (*GetClusterStateRequest) ProtoMessage() {}
 
 func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2191,7 @@ func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStateRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 type GetClusterStateResponse struct {
@@ -2097,7 +2211,7 @@ type GetClusterStateResponse struct {
 
 func (x *GetClusterStateResponse) Reset() {
 	*x = GetClusterStateResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2223,7 @@ func (x *GetClusterStateResponse) String() string {
 func (*GetClusterStateResponse) ProtoMessage() {}
 
 func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2236,7 @@ func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetClusterStateResponse) GetMasterUrl() string {
@@ -2200,7 +2314,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2326,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2339,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2300,25 +2414,34 @@ func (x *WorkerInfo) GetLastHeartbeat() *timestamppb.Timestamp {
 
 // ExecutorInfo is one executor as the master sees it.
 type ExecutorInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	AppId         string                 `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	WorkerId      string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	HostPort      string                 `protobuf:"bytes,4,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
-	Cores         int32                  `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
-	MemoryMib     int64                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
-	State         ExecutorState          `protobuf:"varint,7,opt,name=state,proto3,enum=glint.master.v1.ExecutorState" json:"state,omitempty"`
-	Message       string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
-	ExitStatus    *int32                 `protobuf:"varint,9,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
-	ScheduledAt   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
-	Url           string                 `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	AppId       string                 `protobuf:"bytes,2,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	WorkerId    string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	HostPort    string                 `protobuf:"bytes,4,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
+	Cores       int32                  `protobuf:"varint,5,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib   int64                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	State       ExecutorState          `protobuf:"varint,7,opt,name=state,proto3,enum=glint.master.v1.ExecutorState" json:"state,omitempty"`
+	Message     string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	ExitStatus  *int32                 `protobuf:"varint,9,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	Url         string                 `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	// The launch's later steps, unset until known: when the worker received
+	// LaunchExecutor and started the process (the worker's clock), and when the
+	// executor's RetrieveSparkProps and RegisterExecutor reached its driver and
+	// its first task was launched (the driver's clock).
+	LaunchedAt       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=launched_at,json=launchedAt,proto3" json:"launched_at,omitempty"`
+	StartedAt        *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	PropsRetrievedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=props_retrieved_at,json=propsRetrievedAt,proto3" json:"props_retrieved_at,omitempty"`
+	RegisteredAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	FirstTaskAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=first_task_at,json=firstTaskAt,proto3" json:"first_task_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExecutorInfo) Reset() {
 	*x = ExecutorInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2453,7 @@ func (x *ExecutorInfo) String() string {
 func (*ExecutorInfo) ProtoMessage() {}
 
 func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2466,7 @@ func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorInfo.ProtoReflect.Descriptor instead.
 func (*ExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecutorInfo) GetId() int32 {
@@ -2423,6 +2546,41 @@ func (x *ExecutorInfo) GetUrl() string {
 	return ""
 }
 
+func (x *ExecutorInfo) GetLaunchedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LaunchedAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetPropsRetrievedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PropsRetrievedAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetRegisteredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RegisteredAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetFirstTaskAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstTaskAt
+	}
+	return nil
+}
+
 // ApplicationInfo is one application as the master sees it.
 type ApplicationInfo struct {
 	state        protoimpl.MessageState  `protogen:"open.v1"`
@@ -2448,7 +2606,7 @@ type ApplicationInfo struct {
 
 func (x *ApplicationInfo) Reset() {
 	*x = ApplicationInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2618,7 @@ func (x *ApplicationInfo) String() string {
 func (*ApplicationInfo) ProtoMessage() {}
 
 func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2631,7 @@ func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationInfo.ProtoReflect.Descriptor instead.
 func (*ApplicationInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ApplicationInfo) GetId() string {
@@ -2578,7 +2736,7 @@ type DriverInfo struct {
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2748,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2761,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DriverInfo) GetId() string {
@@ -2677,7 +2835,7 @@ type PersistedWorker struct {
 
 func (x *PersistedWorker) Reset() {
 	*x = PersistedWorker{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2847,7 @@ func (x *PersistedWorker) String() string {
 func (*PersistedWorker) ProtoMessage() {}
 
 func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2860,7 @@ func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedWorker.ProtoReflect.Descriptor instead.
 func (*PersistedWorker) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PersistedWorker) GetId() string {
@@ -2769,7 +2927,7 @@ type PersistedApplication struct {
 
 func (x *PersistedApplication) Reset() {
 	*x = PersistedApplication{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2939,7 @@ func (x *PersistedApplication) String() string {
 func (*PersistedApplication) ProtoMessage() {}
 
 func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2952,7 @@ func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedApplication.ProtoReflect.Descriptor instead.
 func (*PersistedApplication) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PersistedApplication) GetId() string {
@@ -2877,7 +3035,7 @@ type PersistedDriver struct {
 
 func (x *PersistedDriver) Reset() {
 	*x = PersistedDriver{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3047,7 @@ func (x *PersistedDriver) String() string {
 func (*PersistedDriver) ProtoMessage() {}
 
 func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3060,7 @@ func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedDriver.ProtoReflect.Descriptor instead.
 func (*PersistedDriver) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PersistedDriver) GetId() string {
@@ -2958,7 +3116,7 @@ type PersistedCounters struct {
 
 func (x *PersistedCounters) Reset() {
 	*x = PersistedCounters{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3128,7 @@ func (x *PersistedCounters) String() string {
 func (*PersistedCounters) ProtoMessage() {}
 
 func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3141,7 @@ func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedCounters.ProtoReflect.Descriptor instead.
 func (*PersistedCounters) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PersistedCounters) GetNextAppNumber() int32 {
@@ -3132,7 +3290,15 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12!\n" +
 	"\fexecutor_ids\x18\x02 \x03(\x05R\vexecutorIds\"G\n" +
 	"\x15KillExecutorsResponse\x12.\n" +
-	"\x13killed_executor_ids\x18\x01 \x03(\x05R\x11killedExecutorIds\"\x18\n" +
+	"\x13killed_executor_ids\x18\x01 \x03(\x05R\x11killedExecutorIds\"\xa0\x02\n" +
+	"\x1bReportExecutorLaunchRequest\x12\x15\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
+	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
+	"executorId\x12H\n" +
+	"\x12props_retrieved_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
+	"\rregistered_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
+	"\rfirst_task_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\"\x1e\n" +
+	"\x1cReportExecutorLaunchResponse\"\x18\n" +
 	"\x16GetClusterStateRequest\"\xb7\x03\n" +
 	"\x17GetClusterStateResponse\x12\x1d\n" +
 	"\n" +
@@ -3160,7 +3326,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"memory_mib\x18\b \x01(\x03R\tmemoryMib\x12&\n" +
 	"\x0fmemory_used_mib\x18\t \x01(\x03R\rmemoryUsedMib\x12A\n" +
 	"\x0elast_heartbeat\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\xfb\x02\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\xbe\x05\n" +
 	"\fExecutorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1b\n" +
@@ -3175,7 +3341,14 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"exitStatus\x88\x01\x01\x12=\n" +
 	"\fscheduled_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12\x10\n" +
-	"\x03url\x18\v \x01(\tR\x03urlB\x0e\n" +
+	"\x03url\x18\v \x01(\tR\x03url\x12;\n" +
+	"\vlaunched_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"launchedAt\x129\n" +
+	"\n" +
+	"started_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12H\n" +
+	"\x12props_retrieved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
+	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
+	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAtB\x0e\n" +
 	"\f_exit_status\"\x9c\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
@@ -3270,7 +3443,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x13DRIVER_STATE_KILLED\x10\x06\x12\x17\n" +
 	"\x13DRIVER_STATE_FAILED\x10\a\x12\x16\n" +
 	"\x12DRIVER_STATE_ERROR\x10\b\x12\x1b\n" +
-	"\x17DRIVER_STATE_RESTARTING\x10\t2\xa1\f\n" +
+	"\x17DRIVER_STATE_RESTARTING\x10\t2\x96\r\n" +
 	"\rMasterService\x12a\n" +
 	"\x0eRegisterWorker\x12&.glint.master.v1.RegisterWorkerRequest\x1a'.glint.master.v1.RegisterWorkerResponse\x12R\n" +
 	"\tHeartbeat\x12!.glint.master.v1.HeartbeatRequest\x1a\".glint.master.v1.HeartbeatResponse\x12v\n" +
@@ -3287,7 +3460,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0fKillApplication\x12'.glint.master.v1.KillApplicationRequest\x1a(.glint.master.v1.KillApplicationResponse\x12g\n" +
 	"\x10RequestExecutors\x12(.glint.master.v1.RequestExecutorsRequest\x1a).glint.master.v1.RequestExecutorsResponse\x12^\n" +
 	"\rKillExecutors\x12%.glint.master.v1.KillExecutorsRequest\x1a&.glint.master.v1.KillExecutorsResponse\x12d\n" +
-	"\x0fGetClusterState\x12'.glint.master.v1.GetClusterStateRequest\x1a(.glint.master.v1.GetClusterStateResponseB\xc1\x01\n" +
+	"\x0fGetClusterState\x12'.glint.master.v1.GetClusterStateRequest\x1a(.glint.master.v1.GetClusterStateResponse\x12s\n" +
+	"\x14ReportExecutorLaunch\x12,.glint.master.v1.ReportExecutorLaunchRequest\x1a-.glint.master.v1.ReportExecutorLaunchResponseB\xc1\x01\n" +
 	"\x13com.glint.master.v1B\vMasterProtoP\x01Z?github.com/glint-cluster/glint/pkg/api/glint/master/v1;masterv1\xa2\x02\x03GMX\xaa\x02\x0fGlint.Master.V1\xca\x02\x0fGlint\\Master\\V1\xe2\x02\x1bGlint\\Master\\V1\\GPBMetadata\xea\x02\x11Glint::Master::V1b\x06proto3"
 
 var (
@@ -3303,7 +3477,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -3341,21 +3515,23 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*RequestExecutorsResponse)(nil),      // 33: glint.master.v1.RequestExecutorsResponse
 	(*KillExecutorsRequest)(nil),          // 34: glint.master.v1.KillExecutorsRequest
 	(*KillExecutorsResponse)(nil),         // 35: glint.master.v1.KillExecutorsResponse
-	(*GetClusterStateRequest)(nil),        // 36: glint.master.v1.GetClusterStateRequest
-	(*GetClusterStateResponse)(nil),       // 37: glint.master.v1.GetClusterStateResponse
-	(*WorkerInfo)(nil),                    // 38: glint.master.v1.WorkerInfo
-	(*ExecutorInfo)(nil),                  // 39: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 40: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 41: glint.master.v1.DriverInfo
-	(*PersistedWorker)(nil),               // 42: glint.master.v1.PersistedWorker
-	(*PersistedApplication)(nil),          // 43: glint.master.v1.PersistedApplication
-	(*PersistedDriver)(nil),               // 44: glint.master.v1.PersistedDriver
-	(*PersistedCounters)(nil),             // 45: glint.master.v1.PersistedCounters
-	nil,                                   // 46: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
+	(*ReportExecutorLaunchRequest)(nil),   // 36: glint.master.v1.ReportExecutorLaunchRequest
+	(*ReportExecutorLaunchResponse)(nil),  // 37: glint.master.v1.ReportExecutorLaunchResponse
+	(*GetClusterStateRequest)(nil),        // 38: glint.master.v1.GetClusterStateRequest
+	(*GetClusterStateResponse)(nil),       // 39: glint.master.v1.GetClusterStateResponse
+	(*WorkerInfo)(nil),                    // 40: glint.master.v1.WorkerInfo
+	(*ExecutorInfo)(nil),                  // 41: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 42: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 43: glint.master.v1.DriverInfo
+	(*PersistedWorker)(nil),               // 44: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 45: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 46: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 47: glint.master.v1.PersistedCounters
+	nil,                                   // 48: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 49: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	46, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	48, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
@@ -3364,67 +3540,77 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	7,  // 6: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 7: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	2,  // 8: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	47, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	47, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	49, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	49, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 11: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
 	6,  // 12: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	41, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	38, // 14: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	40, // 15: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	40, // 16: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	41, // 17: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	41, // 18: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 19: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	47, // 20: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 21: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	47, // 22: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	5,  // 23: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 24: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	47, // 25: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	47, // 26: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	39, // 27: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	6,  // 28: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 29: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	47, // 30: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	5,  // 31: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	47, // 32: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	6,  // 33: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	47, // 34: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	8,  // 35: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 36: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 37: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 38: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	16, // 39: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	18, // 40: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	20, // 41: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 42: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	24, // 43: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	26, // 44: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	28, // 45: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	30, // 46: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	32, // 47: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	34, // 48: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	36, // 49: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	9,  // 50: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 51: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 52: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 53: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	17, // 54: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	19, // 55: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	21, // 56: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	23, // 57: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	25, // 58: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	27, // 59: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	29, // 60: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	31, // 61: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	33, // 62: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	35, // 63: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	37, // 64: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	50, // [50:65] is the sub-list for method output_type
-	35, // [35:50] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	43, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	49, // 14: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	49, // 15: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	49, // 16: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	40, // 17: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	42, // 18: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	42, // 19: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	43, // 20: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	43, // 21: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 22: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	49, // 23: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 24: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	49, // 25: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	49, // 26: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	49, // 27: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	49, // 28: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	49, // 29: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	49, // 30: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	5,  // 31: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 32: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	49, // 33: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	49, // 34: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	41, // 35: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	6,  // 36: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 37: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	49, // 38: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	5,  // 39: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	49, // 40: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	6,  // 41: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	49, // 42: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	8,  // 43: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 44: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	12, // 45: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	14, // 46: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	16, // 47: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	18, // 48: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	20, // 49: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 50: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	24, // 51: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	26, // 52: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	28, // 53: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	30, // 54: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	32, // 55: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	34, // 56: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	38, // 57: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	36, // 58: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 59: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 60: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 61: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 62: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	17, // 63: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	19, // 64: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	21, // 65: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	23, // 66: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	25, // 67: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	27, // 68: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	29, // 69: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	31, // 70: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	33, // 71: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	35, // 72: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	39, // 73: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	37, // 74: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	59, // [59:75] is the sub-list for method output_type
+	43, // [43:59] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -3434,15 +3620,15 @@ func file_glint_master_v1_master_proto_init() {
 	}
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
 	file_glint_master_v1_master_proto_msgTypes[16].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[35].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[39].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[37].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

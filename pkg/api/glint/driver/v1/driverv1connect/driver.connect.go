@@ -71,7 +71,8 @@ type DriverServiceClient interface {
 	RegisterExecutor(context.Context, *connect.Request[v1.RegisterExecutorRequest]) (*connect.Response[v1.RegisterExecutorResponse], error)
 	// LaunchedExecutor says the executor is ready for tasks; its cores become free.
 	LaunchedExecutor(context.Context, *connect.Request[v1.LaunchedExecutorRequest]) (*connect.Response[v1.LaunchedExecutorResponse], error)
-	// StatusUpdate reports a task's end.
+	// StatusUpdate reports the ends of tasks, in the order they ended: those
+	// that ended while the executor's previous report was on its way.
 	StatusUpdate(context.Context, *connect.Request[v1.StatusUpdateRequest]) (*connect.Response[v1.StatusUpdateResponse], error)
 	// ExecutorAdded is the master's notice that it scheduled an executor for this application.
 	ExecutorAdded(context.Context, *connect.Request[v1.ExecutorAddedRequest]) (*connect.Response[v1.ExecutorAddedResponse], error)
@@ -221,7 +222,8 @@ type DriverServiceHandler interface {
 	RegisterExecutor(context.Context, *connect.Request[v1.RegisterExecutorRequest]) (*connect.Response[v1.RegisterExecutorResponse], error)
 	// LaunchedExecutor says the executor is ready for tasks; its cores become free.
 	LaunchedExecutor(context.Context, *connect.Request[v1.LaunchedExecutorRequest]) (*connect.Response[v1.LaunchedExecutorResponse], error)
-	// StatusUpdate reports a task's end.
+	// StatusUpdate reports the ends of tasks, in the order they ended: those
+	// that ended while the executor's previous report was on its way.
 	StatusUpdate(context.Context, *connect.Request[v1.StatusUpdateRequest]) (*connect.Response[v1.StatusUpdateResponse], error)
 	// ExecutorAdded is the master's notice that it scheduled an executor for this application.
 	ExecutorAdded(context.Context, *connect.Request[v1.ExecutorAddedRequest]) (*connect.Response[v1.ExecutorAddedResponse], error)

@@ -48,7 +48,10 @@ const (
 
 // ExecutorServiceClient is a client for the glint.executor.v1.ExecutorService service.
 type ExecutorServiceClient interface {
-	// LaunchTask starts one task on a free core.
+	// LaunchTask hands the executor a batch of tasks: each runs on a free core,
+	// or waits in the executor's queue for one, in the batch's order. The
+	// executor takes at most TaskSlotsPerCore (pkg/child) tasks per core,
+	// running or queued, and refuses a batch that would pass that whole.
 	LaunchTask(context.Context, *connect.Request[v1.LaunchTaskRequest]) (*connect.Response[v1.LaunchTaskResponse], error)
 	// KillTask cancels a running task.
 	KillTask(context.Context, *connect.Request[v1.KillTaskRequest]) (*connect.Response[v1.KillTaskResponse], error)
@@ -112,7 +115,10 @@ func (c *executorServiceClient) StopExecutor(ctx context.Context, req *connect.R
 
 // ExecutorServiceHandler is an implementation of the glint.executor.v1.ExecutorService service.
 type ExecutorServiceHandler interface {
-	// LaunchTask starts one task on a free core.
+	// LaunchTask hands the executor a batch of tasks: each runs on a free core,
+	// or waits in the executor's queue for one, in the batch's order. The
+	// executor takes at most TaskSlotsPerCore (pkg/child) tasks per core,
+	// running or queued, and refuses a batch that would pass that whole.
 	LaunchTask(context.Context, *connect.Request[v1.LaunchTaskRequest]) (*connect.Response[v1.LaunchTaskResponse], error)
 	// KillTask cancels a running task.
 	KillTask(context.Context, *connect.Request[v1.KillTaskRequest]) (*connect.Response[v1.KillTaskResponse], error)

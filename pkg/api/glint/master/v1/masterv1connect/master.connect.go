@@ -79,6 +79,9 @@ const (
 	// MasterServiceGetClusterStateProcedure is the fully-qualified name of the MasterService's
 	// GetClusterState RPC.
 	MasterServiceGetClusterStateProcedure = "/glint.master.v1.MasterService/GetClusterState"
+	// MasterServiceReportExecutorLaunchProcedure is the fully-qualified name of the MasterService's
+	// ReportExecutorLaunch RPC.
+	MasterServiceReportExecutorLaunchProcedure = "/glint.master.v1.MasterService/ReportExecutorLaunch"
 )
 
 // MasterServiceClient is a client for the glint.master.v1.MasterService service.
@@ -116,6 +119,10 @@ type MasterServiceClient interface {
 	KillExecutors(context.Context, *connect.Request[v1.KillExecutorsRequest]) (*connect.Response[v1.KillExecutorsResponse], error)
 	// GetClusterState returns everything the master knows, as the web UI shows it.
 	GetClusterState(context.Context, *connect.Request[v1.GetClusterStateRequest]) (*connect.Response[v1.GetClusterStateResponse], error)
+	// ReportExecutorLaunch is a driver's record of the steps of one executor's
+	// launch that only it sees, sent once it has all of them: the master keeps
+	// them with the executor for the web UI's launch timeline.
+	ReportExecutorLaunch(context.Context, *connect.Request[v1.ReportExecutorLaunchRequest]) (*connect.Response[v1.ReportExecutorLaunchResponse], error)
 }
 
 // NewMasterServiceClient constructs a client for the glint.master.v1.MasterService service. By
@@ -219,6 +226,12 @@ func NewMasterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(masterServiceMethods.ByName("GetClusterState")),
 			connect.WithClientOptions(opts...),
 		),
+		reportExecutorLaunch: connect.NewClient[v1.ReportExecutorLaunchRequest, v1.ReportExecutorLaunchResponse](
+			httpClient,
+			baseURL+MasterServiceReportExecutorLaunchProcedure,
+			connect.WithSchema(masterServiceMethods.ByName("ReportExecutorLaunch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -239,6 +252,7 @@ type masterServiceClient struct {
 	requestExecutors      *connect.Client[v1.RequestExecutorsRequest, v1.RequestExecutorsResponse]
 	killExecutors         *connect.Client[v1.KillExecutorsRequest, v1.KillExecutorsResponse]
 	getClusterState       *connect.Client[v1.GetClusterStateRequest, v1.GetClusterStateResponse]
+	reportExecutorLaunch  *connect.Client[v1.ReportExecutorLaunchRequest, v1.ReportExecutorLaunchResponse]
 }
 
 // RegisterWorker calls glint.master.v1.MasterService.RegisterWorker.
@@ -316,6 +330,11 @@ func (c *masterServiceClient) GetClusterState(ctx context.Context, req *connect.
 	return c.getClusterState.CallUnary(ctx, req)
 }
 
+// ReportExecutorLaunch calls glint.master.v1.MasterService.ReportExecutorLaunch.
+func (c *masterServiceClient) ReportExecutorLaunch(ctx context.Context, req *connect.Request[v1.ReportExecutorLaunchRequest]) (*connect.Response[v1.ReportExecutorLaunchResponse], error) {
+	return c.reportExecutorLaunch.CallUnary(ctx, req)
+}
+
 // MasterServiceHandler is an implementation of the glint.master.v1.MasterService service.
 type MasterServiceHandler interface {
 	// RegisterWorker admits a worker (Spark's RegisterWorker → RegisteredWorker).
@@ -351,6 +370,10 @@ type MasterServiceHandler interface {
 	KillExecutors(context.Context, *connect.Request[v1.KillExecutorsRequest]) (*connect.Response[v1.KillExecutorsResponse], error)
 	// GetClusterState returns everything the master knows, as the web UI shows it.
 	GetClusterState(context.Context, *connect.Request[v1.GetClusterStateRequest]) (*connect.Response[v1.GetClusterStateResponse], error)
+	// ReportExecutorLaunch is a driver's record of the steps of one executor's
+	// launch that only it sees, sent once it has all of them: the master keeps
+	// them with the executor for the web UI's launch timeline.
+	ReportExecutorLaunch(context.Context, *connect.Request[v1.ReportExecutorLaunchRequest]) (*connect.Response[v1.ReportExecutorLaunchResponse], error)
 }
 
 // NewMasterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -450,6 +473,12 @@ func NewMasterServiceHandler(svc MasterServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(masterServiceMethods.ByName("GetClusterState")),
 		connect.WithHandlerOptions(opts...),
 	)
+	masterServiceReportExecutorLaunchHandler := connect.NewUnaryHandler(
+		MasterServiceReportExecutorLaunchProcedure,
+		svc.ReportExecutorLaunch,
+		connect.WithSchema(masterServiceMethods.ByName("ReportExecutorLaunch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/glint.master.v1.MasterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case MasterServiceRegisterWorkerProcedure:
@@ -482,6 +511,8 @@ func NewMasterServiceHandler(svc MasterServiceHandler, opts ...connect.HandlerOp
 			masterServiceKillExecutorsHandler.ServeHTTP(w, r)
 		case MasterServiceGetClusterStateProcedure:
 			masterServiceGetClusterStateHandler.ServeHTTP(w, r)
+		case MasterServiceReportExecutorLaunchProcedure:
+			masterServiceReportExecutorLaunchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -549,4 +580,8 @@ func (UnimplementedMasterServiceHandler) KillExecutors(context.Context, *connect
 
 func (UnimplementedMasterServiceHandler) GetClusterState(context.Context, *connect.Request[v1.GetClusterStateRequest]) (*connect.Response[v1.GetClusterStateResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.master.v1.MasterService.GetClusterState is not implemented"))
+}
+
+func (UnimplementedMasterServiceHandler) ReportExecutorLaunch(context.Context, *connect.Request[v1.ReportExecutorLaunchRequest]) (*connect.Response[v1.ReportExecutorLaunchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.master.v1.MasterService.ReportExecutorLaunch is not implemented"))
 }

@@ -1,0 +1,60 @@
+// Command glint-floor is the physical floor of an executor's launch: run as
+// `glint-floor -child URL` it makes two HTTP/2 round trips to URL over
+// loopback and exits (make bench forks it as the floor's child); run as
+// `glint-floor [-n N]` it is also the parent, launching itself N times and
+// printing the p50 and p99 of fork/exec → second request received.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/glint-cluster/glint/internal/floor"
+)
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == floor.ChildFlag {
+		if err := floor.Child(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	n := flag.Int("n", 50, "launches to measure")
+	flag.Parse()
+	if *n < 1 {
+		fmt.Fprintln(os.Stderr, "glint-floor: -n must be at least 1")
+		os.Exit(2)
+	}
+	if err := parent(*n); err != nil {
+		fmt.Fprintln(os.Stderr, "glint-floor:", err)
+		os.Exit(1)
+	}
+}
+
+func parent(n int) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	f, err := floor.New(self)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var ds []time.Duration
+	for range n {
+		d, err := f.Launch(context.Background())
+		if err != nil {
+			return err
+		}
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	fmt.Printf("floor over %d launches: p50 %v, p99 %v\n", n, ds[n/2], ds[n*99/100])
+	return nil
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/glint-cluster/glint/internal/benchtable"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// benchConnections is how many keep-alive connections the scale rows call
+// the master over, as that many callers would.
+const benchConnections = 8
+
+// onConnections runs call(client, i) for i in [0, n) spread over
+// benchConnections clients of url, each on its own connection.
+func onConnections(t testing.TB, url string, n int, call func(masterv1connect.MasterServiceClient, int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, benchConnections)
+	for c := range benchConnections {
+		client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
+		wg.Go(func() {
+			for i := c; i < n; i += benchConnections {
+				if err := call(client, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestBenchMasterScale is rows 6 (the master's CPU per 1,000 heartbeats over
+// real RPC, and the time to register 10,000 workers) and 8a (the master's
+// memory with 10,000 workers and 1,000 waiting applications). The workers are
+// the test's calls; nothing listens at their addresses, and the applications
+// ask for more memory per executor than any worker has, so nothing is
+// launched on them.
+func TestBenchMasterScale(t *testing.T) {
+	workers, apps := 10_000, 1_000
+	if benchtable.Start(t) {
+		workers, apps = 500, 50
+	}
+	// Registering them all may take longer than the default timeout.
+	m := start(t, "master", nil, "master", "--listen", "127.0.0.1:0", "--worker-timeout", "10m")
+	pid := m.cmd.Process.Pid
+	stamp := time.Now()
+	workerID := func(i int) string { return ids.Worker(stamp, "127.0.0.1", 10_000+i) }
+
+	began := time.Now()
+	onConnections(t, m.url, workers, func(c masterv1connect.MasterServiceClient, i int) error {
+		_, err := c.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
+			WorkerId: workerID(i), Host: "127.0.0.1", Port: int32(10_000 + i), Cores: 16, MemoryMib: 64 << 10,
+			WorkerUrl: fmt.Sprintf("http://127.0.0.1:%d", 10_000+i),
+		}))
+		return err
+	})
+	register := time.Since(began)
+
+	driverURL := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer driverURL.Close()
+	onConnections(t, m.url, apps, func(c masterv1connect.MasterServiceClient, i int) error {
+		_, err := c.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+			Description: &masterv1.ApplicationDescription{
+				Name: fmt.Sprintf("waiting-%d", i), MemoryPerExecutorMib: 128 << 10,
+				Command: &masterv1.Command{Args: []string{"executor"}},
+			},
+			DriverUrl: driverURL.URL, AppToken: rpc.NewToken(),
+		}))
+		return err
+	})
+
+	// Each worker heartbeats once, twice over: the master's CPU for the second round.
+	heartbeat := func(c masterv1connect.MasterServiceClient, i int) error {
+		resp, err := c.Heartbeat(context.Background(), connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: workerID(i)}))
+		if err == nil && resp.Msg.GetReregister() {
+			err = fmt.Errorf("worker %d told to re-register", i)
+		}
+		return err
+	}
+	onConnections(t, m.url, workers, heartbeat)
+	cpuBefore := procCPU(t, pid)
+	began = time.Now()
+	onConnections(t, m.url, workers, heartbeat)
+	wall := time.Since(began)
+	cpu := procCPU(t, pid) - cpuBefore
+	perThousand := benchtable.Ms(cpu) * 1000 / float64(workers)
+	// At the default --worker-timeout (60 s) workers heartbeat every 15 s.
+	share := perThousand / 1000 * 10_000 / 15 / 1000 * 100
+	regRate := float64(workers) / register.Seconds()
+	benchtable.Record(t, benchtable.Row{
+		ID: "6a", What: fmt.Sprintf("master CPU per 1,000 heartbeats over real RPC (%d workers, %d waiting apps, %d connections)", workers, apps, benchConnections),
+		Result: fmt.Sprintf("%.1f ms CPU per 1,000 (%.0f heartbeats/s): 10,000 workers every 15 s = %.2f%% of a core", perThousand, float64(workers)/wall.Seconds(), share),
+		Target: "10,000 workers ≤ 5% of one core", Met: benchtable.Check(share, 5, true),
+		Figures: map[string]float64{"cpu_ms_per_1000": perThousand, "core_percent_10000_workers": share},
+	})
+	benchtable.Record(t, benchtable.Row{
+		ID: "6b", What: fmt.Sprintf("register %d workers over %d connections", workers, benchConnections),
+		Result: fmt.Sprintf("%.2f s (%.0f/s; 10,000 at this rate: %.1f s)", register.Seconds(), regRate, 10_000/regRate),
+		Target: "10,000 ≤ 10 s", Met: benchtable.Check(10_000/regRate, 10, true),
+		Figures: map[string]float64{"seconds": register.Seconds(), "per_s": regRate},
+	})
+	rss := float64(procStatusKiB(t, pid, "VmRSS")) / 1024
+	benchtable.Record(t, benchtable.Row{
+		ID: "8a", What: fmt.Sprintf("master RSS with %d workers and %d waiting apps", workers, apps),
+		Result: fmt.Sprintf("%.0f MiB", rss), Target: "≤ 200 MiB", Met: benchtable.Check(rss, 200, true),
+		Figures: map[string]float64{"rss_mib": rss},
+	})
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// workerState is the part of a worker's /json the prestart test reads.
+type workerState struct {
+	Prestarted        int `json:"prestarted"`
+	FinishedExecutors []struct {
+		AppID string `json:"appid"`
+		PID   int    `json:"pid"`
+	} `json:"finishedexecutors"`
+}
+
+func (c *testCluster) worker(t *testing.T, i int) workerState {
+	t.Helper()
+	resp := getPage(t, c.client, c.workers[i].url+"/json")
+	defer resp.Body.Close()
+	var s workerState
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// idleStandby waits until the worker has one prestarted executor and returns
+// its pid, the worker's only child then.
+func idleStandby(t *testing.T, c *testCluster) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if kids := childrenOf(c.workers[0].cmd.Process.Pid); c.worker(t, 0).Prestarted == 1 && len(kids) == 1 {
+			return kids[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no prestarted executor after 30 s: %+v", c.worker(t, 0))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestALaunchClaimsAPrestartedExecutorOnceAndTheWorkerStartsAnother(t *testing.T) {
+	t.Parallel()
+	c := startSizedCluster(t, nil, 1, 2, []string{"--prestart-executors", "1"})
+	var pids []int
+	for run := range 2 {
+		standby := idleStandby(t, c)
+		if slices.Contains(pids, standby) {
+			t.Fatalf("run %d: the prestarted process %d already served an application", run, standby)
+		}
+		stdout, stderr, err := runGlint(t, "submit", "--master", c.master.url, "--executor-cores", "1",
+			"--total-executor-cores", "1", "--executor-memory", "256m", "pi", "2")
+		if err != nil || !piResult.MatchString(stdout) {
+			t.Fatalf("run %d: submit: %v\n%s\n%s", run, err, stdout, stderr)
+		}
+		ended := c.worker(t, 0).FinishedExecutors
+		if len(ended) != run+1 || ended[run].PID != standby {
+			t.Fatalf("run %d: finished executors %+v, want the last to be the prestarted process %d", run, ended, standby)
+		}
+		// The claim handed the executor its log files in its work dir.
+		log := readFile(filepath.Join(c.workDirs[0], ended[run].AppID, "0", "stderr"))
+		if !strings.Contains(log, "executor registered") {
+			t.Errorf("run %d: the executor's stderr in its work dir does not show its registration:\n%s", run, log)
+		}
+		pids = append(pids, standby)
+	}
+	if pids[0] == pids[1] {
+		t.Errorf("both applications ran on process %d", pids[0])
+	}
+}
+
+func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startSizedCluster(t, j.env(), 1, 2, []string{"--prestart-executors", "2"})
+	deadline := time.Now().Add(30 * time.Second)
+	for c.worker(t, 0).Prestarted != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no two prestarted executors after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "2", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
+		"--executor-memory", "256m", "--log-level", "warn", "pi", "4")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s\n%s", err, stdout, stderr)
+	}
+	app := c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 }).CompletedApps[0]
+	tr := j.waitForTrace(t, app.TraceID, complete(2))
+	byID := map[string]jaeger.Span{}
+	for _, s := range tr.Spans {
+		byID[s.SpanID] = s
+	}
+	if n := count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.start" }); n != 0 {
+		t.Errorf("%d process.start spans, want none: both executors were prestarted", n)
+	}
+	claimed := count(tr, func(s jaeger.Span) bool {
+		return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/RetrieveSparkProps") &&
+			byID[s.Parent()].OperationName == "claim"
+	})
+	if claims := count(tr, func(s jaeger.Span) bool { return s.OperationName == "claim" }); claims != 2 || claimed != 2 {
+		t.Errorf("%d claim spans with %d executors' first calls under them, want 2 and 2", claims, claimed)
+	}
+}

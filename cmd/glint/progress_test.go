@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/creack/pty"
+)
+
+func TestSubmitWaitShowsALiveLineOnATerminalAndPlainLinesElsewhere(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	args := []string{"submit", "--wait", "--master", c.master.url, "--executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "pi", "20"}
+
+	// On a terminal: one line redrawn in place, ended by a newline, the
+	// application's output on lines of its own above it.
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	cmd := exec.Command(glintBin, args...)
+	cmd.Stdout, cmd.Stderr = tty, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var term bytes.Buffer
+	_, err = io.Copy(&term, ptmx) // ends with EIO once the process closed its side
+	if err != nil && !errors.Is(err, syscall.EIO) {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("submit: %v\n%s", err, term.String())
+	}
+	out := term.String()
+	if !strings.Contains(out, "\r\x1b[K") || !strings.Contains(out, "executors registered 2/2, tasks 20/20, elapsed ") || !strings.HasSuffix(out, "\r\n") {
+		t.Errorf("terminal shows %q; want a line redrawn in place ending with executors registered 2/2, tasks 20/20", out)
+	}
+	if !regexp.MustCompile(`(^|\n|\x1b\[K)Pi is roughly `).MatchString(out) {
+		t.Errorf("terminal shows %q; want the pi estimate at the start of a line", out)
+	}
+
+	// Elsewhere: plain lines, the last one the final state.
+	stdoutText, stderr, err := runGlint(t, args...)
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if strings.Contains(stderr, "\r") || !strings.HasPrefix(lines[len(lines)-1], "executors registered 2/2, tasks 20/20, elapsed ") {
+		t.Errorf("stderr %q; want plain lines ending with executors registered 2/2, tasks 20/20", stderr)
+	}
+	if !piResult.MatchString(stdoutText) {
+		t.Errorf("stdout %q has no pi estimate", stdoutText)
+	}
+}
+
+func TestClientsSayWhatToDoWhenNoMasterAnswers(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"status", "--master", addr},
+		{"kill", "--master", addr, "app-20260101000000-0000"},
+		{"submit", "--master", addr, "--log-level", "error", "pi", "2"},
+		{"submit", "--master", addr, "--deploy-mode", "cluster", "pi", "2"},
+	} {
+		_, stderr, err := runGlint(t, args...)
+		if exitCode(err) == 0 || !strings.Contains(stderr, "is a master running at "+addr+"? start one with `glint master`") || !strings.Contains(stderr, "connection refused") {
+			t.Errorf("glint %s: exit %d, stderr %q; want what was tried and what to do", strings.Join(args, " "), exitCode(err), stderr)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+// Package floor measures the physical floor of an executor's launch on this
+// machine: fork/exec of a tiny Go child that makes two HTTP/2 round trips
+// over loopback to its parent (as an executor calls RetrieveSparkProps and
+// RegisterExecutor on its driver) — from just before the fork to the second
+// request's arrival, as Glint's launch is timed from LaunchExecutor received
+// to RegisterExecutor received. cmd/glint-floor is the child (and a parent
+// for measuring by hand); make bench's launch row runs Floor in the same run
+// as the launches it compares with it.
+package floor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ChildFlag is the flag that makes cmd/glint-floor the child: it takes the
+// URL to call twice.
+const ChildFlag = "-child"
+
+// Floor is a parent serving HTTP/2 over cleartext on a loopback port.
+type Floor struct {
+	bin string
+	url string
+	srv *http.Server
+	mu  sync.Mutex
+	// arrived is signalled for each child (by path) at its second request.
+	arrived map[string]chan time.Time
+	seen    map[string]int
+	next    int
+}
+
+// New serves the parent on loopback; bin is the child program
+// (cmd/glint-floor). Close stops it.
+func New(bin string) (*Floor, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f := &Floor{bin: bin, url: "http://" + ln.Addr().String(), arrived: map[string]chan time.Time{}, seen: map[string]int{}}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = f.srv.Serve(ln) }()
+	return f, nil
+}
+
+func (f *Floor) serve(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	_, _ = io.Copy(io.Discard, r.Body)
+	f.mu.Lock()
+	f.seen[r.URL.Path]++
+	if f.seen[r.URL.Path] == 2 {
+		if c, ok := f.arrived[r.URL.Path]; ok {
+			c <- now
+		}
+	}
+	f.mu.Unlock()
+	_, _ = w.Write([]byte("ok"))
+}
+
+// Close stops the parent's server.
+func (f *Floor) Close() error { return f.srv.Close() }
+
+// Launch forks and execs one child and returns the time from just before the
+// fork to its second request's arrival; it reaps the child before returning.
+func (f *Floor) Launch(ctx context.Context) (time.Duration, error) {
+	f.mu.Lock()
+	f.next++
+	path := fmt.Sprintf("/child/%d", f.next)
+	arrived := make(chan time.Time, 1)
+	f.arrived[path] = arrived
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.arrived, path)
+		delete(f.seen, path)
+		f.mu.Unlock()
+	}()
+	cmd := exec.CommandContext(ctx, f.bin, ChildFlag, f.url+path)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	werr := cmd.Wait()
+	select {
+	case at := <-arrived:
+		if werr != nil {
+			return 0, fmt.Errorf("floor child: %v: %s", werr, out.String())
+		}
+		return at.Sub(start), nil
+	default:
+		return 0, fmt.Errorf("floor child made fewer than two requests (%v): %s", werr, out.String())
+	}
+}
+
+// Child makes the two round trips to url over HTTP/2 without TLS, as the
+// child process.
+func Child(url string) error {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &protocols}, Timeout: 30 * time.Second}
+	for range 2 {
+		resp, err := client.Post(url, "application/proto", strings.NewReader("floor"))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("floor child: %s over %s", resp.Status, resp.Proto)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,402 @@
+package web
+
+import (
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+const (
+	clusterToken = "cluster-token-0123456789abcdef"
+	submitToken  = "submit-token-0123456789abcdef"
+)
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// site serves a Site with a page (/page, which prints the viewer's CSRF
+// token) and a button (/act) on a loopback listener.
+type site struct {
+	*Site
+	url    string
+	tokens *rpc.Tokens
+	clock  *testClock
+}
+
+func newSite(t *testing.T, public bool) *site {
+	t.Helper()
+	tokens := rpc.NewTokens()
+	tokens.Add(rpc.Cluster, clusterToken)
+	tokens.Add(rpc.Submit, submitToken)
+	clock := &testClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	s := New(Config{Service: "master", Tokens: tokens, Read: rpc.AnyToken, Act: rpc.Submit, Public: public, Now: clock.Now})
+	mux := http.NewServeMux()
+	for pattern, h := range s.Routes() {
+		mux.HandleFunc(pattern, h)
+	}
+	mux.HandleFunc("GET /page", s.Page(func(w http.ResponseWriter, _ *http.Request, v Viewer) { io.WriteString(w, "csrf="+v.CSRF) }))
+	mux.HandleFunc("POST /act", s.Action(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "done") }))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return &site{Site: s, url: hs.URL, tokens: tokens, clock: clock}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+func browser(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func do(t *testing.T, c *http.Client, method, target string, form url.Values, bearer string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, target, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// login logs c in with token and returns the page's CSRF token.
+func (s *site) login(t *testing.T, c *http.Client, token string) string {
+	t.Helper()
+	if resp, body := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {token}}, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %s %s", resp.Status, body)
+	}
+	resp, body := do(t, c, http.MethodGet, s.url+"/page", nil, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("page after login: %s %s", resp.Status, body)
+	}
+	return strings.TrimPrefix(body, "csrf=")
+}
+
+func TestPagesNeedALoginOrABearerTokenUnlessPublic(t *testing.T) {
+	s := newSite(t, false)
+	if resp, body := do(t, browser(t), http.MethodGet, s.url+"/page", nil, ""); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) {
+		t.Errorf("page without login: %s, want 401 with the login form: %s", resp.Status, body)
+	}
+	if resp, _ := do(t, browser(t), http.MethodGet, s.url+"/page", nil, "not-a-token-we-know-of"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("page with an unknown bearer token: %s, want 401", resp.Status)
+	}
+	if resp, _ := do(t, browser(t), http.MethodGet, s.url+"/page", nil, clusterToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("page with a bearer token: %s, want 200", resp.Status)
+	}
+	public := newSite(t, true)
+	if resp, _ := do(t, browser(t), http.MethodGet, public.url+"/page", nil, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("public page without login: %s, want 200", resp.Status)
+	}
+	if resp, _ := do(t, browser(t), http.MethodPost, public.url+"/act", nil, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("button of a public site without login: %s, want 401", resp.Status)
+	}
+}
+
+func TestLoginKeepsTheTokenOnTheServerAndASessionIDInAStrictCookie(t *testing.T) {
+	s := newSite(t, false)
+	c := browser(t)
+	if resp, body := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {"wrong-token-0123456789"}}, ""); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not one this master accepts") {
+		t.Errorf("login with a wrong token: %s %s, want 401", resp.Status, body)
+	}
+	resp, _ := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {submitToken}, "next": {"/page?x=1"}}, "")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/page?x=1" {
+		t.Fatalf("login: %s to %q, want 303 to /page?x=1", resp.Status, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("login set %d cookies, want 1", len(cookies))
+	}
+	ck := cookies[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.MaxAge != int(SessionTTL.Seconds()) {
+		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, Max-Age of the session", ck)
+	}
+	if strings.Contains(ck.Value, submitToken) || strings.Contains(ck.Name, submitToken) {
+		t.Errorf("the cookie holds the token: %+v", ck)
+	}
+	if resp, _ := do(t, c, http.MethodGet, s.url+"/page", nil, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("page with the session: %s, want 200", resp.Status)
+	}
+	// Credentials of another scheme do not hide the session.
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/page", nil)
+	req.Header.Set("Authorization", "Basic dXNlcjpwYXNz")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("page with the session and a Basic authorization: %s, want 200", resp.Status)
+	}
+}
+
+func TestLoginRefusesATokenThatMayNotRead(t *testing.T) {
+	tokens := rpc.NewTokens()
+	tokens.Add(rpc.Cluster, clusterToken)
+	tokens.Add(rpc.Submit, submitToken)
+	s := New(Config{Service: "worker", Tokens: tokens, Read: rpc.Cluster, Act: rpc.Cluster})
+	mux := http.NewServeMux()
+	for pattern, h := range s.Routes() {
+		mux.HandleFunc(pattern, h)
+	}
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	resp, body := do(t, browser(t), http.MethodPost, hs.URL+"/login", url.Values{"token": {submitToken}}, "")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "needs the cluster token") || len(resp.Cookies()) != 0 {
+		t.Errorf("login with a submit token on a worker: %s %s, want 403 and no session", resp.Status, body)
+	}
+}
+
+func TestLoginReturnsOnlyToAPageOfTheSameSite(t *testing.T) {
+	s := newSite(t, false)
+	for next, want := range map[string]string{
+		"/app/app-1":           "/app/app-1",
+		"//evil.example/":      "/",
+		"https://evil.example": "/",
+		`/\evil.example`:       "/",
+		"":                     "/",
+	} {
+		resp, _ := do(t, browser(t), http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}, "next": {next}}, "")
+		if got := resp.Header.Get("Location"); got != want {
+			t.Errorf("login with next %q went to %q, want %q", next, got, want)
+		}
+	}
+}
+
+func TestButtonsNeedTheRoleAndTheirSessionsCSRFToken(t *testing.T) {
+	s := newSite(t, false)
+	if resp, _ := do(t, browser(t), http.MethodPost, s.url+"/act", url.Values{}, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("button without login: %s, want 401", resp.Status)
+	}
+	submitter := browser(t)
+	csrf := s.login(t, submitter, submitToken)
+	other := browser(t)
+	otherCSRF := s.login(t, other, submitToken)
+	for name, tc := range map[string]struct {
+		form url.Values
+		code int
+	}{
+		"no CSRF token":            {url.Values{}, http.StatusForbidden},
+		"a forged CSRF token":      {url.Values{"csrf": {"forged"}}, http.StatusForbidden},
+		"another session's token":  {url.Values{"csrf": {otherCSRF}}, http.StatusForbidden},
+		"the session's CSRF token": {url.Values{"csrf": {csrf}}, http.StatusOK},
+	} {
+		if resp, body := do(t, submitter, http.MethodPost, s.url+"/act", tc.form, ""); resp.StatusCode != tc.code {
+			t.Errorf("button with %s: %s %s, want %d", name, resp.Status, body, tc.code)
+		}
+	}
+	// A token that may read but not act sees the page and cannot press.
+	reader := browser(t)
+	readerCSRF := s.login(t, reader, clusterToken)
+	if resp, body := do(t, reader, http.MethodPost, s.url+"/act", url.Values{"csrf": {readerCSRF}}, ""); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "submit token") {
+		t.Errorf("button with a read-only token: %s %s, want 403 naming the submit token", resp.Status, body)
+	}
+	// A bearer token is no browser's ambient credential: it needs no CSRF token.
+	if resp, _ := do(t, browser(t), http.MethodPost, s.url+"/act", url.Values{}, submitToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("button with a bearer token: %s, want 200", resp.Status)
+	}
+}
+
+func TestSessionsEndAtLogoutAfterTheirTTLAndWithTheirToken(t *testing.T) {
+	s := newSite(t, false)
+	page := func(c *http.Client) int {
+		resp, _ := do(t, c, http.MethodGet, s.url+"/page", nil, "")
+		return resp.StatusCode
+	}
+	c := browser(t)
+	csrf := s.login(t, c, submitToken)
+	site, _ := url.Parse(s.url)
+	copied := c.Jar.Cookies(site)
+	if resp, _ := do(t, c, http.MethodPost, s.url+"/logout", url.Values{}, ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("logout without the CSRF token: %s, want 403", resp.Status)
+	}
+	if resp, _ := do(t, c, http.MethodPost, s.url+"/logout", url.Values{"csrf": {csrf}}, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("logout: %s", resp.Status)
+	}
+	if code := page(c); code != http.StatusUnauthorized {
+		t.Errorf("page after logout: %d, want 401", code)
+	}
+	// The session ended on the server: a copy of its cookie is worth nothing.
+	replay := browser(t)
+	replay.Jar.SetCookies(site, copied)
+	if code := page(replay); code != http.StatusUnauthorized {
+		t.Errorf("page with a copy of a logged-out session's cookie: %d, want 401", code)
+	}
+
+	s.login(t, c, submitToken)
+	s.clock.advance(SessionTTL - time.Second)
+	if code := page(c); code != http.StatusOK {
+		t.Errorf("page just before the session's end: %d, want 200", code)
+	}
+	s.clock.advance(time.Second)
+	if code := page(c); code != http.StatusUnauthorized {
+		t.Errorf("page after the session's end: %d, want 401", code)
+	}
+
+	s.login(t, c, submitToken)
+	s.tokens.Remove(rpc.Submit, submitToken)
+	if code := page(c); code != http.StatusUnauthorized {
+		t.Errorf("page after its token was removed: %d, want 401", code)
+	}
+}
+
+func TestSessionsAreBoundedTheFirstToEndGoesFirst(t *testing.T) {
+	s := newSite(t, false)
+	first := browser(t)
+	s.login(t, first, clusterToken)
+	for range MaxSessions - 1 {
+		s.clock.advance(time.Millisecond)
+		if resp, _ := do(t, browser(t), http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}}, ""); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("login: %s", resp.Status)
+		}
+	}
+	if resp, _ := do(t, first, http.MethodGet, s.url+"/page", nil, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("first session at the bound: %s, want 200", resp.Status)
+	}
+	s.login(t, browser(t), clusterToken)
+	if resp, _ := do(t, first, http.MethodGet, s.url+"/page", nil, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("first session after one more login: %s, want 401 (dropped)", resp.Status)
+	}
+	if n := len(s.sessions); n != MaxSessions {
+		t.Errorf("%d sessions, want %d", n, MaxSessions)
+	}
+}
+
+func TestTimelineDrawsEachKnownPhaseInOrderOnOneAxis(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tl := NewTimeline([]Launch{
+		{Executor: 0, At: [7]time.Time{ms(0), ms(10), ms(20), ms(40), ms(60), ms(70), ms(100)}},
+		// Its first task is not known yet, and its worker's clock is behind.
+		{Executor: 1, At: [7]time.Time{ms(0), ms(10), ms(5), ms(30), ms(50), ms(60), {}}},
+	})
+	if len(tl.Rows) != 2 || tl.Total != 100*time.Millisecond {
+		t.Fatalf("timeline %+v: want 2 rows over 100ms", tl)
+	}
+	full := tl.Rows[0].Bars
+	if len(full) != len(Phases) {
+		t.Fatalf("row 0 has %d bars, want %d", len(full), len(Phases))
+	}
+	x := float64(timelineLabel)
+	for i, b := range full {
+		if b.Phase != Phases[i] || b.X != x {
+			t.Errorf("bar %d: %s at %v, want %s at %v", i, b.Phase, b.X, Phases[i], x)
+		}
+		x = b.X + b.W
+	}
+	if x != timelineLabel+timelinePlot {
+		t.Errorf("last bar ends at %v, want the axis' end %v", x, timelineLabel+timelinePlot)
+	}
+	if !strings.Contains(full[3].Title, "12:00:00.040000 → 12:00:00.060000 (20ms)") {
+		t.Errorf("bar title %q: want its exact times", full[3].Title)
+	}
+	partial := tl.Rows[1].Bars
+	if len(partial) != len(Phases)-1 {
+		t.Errorf("row 1 has %d bars, want %d (no first task yet)", len(partial), len(Phases)-1)
+	}
+	if skewed := partial[1]; skewed.W != timelineMinBar {
+		t.Errorf("a phase that ends before it starts is %v wide, want %v", skewed.W, timelineMinBar)
+	}
+}
+
+func TestErrorsOfWorkAreAnsweredWithTheirStatus(t *testing.T) {
+	s := newSite(t, false)
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{rpc.Error(errNotFound), http.StatusNotFound},
+		{rpc.Error(errInvalid), http.StatusBadRequest},
+		{rpc.Error(errPrecondition), http.StatusConflict},
+	} {
+		rec := httptest.NewRecorder()
+		s.Fail(rec, httptest.NewRequest(http.MethodGet, "/", nil), tc.err)
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), "thing") {
+			t.Errorf("%v answered %d %q, want %d with the message", tc.err, rec.Code, rec.Body.String(), tc.code)
+		}
+	}
+}
+
+var (
+	errNotFound     = fault.New(fault.ErrNotFound, "no such thing")
+	errInvalid      = fault.New(fault.ErrInvalidArgument, "a bad thing")
+	errPrecondition = fault.New(fault.ErrFailedPrecondition, "the thing ended")
+)
+
+func TestPagesAreGzippedForClientsThatTakeIt(t *testing.T) {
+	s := newSite(t, false)
+	for accept, gzipped := range map[string]bool{"gzip, deflate, br": true, "br": false, "gzip;q=0": false, "": false} {
+		req, _ := http.NewRequest(http.MethodGet, s.url+"/login", nil)
+		req.Header.Set("Accept-Encoding", accept) // set by hand, the client does not unpack
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := io.Reader(resp.Body)
+		if got := resp.Header.Get("Content-Encoding") == "gzip"; got != gzipped {
+			t.Errorf("Accept-Encoding %q: gzipped %v, want %v", accept, got, gzipped)
+		} else if got {
+			if body, err = gzip.NewReader(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, _ := io.ReadAll(body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), `name="token"`) {
+			t.Errorf("Accept-Encoding %q: page %.200q", accept, page)
+		}
+	}
+}
+
+func TestExitTextSaysHowAProcessEndedOnce(t *testing.T) {
+	one := int32(1)
+	for _, tc := range []struct {
+		status  *int32
+		message string
+		want    string
+	}{
+		{&one, "exited with code 1", "exited with code 1"},
+		{&one, "", "exit 1"},
+		{nil, "killed at the master's request", "killed at the master's request"},
+		{nil, "", ""},
+	} {
+		if got := ExitText(tc.status, tc.message); got != tc.want {
+			t.Errorf("ExitText(%v, %q) = %q, want %q", tc.status, tc.message, got, tc.want)
+		}
+	}
+}

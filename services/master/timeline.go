@@ -1,0 +1,109 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/rpc"
+)
+
+// launchTimes are the steps of an executor's launch after the master
+// scheduled it: launched and started as its worker reported them, the rest
+// as its driver did (ReportExecutorLaunch). Zero is not (yet) known.
+type launchTimes struct {
+	launched, started, propsRetrieved, registered, firstTask time.Time
+}
+
+// fromWorker keeps the worker's launch timestamps from a state report.
+func (l *launchTimes) fromWorker(t *executorTimes) {
+	if t == nil {
+		return
+	}
+	if t.launched.IsValid() {
+		l.launched = when(t.launched)
+	}
+	if t.started.IsValid() {
+		l.started = when(t.started)
+	}
+}
+
+// when is t as a time, zero when t is nil.
+func when(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+// stamp is t as a timestamp, nil when t is zero.
+func stamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// ReportExecutorLaunch keeps the driver's times of one executor's launch. The
+// report may arrive after the application ended (the driver posts it while
+// its application finishes), so ended applications' executors take it too.
+func (s *Server) ReportExecutorLaunch(ctx context.Context, req *connect.Request[masterv1.ReportExecutorLaunchRequest]) (*connect.Response[masterv1.ReportExecutorLaunchResponse], error) {
+	m := req.Msg
+	if err := ids.ValidateApp(m.GetAppId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	times := []*timestamppb.Timestamp{m.GetPropsRetrievedAt(), m.GetRegisteredAt(), m.GetFirstTaskAt()}
+	for i, name := range []string{"props_retrieved_at", "registered_at", "first_task_at"} {
+		if times[i] != nil && !times[i].IsValid() {
+			return nil, rpc.Error(fmt.Errorf("report executor launch %s/%d: %w: %s is not a valid time", m.GetAppId(), m.GetExecutorId(), fault.ErrInvalidArgument, name))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.anyExecutorLocked(m.GetAppId(), m.GetExecutorId())
+	if e == nil {
+		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", m.GetAppId(), m.GetExecutorId(), fault.ErrNotFound))
+	}
+	e.launch.propsRetrieved, e.launch.registered, e.launch.firstTask = when(times[0]), when(times[1]), when(times[2])
+	return connect.NewResponse(&masterv1.ReportExecutorLaunchResponse{}), nil
+}
+
+// anyExecutorLocked finds an executor of an active or completed application,
+// running or ended; nil if none.
+func (s *Server) anyExecutorLocked(appID string, id int32) *executorInfo {
+	a := s.anyAppLocked(appID)
+	if a == nil {
+		return nil
+	}
+	if e, ok := a.executors[id]; ok {
+		return e
+	}
+	for _, e := range a.removed {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// anyAppLocked finds an active or completed application; nil if none.
+func (s *Server) anyAppLocked(id string) *appInfo {
+	if a, ok := s.apps[id]; ok {
+		return a
+	}
+	for _, a := range s.completedApps.items {
+		if a.id == id {
+			return a
+		}
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+package master
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/web"
+)
+
+// UIConfig configures the master's web UI.
+type UIConfig struct {
+	// Public opens the read-only pages to anyone (--ui-public); the kill
+	// buttons still need a login with a submit token.
+	Public bool
+	// JaegerURL is Jaeger's UI (--jaeger-ui-url): each application's page
+	// links its trace there. Empty: the trace id is shown as text.
+	JaegerURL string
+	// GrafanaURL is Grafana's (--grafana-url): each application's page links
+	// the launch dashboard over its time there. Empty: no link.
+	GrafanaURL string
+}
+
+// launchDashboard is the uid of Grafana's launch latency dashboard
+// (dashboards.LaunchUID; a test keeps them equal).
+const launchDashboard = "glint-launch"
+
+// newSite is the master's web UI: pages for a token of any role the master
+// accepts, buttons for a submit token (as KillApplication and KillDriver).
+func newSite(cfg Config) *web.Site {
+	return web.New(web.Config{Service: "master", Tokens: cfg.Tokens, Read: rpc.AnyToken, Act: rpc.Submit, Public: cfg.UI.Public, Now: cfg.Now})
+}
+
+// uiPages are the master's web UI routes.
+func (s *Server) uiPages() map[string]http.HandlerFunc {
+	pages := map[string]http.HandlerFunc{
+		"GET /{$}":               s.site.Page(s.serveIndex),
+		"GET /app/{id}":          s.site.Page(s.serveApp),
+		"POST /app/{id}/kill":    s.site.Action(s.killAppPage),
+		"POST /driver/{id}/kill": s.site.Action(s.killDriverPage),
+	}
+	maps.Copy(pages, s.site.Routes())
+	return pages
+}
+
+// indexPage is the master's page: Spark's master UI.
+type indexPage struct {
+	URL, Status string
+	totals
+	Workers                         []workerRow
+	ActiveApps, CompletedApps       []appRow
+	ActiveDrivers, CompletedDrivers []driverRow
+}
+
+type workerRow struct {
+	ID, URL, Address, State string
+	Cores, CoresUsed        int32
+	Memory, MemoryUsed      int64
+	HeartbeatAge            time.Duration
+}
+
+type appRow struct {
+	ID, Name, State   string
+	Cores             int32
+	MemoryPerExecutor int64
+	Submitted         time.Time
+	Duration          time.Duration
+	// LaunchP50 is the median of its executors' scheduled → first task; 0
+	// when none is known.
+	LaunchP50 time.Duration
+	Active    bool
+}
+
+type driverRow struct {
+	ID, Name, State, Worker, WorkerURL, Message string
+	Submitted                                   time.Time
+	Cores                                       int32
+	Memory                                      int64
+	Active                                      bool
+}
+
+// index is the master's page as of now.
+func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
+	p := indexPage{URL: st.GetMasterUrl(), Status: st.GetStatus(), totals: aliveTotals(st.GetWorkers())}
+	workerURLs := map[string]string{}
+	for _, w := range st.GetWorkers() {
+		workerURLs[w.GetId()] = w.GetWorkerUrl()
+		p.Workers = append(p.Workers, workerRow{
+			ID: w.GetId(), URL: w.GetWorkerUrl(), Address: fmt.Sprintf("%s:%d", w.GetHost(), w.GetPort()), State: lifecycle.Name(w.GetState()),
+			Cores: w.GetCores(), CoresUsed: w.GetCoresUsed(), Memory: w.GetMemoryMib(), MemoryUsed: w.GetMemoryUsedMib(),
+			HeartbeatAge: now.Sub(w.GetLastHeartbeat().AsTime()).Round(time.Second),
+		})
+	}
+	apps := func(in []*masterv1.ApplicationInfo, active bool) []appRow {
+		out := make([]appRow, 0, len(in))
+		for _, a := range in {
+			out = append(out, appRow{
+				ID: a.GetId(), Name: a.GetDescription().GetName(), State: lifecycle.Name(a.GetState()),
+				Cores: a.GetCoresGranted(), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
+				Submitted: a.GetStartTime().AsTime(), Duration: appDuration(a, now), LaunchP50: launchP50(a), Active: active,
+			})
+		}
+		return out
+	}
+	p.ActiveApps, p.CompletedApps = apps(st.GetActiveApps(), true), apps(newestFirst(st.GetCompletedApps()), false)
+	drivers := func(in []*masterv1.DriverInfo, active bool) []driverRow {
+		out := make([]driverRow, 0, len(in))
+		for _, d := range in {
+			out = append(out, driverRow{
+				ID: d.GetId(), Name: d.GetDescription().GetName(), State: lifecycle.Name(d.GetState()),
+				Worker: d.GetWorkerId(), WorkerURL: workerURLs[d.GetWorkerId()], Message: d.GetMessage(),
+				Submitted: d.GetSubmitTime().AsTime(), Cores: d.GetDescription().GetCores(), Memory: d.GetDescription().GetMemoryMib(),
+				Active: active,
+			})
+		}
+		return out
+	}
+	p.ActiveDrivers, p.CompletedDrivers = drivers(st.GetActiveDrivers(), true), drivers(st.GetCompletedDrivers(), false)
+	return p
+}
+
+// newestFirst is the completed applications, the last to end first.
+func newestFirst(apps []*masterv1.ApplicationInfo) []*masterv1.ApplicationInfo {
+	out := slices.Clone(apps)
+	slices.Reverse(out)
+	return out
+}
+
+func appDuration(a *masterv1.ApplicationInfo, now time.Time) time.Duration {
+	end := now
+	if a.GetEndTime() != nil {
+		end = a.GetEndTime().AsTime()
+	}
+	return end.Sub(a.GetStartTime().AsTime())
+}
+
+// launchP50 is the median time from scheduled to first task of a's
+// executors whose launch is known; 0 if none is.
+func launchP50(a *masterv1.ApplicationInfo) time.Duration {
+	var ds []time.Duration
+	for _, e := range a.GetExecutors() {
+		if e.GetFirstTaskAt() != nil && e.GetScheduledAt() != nil {
+			ds = append(ds, e.GetFirstTaskAt().AsTime().Sub(e.GetScheduledAt().AsTime()))
+		}
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[(len(ds)-1)/2]
+}
+
+func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request, v web.Viewer) {
+	s.site.Render(w, r, http.StatusOK, "master", "Overview", v, index(s.clusterState(), s.now()))
+}
+
+// appPage is one application's page.
+type appPage struct {
+	ID, Name, State, StatusMessage, DriverURL, DriverID string
+	Submitted                                           time.Time
+	Duration                                            time.Duration
+	Cores                                               int32
+	MemoryPerExecutor                                   int64
+	TraceID, TraceURL, MetricsURL                       string
+	Active                                              bool
+	Executors                                           []executorRow
+	Timeline                                            web.Timeline
+}
+
+type executorRow struct {
+	ID                             int32
+	Worker, WorkerURL, State, Exit string
+	Cores                          int32
+	Memory                         int64
+	// LogURL is the executor's log pages on its worker, less the stream.
+	LogURL string
+}
+
+func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) {
+	id := r.PathValue("id")
+	if err := ids.ValidateApp(id); err != nil {
+		s.site.Fail(w, r, rpc.Error(err))
+		return
+	}
+	st := s.clusterState()
+	var app *masterv1.ApplicationInfo
+	active := false
+	for _, a := range st.GetActiveApps() {
+		if a.GetId() == id {
+			app, active = a, true
+		}
+	}
+	for _, a := range st.GetCompletedApps() {
+		if a.GetId() == id {
+			app = a
+		}
+	}
+	if app == nil {
+		s.site.Error(w, r, http.StatusNotFound, "no application "+id+": it never ran here, or it ended long enough ago to be forgotten")
+		return
+	}
+	s.site.Render(w, r, http.StatusOK, "app", id, v, s.appPage(st, app, active))
+}
+
+// appPage is a's page given the cluster state st.
+func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.ApplicationInfo, active bool) appPage {
+	workerURLs := map[string]string{}
+	for _, w := range st.GetWorkers() {
+		workerURLs[w.GetId()] = w.GetWorkerUrl()
+	}
+	p := appPage{
+		ID: a.GetId(), Name: a.GetDescription().GetName(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
+		DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(), Submitted: a.GetStartTime().AsTime(),
+		Duration: appDuration(a, s.now()), Cores: a.GetCoresGranted(), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
+		TraceID: a.GetTraceId(), Active: active,
+	}
+	if base := strings.TrimRight(s.cfg.UI.JaegerURL, "/"); base != "" && p.TraceID != "" {
+		p.TraceURL = base + "/trace/" + p.TraceID
+	}
+	if base := strings.TrimRight(s.cfg.UI.GrafanaURL, "/"); base != "" {
+		end := p.Submitted.Add(p.Duration)
+		q := url.Values{"from": {fmt.Sprint(p.Submitted.Add(-time.Minute).UnixMilli())}, "to": {fmt.Sprint(end.Add(time.Minute).UnixMilli())}}
+		p.MetricsURL = base + "/d/" + launchDashboard + "?" + q.Encode()
+	}
+	var launches []web.Launch
+	for _, e := range a.GetExecutors() {
+		row := executorRow{
+			ID: e.GetId(), Worker: e.GetWorkerId(), WorkerURL: workerURLs[e.GetWorkerId()], State: lifecycle.Name(e.GetState()),
+			Cores: e.GetCores(), Memory: e.GetMemoryMib(), Exit: web.ExitText(e.ExitStatus, e.GetMessage()),
+		}
+		if row.WorkerURL != "" {
+			row.LogURL = fmt.Sprintf("%s/log/%s/%d", row.WorkerURL, a.GetId(), e.GetId())
+		}
+		p.Executors = append(p.Executors, row)
+		l := web.Launch{Executor: e.GetId()}
+		for i, t := range []*timestamppb.Timestamp{a.GetStartTime(), e.GetScheduledAt(), e.GetLaunchedAt(), e.GetStartedAt(), e.GetPropsRetrievedAt(), e.GetRegisteredAt(), e.GetFirstTaskAt()} {
+			l.At[i] = when(t)
+		}
+		launches = append(launches, l)
+	}
+	p.Timeline = web.NewTimeline(launches)
+	return p
+}
+
+// killAppPage is the kill button of an application.
+func (s *Server) killAppPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.KillApplication(r.Context(), connect.NewRequest(&masterv1.KillApplicationRequest{AppId: id})); err != nil {
+		s.site.Fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/app/"+id, http.StatusSeeOther)
+}
+
+// killDriverPage is the kill button of a driver.
+func (s *Server) killDriverPage(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.KillDriver(r.Context(), connect.NewRequest(&masterv1.KillDriverRequest{DriverId: r.PathValue("id")})); err != nil {
+		s.site.Fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}

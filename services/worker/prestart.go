@@ -1,0 +1,250 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/telemetry"
+)
+
+// MaxPrestartExecutors bounds --prestart-executors.
+const MaxPrestartExecutors = 64
+
+// prestart keeps Config.PrestartExecutors idle executor processes ready
+// (`glint executor` of the worker's own binary, waiting for a claim): a
+// launch whose command is that binary's executor claims one instead of
+// starting a process (the claim step), and a replacement starts in the
+// background once the claimed executor registered with its driver. A prestarted process serves one claim, so it is never shared
+// between applications. Methods of a nil *prestart do nothing: the worker
+// prestarts nothing.
+type prestart struct {
+	s    *Server
+	path string // the worker's executable, which prestarted processes run
+	want int
+
+	mu       sync.Mutex
+	idle     []*standby
+	starting int
+	closed   bool
+	wg       sync.WaitGroup // processes being started
+}
+
+// standby is a prestarted executor process waiting for its claim.
+type standby struct {
+	cmd   *exec.Cmd
+	claim *os.File // the worker's end of the claim channel
+	url   string   // where it will serve, from the socket it holds
+}
+
+// newPrestart returns the worker's prestart, or nil when it keeps none.
+func newPrestart(s *Server) (*prestart, error) {
+	if s.cfg.PrestartExecutors == 0 {
+		return nil, nil
+	}
+	path, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("prestart executors: %w", err)
+	}
+	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors}, nil
+}
+
+// fill starts processes in the background until want are idle or starting.
+func (p *prestart) fill() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && len(p.idle)+p.starting < p.want {
+		p.starting++
+		p.wg.Go(func() {
+			sb, err := p.start()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.starting--
+			switch {
+			case err != nil:
+				p.s.log.Warn("prestart an executor", "err", err)
+			case p.closed:
+				sb.discard(p.s.cfg.KillGrace)
+			default:
+				p.idle = append(p.idle, sb)
+			}
+		})
+	}
+}
+
+// start starts one process, as the process.start step would but for a
+// claim channel in place of the launch: its listening socket is fd 3, its end
+// of the channel fd 4; its output goes nowhere until the claim hands it its
+// log files.
+func (p *prestart) start() (*standby, error) {
+	socket, url, err := openListener(p.s.host)
+	if err != nil {
+		return nil, err
+	}
+	defer socket.Close()
+	mine, theirs, err := child.ClaimChannel()
+	if err != nil {
+		return nil, err
+	}
+	defer theirs.Close()
+	cmd := &exec.Cmd{
+		Path: p.path,
+		Args: []string{p.path, "executor"},
+		Env: mergeEnv(os.Environ(), child.WorkerEnv(p.s.cfg.TLS), []string{
+			child.WorkerPIDEnv + "=" + strconv.Itoa(os.Getpid()),
+			child.WorkerURLEnv + "=" + p.s.cfg.URL,
+			child.ListenFDEnv + "=3",
+			child.ClaimFDEnv + "=4",
+		}),
+		Dir:         p.s.cfg.WorkDir,
+		ExtraFiles:  []*os.File{socket, theirs},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
+	}
+	if err := cmd.Start(); err != nil {
+		mine.Close()
+		return nil, err
+	}
+	return &standby{cmd: cmd, claim: mine, url: url}, nil
+}
+
+// claim is the step that claims an idle process for l, when its command is
+// this binary's executor with no environment of its own (a prestarted process
+// could not honour variables read at start, such as GOMAXPROCS), and starts a
+// replacement; nil when none fits.
+func (p *prestart) claim(l *launch) step {
+	if p == nil {
+		return nil
+	}
+	if sb := p.take(l); sb != nil {
+		return claimStep{standby: sb, prestart: p}
+	}
+	return nil
+}
+
+func (p *prestart) take(l *launch) *standby {
+	if len(l.template.GetEnv()) > 0 || len(l.argv) < 2 || l.argv[1] != "executor" {
+		return nil
+	}
+	path, err := lookPath(l.redaction, l.argv[0])
+	if err != nil || !sameFile(path, p.path) {
+		return nil
+	}
+	p.mu.Lock()
+	if len(p.idle) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	sb := p.idle[0]
+	p.idle = p.idle[1:]
+	p.mu.Unlock()
+	return sb
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// idleCount is how many processes wait for a claim.
+func (p *prestart) idleCount() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// close ends the idle processes and those starting, and reaps them.
+func (p *prestart) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+	var wg sync.WaitGroup
+	for _, sb := range idle {
+		wg.Go(func() { sb.discard(p.s.cfg.KillGrace) })
+	}
+	wg.Wait()
+}
+
+// discard ends an unclaimed process: closing its claim channel makes it exit;
+// after grace it is killed. It is reaped.
+func (sb *standby) discard(grace time.Duration) {
+	sb.claim.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = sb.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-sb.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// claimStep hands a prestarted executor its launch in place of process.start:
+// the arguments after `executor`, the GLINT_* variables with the step's
+// trace context, the work directory, and the log files. If the process is
+// gone, it starts one as process.start would.
+type claimStep struct {
+	standby  *standby
+	prestart *prestart
+}
+
+// Name is "claim".
+func (claimStep) Name() string { return "claim" }
+
+// Run claims the process, or starts one if that fails.
+func (c claimStep) Run(ctx context.Context, l *launch) error {
+	defer l.closeLogs()
+	sb, p := c.standby, c.prestart
+	if ctx.Err() != nil {
+		sb.discard(p.s.cfg.KillGrace)
+		p.fill()
+		return fmt.Errorf("not started: %w", context.Cause(ctx))
+	}
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
+		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
+	err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}, l.stdout, l.stderr)
+	if err != nil {
+		sb.discard(p.s.cfg.KillGrace)
+		p.fill()
+		span.AddEvent("prestarted executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
+		return startStep{}.Run(ctx, l)
+	}
+	// The replacement starts once the claimed executor registered with its
+	// driver (or ended): it does not compete with this launch for the CPU.
+	go func() {
+		_, _ = sb.claim.Read(make([]byte, 1))
+		sb.claim.Close()
+		p.fill()
+	}()
+	l.cmd, l.path, l.startedAt, l.url = sb.cmd, sb.cmd.Path, l.now(), sb.url
+	return nil
+}
