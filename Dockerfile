@@ -28,10 +28,25 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/glint ./cmd/glint
+# etcd, for masters in --recovery-mode etcd (compose's ha profile, deploy/k8s/ha):
+# built from the etcd server module Glint's tests embed, at go.mod's version.
+RUN --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/etcd go.etcd.io/etcd/server/v3
 # The worker's work dir, owned by the runtime user (distroless/static has no
 # mkdir to make it later).
 RUN mkdir -p /out/work
 
+# The etcd image (target etcd): the same base, etcd's data in the user's home.
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639 AS etcd
+COPY --from=build /out/etcd /usr/local/bin/etcd
+USER 65532:65532
+WORKDIR /home/nonroot
+EXPOSE 2379
+ENTRYPOINT ["etcd"]
+
+# Glint's image (the default target).
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
 COPY --from=build /out/glint /usr/local/bin/glint
 COPY --from=build --chown=65532:65532 /out/work /work

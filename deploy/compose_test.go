@@ -495,3 +495,25 @@ func deref(s *string) any {
 	}
 	return *s
 }
+
+// The ha profile runs two masters on one etcd, built from the Dockerfile's
+// etcd target, and a worker that follows whichever leads.
+func TestComposeHAProfileRunsTwoMastersOnEtcd(t *testing.T) {
+	p := loadCompose(t, "ha")
+	etcd := service(t, p, "etcd")
+	if etcd.Build == nil || etcd.Build.Target != "etcd" {
+		t.Errorf("etcd builds %v, want the Dockerfile's etcd target", etcd.Build)
+	}
+	var masters []string
+	for _, name := range []string{"master-ha-1", "master-ha-2"} {
+		f, _ := flags([]string(service(t, p, name).Command)[1:])
+		if f["--recovery-mode"] != "etcd" || f["--etcd-endpoints"] != "http://etcd:2379" || f["--host"] != name {
+			t.Errorf("%s: %v, want --recovery-mode etcd --etcd-endpoints http://etcd:2379 --host %s", name, f, name)
+		}
+		masters = append(masters, "http://"+name+":7077")
+	}
+	f, _ := flags([]string(service(t, p, "worker-ha").Command)[1:])
+	if f["--master"] != strings.Join(masters, ",") {
+		t.Errorf("worker-ha: --master %q, want both HA masters %q", f["--master"], strings.Join(masters, ","))
+	}
+}

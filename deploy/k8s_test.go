@@ -36,7 +36,9 @@ type k8sObject struct {
 			Port int `yaml:"port"`
 		} `yaml:"ports"`
 		// StatefulSet
-		ServiceName string `yaml:"serviceName"`
+		ServiceName              string `yaml:"serviceName"`
+		Replicas                 int    `yaml:"replicas"`
+		PublishNotReadyAddresses bool   `yaml:"publishNotReadyAddresses"`
 		// Deployment, StatefulSet
 		Template struct {
 			Metadata struct {
@@ -59,7 +61,12 @@ type k8sObject struct {
 					Ports []struct {
 						ContainerPort int `yaml:"containerPort"`
 					} `yaml:"ports"`
-					VolumeMounts []volumeMount `yaml:"volumeMounts"`
+					VolumeMounts   []volumeMount `yaml:"volumeMounts"`
+					ReadinessProbe struct {
+						HTTPGet struct {
+							Path string `yaml:"path"`
+						} `yaml:"httpGet"`
+					} `yaml:"readinessProbe"`
 				} `yaml:"containers"`
 				Volumes []struct {
 					Name   string `yaml:"name"`
@@ -72,7 +79,10 @@ type k8sObject struct {
 		} `yaml:"template"`
 	} `yaml:"spec"`
 	// Kustomization
-	Resources       []string `yaml:"resources"`
+	Resources []string `yaml:"resources"`
+	Patches   []struct {
+		Patch string `yaml:"patch"`
+	} `yaml:"patches"`
 	SecretGenerator []struct {
 		Name      string   `yaml:"name"`
 		Namespace string   `yaml:"namespace"`
@@ -89,11 +99,14 @@ type volumeMount struct {
 	ReadOnly  bool   `yaml:"readOnly"`
 }
 
-func loadK8s(t testing.TB) []k8sObject {
+func loadK8s(t testing.TB) []k8sObject { return loadK8sDir(t, "deploy/k8s") }
+
+// loadK8sDir reads every object of the manifests in dir.
+func loadK8sDir(t testing.TB, dir string) []k8sObject {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(tooltest.Root(t), "deploy/k8s/*.yaml"))
+	files, err := filepath.Glob(filepath.Join(tooltest.Root(t), dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no deploy/k8s/*.yaml (%v)", err)
+		t.Fatalf("no %s/*.yaml (%v)", dir, err)
 	}
 	var objs []k8sObject
 	for _, path := range files {

@@ -111,7 +111,7 @@ func TestAlertRulesAreComplete(t *testing.T) {
 		}
 	}
 	slices.Sort(alerts)
-	want := []string{"GlintAppsWaiting", "GlintExecutorLaunchSlow", "GlintExecutorStartBudgetBurnFast", "GlintExecutorStartBudgetBurnSlow", "GlintWorkerHeartbeatLate", "GlintWorkerTimedOut"}
+	want := []string{"GlintAppsWaiting", "GlintExecutorLaunchSlow", "GlintExecutorStartBudgetBurnFast", "GlintExecutorStartBudgetBurnSlow", "GlintNoMasterLeads", "GlintWorkerHeartbeatLate", "GlintWorkerTimedOut"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %v, want %v", alerts, want)
 	}

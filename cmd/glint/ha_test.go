@@ -81,6 +81,12 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 		if s := c.state(t); s.Status != "STANDBY" {
 			t.Fatalf("master %s is %s beside leader %s, want STANDBY", u, s.Status, leader)
 		}
+		if code := readyz(t, u); code != http.StatusServiceUnavailable {
+			t.Fatalf("standby %s: /readyz %d, want 503 (not the one a Service routes to)", u, code)
+		}
+	}
+	if code := readyz(t, leader); code != http.StatusOK {
+		t.Fatalf("leader %s: /readyz %d, want 200", leader, code)
 	}
 	oldEpoch := before.Epoch
 	c := &testCluster{master: &proc{url: leader}}
@@ -137,6 +143,11 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 		elected.Round(time.Millisecond), time.Since(paused).Round(time.Millisecond), oldEpoch, after.Epoch)
 	if after.Epoch <= oldEpoch {
 		t.Fatalf("new leader's epoch %d, want more than the old %d", after.Epoch, oldEpoch)
+	}
+	// A client given every master finds the leader (the paused one first).
+	out, errOut, err := runGlint(t, "status", "--master", strings.Join(append([]string{leader}, others...), ","))
+	if want := fmt.Sprintf("Master %s (ALIVE, epoch %d)", next, after.Epoch); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("glint status over all masters: %v\n%s%s\nwant %q", err, out, errOut, want)
 	}
 	for key, pid := range pids {
 		if !processAlive(pid) {
@@ -196,4 +207,15 @@ func containsAll(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// readyz is the status code of a master's GET /readyz (no token: it is public).
+func readyz(t testing.TB, master string) int {
+	t.Helper()
+	resp, err := http.Get(master + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -23,8 +23,8 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
-// masterClient connects to the first master of a --master list, with
-// --token-file's token.
+// masterClient connects to the masters of a --master list — the one that
+// leads answers — with --token-file's token.
 func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient, error) {
 	masters, err := rpc.ParseURLs(list)
 	if err != nil {
@@ -34,14 +34,18 @@ func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient
 	if err != nil {
 		return nil, err
 	}
-	return newMasterClient(masters[0], token), nil
+	return newMasterClient(masters, token)
 }
 
 // newMasterClient calls the master at url with token; a call nothing answers
 // says what to do.
-func newMasterClient(url, token string) masterv1connect.MasterServiceClient {
-	opts := append(rpc.ClientOptions(otel.GetTracerProvider(), token), connect.WithInterceptors(unreachableHint(url)))
-	return masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), url, opts...)
+func newMasterClient(masters []string, token string) (masterv1connect.MasterServiceClient, error) {
+	opts := append(rpc.ClientOptions(otel.GetTracerProvider(), token), connect.WithInterceptors(unreachableHint(strings.Join(masters, ", "))))
+	client, err := rpc.NewFailoverHTTPClient(masters)
+	if err != nil {
+		return nil, err
+	}
+	return masterv1connect.NewMasterServiceClient(client, masters[0], opts...), nil
 }
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -129,7 +133,11 @@ func printOne(g *globals, st *masterv1.GetClusterStateResponse, id string, asJSO
 }
 
 func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
-	fmt.Fprintf(g.stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), st.GetStatus())
+	status := st.GetStatus()
+	if st.GetEpoch() != 0 {
+		status += fmt.Sprintf(", epoch %d", st.GetEpoch())
+	}
+	fmt.Fprintf(g.stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), status)
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tLAST HEARTBEAT")
 	for _, w := range st.GetWorkers() {

@@ -147,10 +147,13 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
 		Command: &masterv1.Command{Args: command},
 	}
-	client := newMasterClient(masters[0], token)
+	client, err := newMasterClient(masters, token)
+	if err != nil {
+		return err
+	}
 	resp, err := client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: desc}))
 	if err != nil {
-		return fmt.Errorf("submit driver to %s: %w", masters[0], err)
+		return fmt.Errorf("submit driver to %s: %w", strings.Join(masters, ", "), err)
 	}
 	id := resp.Msg.GetDriverId()
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(id))

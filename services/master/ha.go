@@ -77,10 +77,11 @@ func NewHA(cfg HAConfig) (*HA, error) {
 		},
 		TracerProvider: cfg.Master.TracerProvider,
 		Registry:       reg,
-		Pages:          map[string]http.HandlerFunc{"GET /json": h.serveStandbyJSON, "GET /json/": h.serveStandbyJSON},
-		Tokens:         cfg.Master.Tokens,
-		Access:         access,
-		MetricsAuth:    cfg.Master.MetricsAuth,
+		Pages: map[string]http.HandlerFunc{"GET /json": h.serveStandbyJSON, "GET /json/": h.serveStandbyJSON,
+			"GET /readyz": func(w http.ResponseWriter, _ *http.Request) { writeReady(w, statusStandby) }},
+		Tokens:      cfg.Master.Tokens,
+		Access:      access,
+		MetricsAuth: cfg.Master.MetricsAuth,
 	})
 	h.handler.Store(&h.standby)
 	return h, nil

@@ -177,7 +177,8 @@ func New(cfg Config) (*Server, error) {
 // /healthz and the web UI.
 func (s *Server) Handler() http.Handler {
 	ui := s.uiPages()
-	pages := map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD}
+	pages := map[string]http.HandlerFunc{"GET /json": s.serveJSON, "GET /json/": s.serveJSON, "GET /sd": s.serveSD,
+		"GET /readyz": s.serveReady}
 	maps.Copy(pages, ui)
 	return rpc.NewHandler(rpc.Endpoints{
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
@@ -215,6 +216,23 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
+// serveReady is GET /readyz: 200 while the master leads (ALIVE), else 503
+// with its status — so that a Service in front of several masters routes
+// to the leader only.
+func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	status := s.status
+	s.mu.Unlock()
+	writeReady(w, status)
+}
+
+func writeReady(w http.ResponseWriter, status string) {
+	if status != statusAlive {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, status)
+}
+
 // recovering reports whether the master is RECOVERING.
 func (s *Server) recovering() bool {
 	s.mu.Lock()
@@ -229,7 +247,7 @@ func (s *Server) now() time.Time { return s.cfg.Now() }
 // workers' calls and an operator's decommissioning the cluster token,
 // clients' and drivers' a submit token;
 // /json either; /sd is a metrics page.
-var access = rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "GET /sd": rpc.Metrics}.
+var access = rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "GET /sd": rpc.Metrics, "GET /readyz": rpc.Public}.
 	Grant(rpc.Cluster,
 		masterv1connect.MasterServiceRegisterWorkerProcedure, masterv1connect.MasterServiceHeartbeatProcedure,
 		masterv1connect.MasterServiceExecutorStateChangedProcedure, masterv1connect.MasterServiceDriverStateChangedProcedure,
