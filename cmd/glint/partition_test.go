@@ -109,11 +109,11 @@ func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testi
 	c := startCluster(t, 1, "--worker-timeout", "4s")
 	proxy := faultproxy.New(t, strings.TrimPrefix(c.master.url, "http://"))
 	dir := t.TempDir()
-	cut := start(t, "worker-cut", nil, "worker", "--master", proxy.URL,
+	cutOff := start(t, "worker-cut", nil, "worker", "--master", proxy.URL,
 		"--listen", "127.0.0.1:0", "--cores", "2", "--memory", "2g", "--work-dir", dir,
 		"--register-interval", "200ms", "--kill-grace", "2s")
 	c.waitFor(t, "both workers alive", func(s masterJSON) bool { return s.alive() == 2 })
-	twins := watchForTwins(t, append(c.workers, cut)...)
+	twins := watchForTwins(t, append(c.workers, cutOff)...)
 
 	// One executor on each worker, each holding one task; one attempt per task.
 	release := filepath.Join(t.TempDir(), "release")
@@ -125,7 +125,7 @@ func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testi
 		waitForSample(t, "http://"+g.Targets[0], "glint_executor_tasks_running", 1)
 	}
 	var replaced executorProcess
-	for _, p := range executorProcesses(cut) {
+	for _, p := range executorProcesses(cutOff) {
 		replaced = p
 	}
 	if replaced.pid == 0 {
@@ -133,10 +133,12 @@ func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testi
 	}
 
 	proxy.Cut()
+	cut := time.Now()
 	c.waitFor(t, "the cut-off worker dead and its executor replaced on the other", func(s masterJSON) bool {
 		on := runningExecutors(s)
 		return s.alive() == 1 && len(on) == 2 && !on[replaced.key]
 	})
+	t.Logf("cut → worker declared dead and its executor replaced: %s (worker timeout 4s)", time.Since(cut).Round(time.Millisecond))
 	if !processAlive(replaced.pid) {
 		t.Fatalf("the cut-off worker's executor %s ended while cut off; the test wants it alive until the partition heals", replaced.key)
 	}

@@ -14,11 +14,13 @@ import (
 
 // workerState is the part of a worker's /json the prestart test reads.
 type workerState struct {
-	Prestarted        int `json:"prestarted"`
-	FinishedExecutors []struct {
-		AppID string `json:"appid"`
-		PID   int    `json:"pid"`
-	} `json:"finishedexecutors"`
+	Prestarted        int                `json:"prestarted"`
+	FinishedExecutors []finishedExecutor `json:"finishedexecutors"`
+}
+
+type finishedExecutor struct {
+	AppID string `json:"appid"`
+	PID   int    `json:"pid"`
 }
 
 func (c *testCluster) worker(t *testing.T, i int) workerState {
@@ -62,7 +64,13 @@ func TestALaunchClaimsAPrestartedExecutorOnceAndTheWorkerStartsAnother(t *testin
 		if err != nil || !piResult.MatchString(stdout) {
 			t.Fatalf("run %d: submit: %v\n%s\n%s", run, err, stdout, stderr)
 		}
-		ended := c.worker(t, 0).FinishedExecutors
+		// The driver stopped its executor before submit returned; the worker
+		// records its end once it reaped it.
+		var ended []finishedExecutor
+		waitUntil(t, "the executor's end recorded", func() bool {
+			ended = c.worker(t, 0).FinishedExecutors
+			return len(ended) > run
+		})
 		if len(ended) != run+1 || ended[run].PID != standby {
 			t.Fatalf("run %d: finished executors %+v, want the last to be the prestarted process %d", run, ended, standby)
 		}

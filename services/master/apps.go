@@ -27,6 +27,15 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	if err := s.admitLocked("register application", len(s.apps), MaxActiveApps, size); err != nil {
 		return nil, err
 	}
+	// A driver whose registration was answered but the answer lost (a
+	// timeout, a failover) registers again with the same token: it gets the
+	// application it has, not a second one.
+	for _, a := range s.appQueue {
+		if a.appToken == appToken && a.driverURL == driverURL && appToken != "" {
+			s.log.InfoContext(ctx, "registration repeated", "app", a.id, "driver_url", driverURL)
+			return a, nil
+		}
+	}
 	now := s.now()
 	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, now, trace.SpanContextFromContext(ctx))
 	if desc.InitialExecutorLimit != nil {

@@ -201,7 +201,7 @@ func (c *cluster) registerWorker(t *testing.T, p *peer, port int32, cores int32,
 
 func (c *cluster) registerApp(t *testing.T, p *peer, desc *masterv1.ApplicationDescription) string {
 	t.Helper()
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token",
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
 		Description: desc, DriverUrl: p.url,
 	}))
 	if err != nil {
@@ -339,7 +339,7 @@ func TestRegisterApplicationRejectsBadInput(t *testing.T) {
 		"negative limit": {Name: "a", MemoryPerExecutorMib: 512, InitialExecutorLimit: ptr[int32](-1), Command: &masterv1.Command{Args: []string{"x"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token", Description: desc, DriverUrl: p.url}))
+			_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), Description: desc, DriverUrl: p.url}))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument {
 				t.Fatalf("got %v, want InvalidArgument", err)
 			}
@@ -616,7 +616,7 @@ func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	driverSrv := httptest.NewServer(http.NotFoundHandler())
 	driverURL := driverSrv.URL
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: "test-application-token",
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
 		Description: appDesc(512, 1), DriverUrl: driverURL,
 	}))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // keptCluster runs a master on a file store in dir with one worker and one
@@ -60,7 +61,7 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	c := recoveringCluster(t, dir)
 
 	_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-		AppToken: "test-application-token", Description: appDesc(512, 1), DriverUrl: dp.url}))
+		AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "recovering") {
 		t.Fatalf("a submission while recovering: %v, want unavailable saying the master recovers", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // failingApp is an application on a one-core worker whose executors the test
@@ -99,5 +100,30 @@ func TestDriversArePlacedOnShuffledWorkers(t *testing.T) {
 	}
 	if len(first) < 4 {
 		t.Fatalf("over 40 seeds the one driver landed on %v only; want the workers shuffled", first)
+	}
+}
+
+func TestARepeatedRegistrationGetsTheApplicationItMade(t *testing.T) {
+	c := newCluster(t, Config{})
+	dp := newPeer(t)
+	token := rpc.NewToken()
+	register := func(driverURL string) string {
+		t.Helper()
+		resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+			AppToken: token, Description: appDesc(512, 1), DriverUrl: driverURL}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetAppId()
+	}
+	first := register(dp.url)
+	if again := register(dp.url); again != first {
+		t.Fatalf("the same driver registering again got %s, want its application %s", again, first)
+	}
+	if other := register(newPeer(t).url); other == first {
+		t.Fatalf("a driver elsewhere got the first driver's application %s", first)
+	}
+	if n := len(c.srv.clusterState().GetActiveApps()); n != 2 {
+		t.Fatalf("%d active applications, want 2", n)
 	}
 }

@@ -53,3 +53,26 @@ func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
 		t.Fatalf("kept %v, want worker w1 and the application", rec)
 	}
 }
+
+// BenchmarkEtcdStateWritePerLaunch is what --recovery-mode etcd adds to one
+// executor launch: one fenced transaction on a real (embedded, one-member) etcd.
+func BenchmarkEtcdStateWritePerLaunch(b *testing.B) {
+	cli := etcdtest.Client(b, etcdtest.Start(b))
+	s, err := concurrency.NewSession(cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	e := concurrency.NewElection(s, "/glint-bench/leader")
+	if err := e.Campaign(context.Background(), "http://a"); err != nil {
+		b.Fatal(err)
+	}
+	st := NewEtcdStore(cli, "/glint-bench", e.Key(), e.Rev())
+	p := &masterv1.PersistedApplication{Id: "app-20261130120000-0000", Description: appDesc(512, 1), DriverUrl: "http://127.0.0.1:1", AppToken: "t"}
+	for b.Loop() {
+		p.NextExecutorId++
+		if err := st.PutApplication(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

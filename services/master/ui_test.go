@@ -15,6 +15,7 @@ import (
 
 	"github.com/glint-cluster/glint/dashboards"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/web"
 )
 
@@ -97,7 +98,7 @@ func BenchmarkMasterPage(b *testing.B) {
 	// the benchmark launching anything.
 	for range 200 {
 		if _, err := s.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-			AppToken: "test-application-token", Description: appDesc(1<<20, 1), DriverUrl: "http://driver.test:4040",
+			AppToken: rpc.NewToken(), Description: appDesc(1<<20, 1), DriverUrl: "http://driver.test:4040",
 		})); err != nil {
 			b.Fatal(err)
 		}
