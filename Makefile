@@ -50,10 +50,11 @@ up: $(CLUSTER_TOKEN)
 down:
 	docker compose --profile demo down
 
-## lint: gofmt, go vet and buf lint.
+## lint: gofmt, go vet (the examples module too) and buf lint.
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd examples && $(GO) vet ./...
 	$(TOOL) buf lint proto
 
 ## chromium: the web UI tests drive a headless Chromium (Debian's package); when it is

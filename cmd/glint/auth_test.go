@@ -131,6 +131,8 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		{"report an executor's end without a token", m("ExecutorStateChanged"), "", &masterv1.ExecutorStateChangedRequest{AppId: a.id, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_FAILED}, unauth},
 		{"report a driver's end with a submit token", m("DriverStateChanged"), submitToken, &masterv1.DriverStateChangedRequest{DriverId: "driver-20261130120000-0000", State: masterv1.DriverState_DRIVER_STATE_FAILED}, denied},
 		{"decommission a worker with a submit token", m("WorkerDecommissioning"), submitToken, &masterv1.WorkerDecommissioningRequest{WorkerId: registerWorker.WorkerId}, denied},
+		{"decommission a worker on request with a submit token", m("DecommissionWorker"), submitToken, &masterv1.DecommissionWorkerRequest{WorkerId: observeWorkerID(t, c)}, denied},
+		{"decommission a worker on request without a token", m("DecommissionWorker"), "", &masterv1.DecommissionWorkerRequest{WorkerId: observeWorkerID(t, c)}, unauth},
 		{"register an application without a token", m("RegisterApplication"), "", registerApp, unauth},
 		{"register an application with a wrong token", m("RegisterApplication"), wrong, registerApp, unauth},
 		{"register an application with an application's token", m("RegisterApplication"), a.token, registerApp, unauth},
@@ -148,6 +150,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		{"kill an executor without a token", w("KillExecutor"), "", &workerv1.KillExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 0}, unauth},
 		{"take the worker over (MasterChanged) without a token", w("MasterChanged"), "", &workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9"}, unauth},
 		{"take the worker over with a submit token", w("MasterChanged"), submitToken, &workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9"}, unauth},
+		{"decommission the worker with a submit token", w("DecommissionWorker"), submitToken, &workerv1.DecommissionWorkerRequest{MasterUrl: master}, unauth},
 		{"finish an application on the worker with a wrong token", w("ApplicationFinished"), wrong, &workerv1.ApplicationFinishedRequest{MasterUrl: master, AppId: a.id}, unauth},
 		// The driver: only its own application's token.
 		{"retrieve an app's properties without a token", d("RetrieveSparkProps"), "", &driverv1.RetrieveSparkPropsRequest{AppId: a.id}, unauth},
@@ -204,6 +207,12 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 	if hwm := peakRSS(t, c.master.cmd.Process.Pid); hwm > 200<<10 {
 		t.Errorf("master's peak RSS %d KiB, want under 200 MiB", hwm)
 	}
+}
+
+// observeWorkerID is the id of c's first worker.
+func observeWorkerID(t *testing.T, c *testCluster) string {
+	t.Helper()
+	return c.state(t).Workers[0].ID
 }
 
 // observe is what an attack could change: the master's workers, applications

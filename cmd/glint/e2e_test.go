@@ -96,6 +96,12 @@ type proc struct {
 // added to the test's environment.
 func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, glintBin, name, env, args...)
+}
+
+// startBinary is start for another binary that runs glint.Main.
+func startBinary(t testing.TB, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)
@@ -104,7 +110,7 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 	}
 	defer log.Close()
 	urlFile := filepath.Join(dir, name+".url")
-	cmd := exec.Command(glintBin, append(args, "--url-file", urlFile)...)
+	cmd := exec.Command(bin, append(args, "--url-file", urlFile)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

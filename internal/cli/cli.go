@@ -133,6 +133,7 @@ func newRoot(apps *app.Registry, stdout, stderr io.Writer) *cobra.Command {
 		newSubmitCommand(g),
 		newStatusCommand(g),
 		newKillCommand(g),
+		newDecommissionCommand(g),
 		newDemoCommand(g),
 		newTraceCommand(g),
 		newHealthCommand(g),

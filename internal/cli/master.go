@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/master"
@@ -23,6 +24,7 @@ type masterFlags struct {
 	workerTimeout      time.Duration
 	spreadOut          bool
 	maxExecutorRetries int
+	defaultCores       int
 	submitTokenFiles   []string
 	jaegerUIURL        string
 	grafanaURL         string
@@ -50,6 +52,7 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.urlFile, "url-file", "", "write the master's URL to this file once it serves")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", 60*time.Second, "spark.worker.timeout: a worker without a heartbeat for this long is DEAD")
 	fl.BoolVar(&f.spreadOut, "spread-out", true, "spark.deploy.spreadOut: spread executors over workers rather than fill one first")
+	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
 	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
 	fl.StringVar(&f.jaegerUIURL, "jaeger-ui-url", "", "Jaeger's UI, e.g. http://localhost:16686: the web UI links each application's trace there (default: shows the trace id)")
@@ -108,6 +111,11 @@ func (f *masterFlags) openStore() (master.Store, error) {
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
+	}
+	if f.defaultCores != 0 {
+		if err := resources.CheckCores("--default-cores", int64(f.defaultCores)); err != nil {
+			return err
+		}
 	}
 	if err := checkLinkURL("--jaeger-ui-url", f.jaegerUIURL); err != nil {
 		return err
@@ -185,8 +193,8 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	// Master: worker, application and driver state, and the scheduler.
 	cfg := master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
-		MaxExecutorRetries: f.maxExecutorRetries,
-		Tokens:             tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
+		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		UI:          master.UIConfig{Public: f.uiPublic, JaegerURL: f.jaegerUIURL, GrafanaURL: f.grafanaURL},
 		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},

@@ -165,7 +165,7 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d running\t%s\n", a.GetId(), a.GetDescription().GetName(),
 			lifecycle.Name(a.GetState()), a.GetCoresGranted(),
-			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running, a.GetStatusMessage())
+			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running, appStatus(a))
 	}
 	tw.Flush()
 	if !executors {
@@ -181,6 +181,17 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 		}
 		tw.Flush()
 	}
+}
+
+// appStatus is an application's status message, and says when the master's
+// --default-cores caps it.
+func appStatus(a *masterv1.ApplicationInfo) string {
+	msg := a.GetStatusMessage()
+	if n := a.GetDefaultCores(); n > 0 {
+		capped := fmt.Sprintf("capped at %d cores by the master's --default-cores (set --total-executor-cores to choose)", n)
+		msg = strings.Join(slices.DeleteFunc([]string{capped, msg}, func(s string) bool { return s == "" }), "; ")
+	}
+	return msg
 }
 
 func printDrivers(g *globals, drivers []*masterv1.DriverInfo) {

@@ -24,6 +24,8 @@ type workerFlags struct {
 	workDir          string
 	registerInterval time.Duration
 	killGrace        time.Duration
+	cleanupInterval  time.Duration
+	cleanupTTL       time.Duration
 	prestart         int
 	serverAuth
 }
@@ -48,6 +50,8 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.workDir, "work-dir", "./work", "directory for executor and driver work dirs and logs")
 	fl.DurationVar(&f.registerInterval, "register-interval", 10*time.Second, "base interval between registration attempts (Spark: 6 at 0.5–1.5×, then 6× that)")
 	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
+	fl.DurationVar(&f.cleanupInterval, "cleanup-interval", 30*time.Minute, "spark.worker.cleanup.interval: how often to remove the work dirs of finished applications and drivers (0: never)")
+	fl.DurationVar(&f.cleanupTTL, "cleanup-ttl", 7*24*time.Hour, "spark.worker.cleanup.appDataTtl: remove a finished application's or driver's work dir once none of its files changed for this long")
 	fl.IntVar(&f.prestart, "prestart-executors", 0, fmt.Sprintf("idle executor processes of this binary to keep ready for launches to claim (at most %d; each serves one executor)", worker.MaxPrestartExecutors))
 	f.serverAuth.register(fl)
 	return cmd
@@ -60,6 +64,14 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 	if err := resources.CheckCores("--cores", int64(f.cores)); err != nil {
 		return err
+	}
+	switch {
+	case f.cleanupInterval < 0:
+		return fmt.Errorf("--cleanup-interval %s: must not be negative (0 turns the cleanup off)", f.cleanupInterval)
+	case f.cleanupTTL <= 0:
+		return fmt.Errorf("--cleanup-ttl %s: must be positive", f.cleanupTTL)
+	case f.cleanupInterval == 0:
+		f.cleanupInterval = -1 // worker.Config's "never"
 	}
 	memory, err := workerMemory(f.memory)
 	if err != nil {
@@ -118,6 +130,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
+		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.tls,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	})
@@ -127,6 +140,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 
 	log.Info("worker starting", "id", w.ID(), "cores", f.cores, "memory_mib", memory)
+	decommissionOnSIGPWR(ctx, w)
 	return serve(ctx, log, ln, url, f.urlFile, w)
 }
 

@@ -228,16 +228,18 @@ const holdPoll = 10 * time.Millisecond
 // Hold runs tasks that last until a file exists: executors stay busy exactly
 // as long as whoever holds them wants (a demo, or a test that must see an
 // application running), and are released by creating FILE on their host.
+// With THEN, the application goes on, its executors idle, until THEN exists
+// on the driver's host (a test of what happens to idle executors).
 func Hold() *app.App {
 	return &app.App{
 		Name:  "hold",
-		Usage: "hold FILE [TASKS]",
+		Usage: "hold FILE [TASKS [THEN]]",
 		Run: func(ctx context.Context, c app.Context, args []string) error {
-			if len(args) < 1 || len(args) > 2 || args[0] == "" {
-				return fmt.Errorf("hold: want FILE [TASKS]")
+			if len(args) < 1 || len(args) > 3 || args[0] == "" {
+				return fmt.Errorf("hold: want FILE [TASKS [THEN]]")
 			}
 			tasks := 1
-			if len(args) == 2 {
+			if len(args) >= 2 {
 				var err error
 				if tasks, err = strconv.Atoi(args[1]); err != nil || tasks < 1 || tasks > 10_000 {
 					return fmt.Errorf("hold: TASKS %q must be an integer from 1 to 10000", args[1])
@@ -251,23 +253,33 @@ func Hold() *app.App {
 				return err
 			}
 			fmt.Fprintf(c.Stdout(), "Held %d tasks until %s existed\n", tasks, args[0])
+			if len(args) == 3 {
+				if err := waitForFile(ctx, args[2]); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 		Tasks: map[string]app.TaskFunc{
 			"hold": func(ctx context.Context, input []byte) ([]byte, error) {
-				t := time.NewTicker(holdPoll)
-				defer t.Stop()
-				for {
-					if _, err := os.Stat(string(input)); err == nil {
-						return nil, nil
-					}
-					select {
-					case <-t.C:
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					}
-				}
+				return nil, waitForFile(ctx, string(input))
 			},
 		},
+	}
+}
+
+// waitForFile returns once path exists, or with ctx's error.
+func waitForFile(ctx context.Context, path string) error {
+	t := time.NewTicker(holdPoll)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }

@@ -25,6 +25,7 @@ func (d *Driver) Register(ctx context.Context) error {
 		Name:                 d.cfg.Name,
 		MemoryPerExecutorMib: d.cfg.ExecutorMemoryMiB,
 		Command:              d.executorCommand(),
+		InitialExecutorLimit: d.initialExecutorLimit(),
 	}
 	if d.cfg.MaxCores > 0 {
 		desc.MaxCores = &d.cfg.MaxCores
@@ -146,6 +147,9 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 	}
 	d.observeLaunchLocked(e)
 	d.log.Info("executor updated", "executor", m.GetExecutorId(), "state", m.GetState().String(), "message", m.GetMessage())
+	if m.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED {
+		d.decommissionExecutorLocked(ctx, e)
+	}
 	if lifecycle.ExecutorFinished(m.GetState()) {
 		e.timeline.Ended = time.Now()
 		e.timeline.EndMessage = m.GetMessage()

@@ -196,12 +196,16 @@ func (d *Driver) Handler() http.Handler {
 
 // Run runs the application from start to stop, served by Handler: it
 // registers with a master, waits until enough executors registered, runs the
-// application's driver function with Args, and stops (Stop).
+// application's driver function with Args, and stops (Stop). With
+// spark.dynamicAllocation.enabled it sizes the executors to the tasks
+// meanwhile (allocation.go).
 func (d *Driver) Run(ctx context.Context) error {
 	if err := d.Register(ctx); err != nil {
 		return err
 	}
 	defer d.Stop(context.WithoutCancel(ctx))
+	// Dynamic allocation ends before Stop releases the executors.
+	defer d.startAllocation(ctx)()
 	d.log.Info("application registered", "app", d.AppID(), "name", d.cfg.Name)
 	if err := d.waitReady(ctx); err != nil {
 		return err
@@ -253,6 +257,7 @@ type settings struct {
 	maxRegisteredWait  time.Duration
 	starvation         time.Duration
 	taskSampleRatio    float64
+	allocation         allocationSettings
 }
 
 // parseSettings reads the driver's own properties from --conf, with Spark's
@@ -277,18 +282,28 @@ func parseSettings(conf map[string]string) (settings, error) {
 		}
 		*dst = r
 	}
-	for key, dst := range map[string]*time.Duration{confMaxWait: &st.maxRegisteredWait, confStarvation: &st.starvation} {
+	if err := parseDurations(conf, map[string]*time.Duration{confMaxWait: &st.maxRegisteredWait, confStarvation: &st.starvation}); err != nil {
+		return st, err
+	}
+	alloc, err := parseAllocation(conf)
+	st.allocation = alloc
+	return st, err
+}
+
+// parseDurations sets *dst[key] from each property key set in conf.
+func parseDurations(conf map[string]string, dst map[string]*time.Duration) error {
+	for key, d := range dst {
 		v, ok := conf[key]
 		if !ok {
 			continue
 		}
-		d, err := parseSparkDuration(v)
+		parsed, err := parseSparkDuration(v)
 		if err != nil {
-			return st, fmt.Errorf("--conf %s=%q: %w", key, v, err)
+			return fmt.Errorf("--conf %s=%q: %w", key, v, err)
 		}
-		*dst = d
+		*d = parsed
 	}
-	return st, nil
+	return nil
 }
 
 // parseSparkDuration accepts Go durations ("30s") and Spark's plain seconds ("30").

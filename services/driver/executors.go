@@ -49,10 +49,20 @@ type executorData struct {
 	registered bool
 	launched   bool
 	removed    bool
-	state      masterv1.ExecutorState
-	client     executorv1connect.ExecutorServiceClient
-	mailbox    *rpc.Mailbox
-	timeline   Timeline
+	// decommissioned says its worker is decommissioned: it gets no new
+	// tasks and is stopped once its tasks are done (decommission.go).
+	decommissioned bool
+	// stopping says the driver told it to stop.
+	stopping bool
+	// released says dynamic allocation is releasing it (allocation.go).
+	released bool
+	// idleSince is when its last task ended (or it became ready) and it
+	// has run none since: dynamic allocation releases it after a while.
+	idleSince time.Time
+	state     masterv1.ExecutorState
+	client    executorv1connect.ExecutorServiceClient
+	mailbox   *rpc.Mailbox
+	timeline  Timeline
 	// trace is the span context of the executor's registration, the exemplar
 	// of its launch phases; observed is set once they were recorded.
 	trace    trace.SpanContext
@@ -60,6 +70,12 @@ type executorData struct {
 	// launchedSpan is the span context of LaunchedExecutor, the last step of
 	// the executor's launch: the offer of its first task is traced under it.
 	launchedSpan trace.SpanContext
+}
+
+// offerable says whether e may be offered tasks: it is ready, and neither
+// removed, decommissioned nor being released.
+func (e *executorData) offerable() bool {
+	return e.launched && !e.removed && !e.decommissioned && !e.released
 }
 
 // executorLocked returns the executor with id, creating its record.
@@ -169,6 +185,7 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 		// RegisterExecutor and LaunchedExecutor may never give it a task.
 		d.totalCores += e.cores
 		d.signalOffersLocked()
+		d.coresFreedLocked(ctx, e) // idle until offered a task
 		d.makeOffersLocked(ctx)
 	}
 	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil

@@ -16,6 +16,10 @@ type metrics struct {
 	launch       *prometheus.HistogramVec
 	tasks        *prometheus.CounterVec
 	taskDuration prometheus.Histogram
+	// executorRequests and executorsReleased count dynamic allocation's
+	// RequestExecutors calls and the idle executors it released.
+	executorRequests  prometheus.Counter
+	executorsReleased prometheus.Counter
 }
 
 // The phases of glint_driver_executor_launch_seconds, in launch order.
@@ -45,6 +49,14 @@ func newMetrics(reg prometheus.Registerer, d *Driver) *metrics {
 			Help:    "Time from a task's launch to its status update.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		executorRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_driver_executor_requests_total",
+			Help: "Executor targets dynamic allocation sent the master (RequestExecutors).",
+		}),
+		executorsReleased: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_driver_executors_released_total",
+			Help: "Idle executors dynamic allocation released (KillExecutors).",
+		}),
 	}
 	for _, phase := range []string{phaseSchedule, phaseLaunch, phaseProcessStart, phaseRetrieveProps, phaseRegister, phaseFirstTask, phaseTotal} {
 		m.launch.WithLabelValues(phase)
@@ -67,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, d *Driver) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.launch, m.tasks, m.taskDuration, registered)
+	reg.MustRegister(m.launch, m.tasks, m.taskDuration, m.executorRequests, m.executorsReleased, registered)
 	return m
 }
 

@@ -99,6 +99,9 @@ func (d *Driver) StatusUpdate(ctx context.Context, req *connect.Request[driverv1
 		}
 	}
 	d.makeOffersLocked(ctx)
+	if e, ok := d.executors[m.GetExecutorId()]; ok {
+		d.coresFreedLocked(ctx, e)
+	}
 	switch len(errs) {
 	case 0:
 		return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
@@ -200,7 +203,7 @@ func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 func (d *Driver) makeOffersLocked(trigger context.Context) {
 	ready := make([]*executorData, 0, len(d.executors))
 	for _, e := range d.executors {
-		if e.launched && !e.removed {
+		if e.offerable() {
 			ready = append(ready, e)
 		}
 	}
@@ -313,6 +316,7 @@ func (d *Driver) assignTaskLocked(ctx context.Context, e *executorData, ts *task
 	id := d.nextTaskID
 	d.nextTaskID++
 	e.assigned++
+	e.idleSince = time.Time{}
 	ts.launched = true
 	if e.timeline.FirstTask.IsZero() {
 		e.timeline.FirstTask = time.Now()

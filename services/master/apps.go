@@ -60,7 +60,7 @@ const unlimitedExecutors = math.MaxInt
 
 // newApp makes an application's record, WAITING.
 func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken string, started time.Time, tc trace.SpanContext) *appInfo {
-	return &appInfo{size: proto.Size(desc),
+	a := &appInfo{size: proto.Size(desc),
 		id: id, desc: desc, driverURL: driverURL, driverID: driverID,
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: started, driverSeen: s.now(),
 		trace:     tc,
@@ -69,6 +69,10 @@ func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driver
 		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
 		mailbox:  rpc.NewMailbox(s.ctx),
 	}
+	if desc.MaxCores == nil {
+		a.defaultCores = s.cfg.DefaultCores
+	}
+	return a
 }
 
 // removeApplicationLocked is Spark's removeApplication: the executors are

@@ -43,6 +43,7 @@ func FuzzMasterHandlers(f *testing.F) {
 			&masterv1.ExecutorStateChangedRequest{AppId: "app-20261129140000-0000", WorkerId: "worker-20261129140000-h-1", State: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING},
 			&masterv1.DriverStateChangedRequest{DriverId: "driver-20261129140000-0000", State: masterv1.DriverState_DRIVER_STATE_FINISHED},
 			&masterv1.KillExecutorsRequest{AppId: "app-20261129140000-0000", ExecutorIds: []int32{0, 1}},
+			&masterv1.DecommissionWorkerRequest{WorkerId: "worker-20261129140000-h-1"},
 		},
 		Codes: []connect.Code{connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists,
 			connect.CodeFailedPrecondition, connect.CodeResourceExhausted},

@@ -133,36 +133,6 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 	return nil, rpc.Error(fmt.Errorf("heartbeat from worker %s: %w: it is not registered with this master", id, fault.ErrNotFound))
 }
 
-// WorkerDecommissioning is Spark's WorkerDecommissioning: the worker is
-// stopping. It gets no more executors or drivers, and its executors are marked
-// DECOMMISSIONED so that their ends do not count against their applications.
-func (s *Server) WorkerDecommissioning(ctx context.Context, req *connect.Request[masterv1.WorkerDecommissioningRequest]) (*connect.Response[masterv1.WorkerDecommissioningResponse], error) {
-	id := req.Msg.GetWorkerId()
-	if err := ids.ValidateWorker(id); err != nil {
-		return nil, rpc.Error(err)
-	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
-	w, ok := s.workers.alive(id)
-	if !ok {
-		return nil, rpc.Error(fmt.Errorf("decommission worker %s: %w", id, fault.ErrNotFound))
-	}
-	if w.state == masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED {
-		return connect.NewResponse(&masterv1.WorkerDecommissioningResponse{}), nil
-	}
-	if err := w.setState(masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED); err != nil {
-		return nil, rpc.Error(err)
-	}
-	s.log.Info("worker decommissioning", "worker", id)
-	for _, e := range w.executors {
-		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED); err == nil {
-			e.message = "worker " + id + " is stopping"
-			s.sendExecutorUpdated(ctx, e, false, nil)
-		}
-	}
-	return connect.NewResponse(&masterv1.WorkerDecommissioningResponse{}), nil
-}
-
 // RegisterApplication admits an application and schedules its executors.
 func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
 	m := req.Msg

@@ -57,7 +57,7 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 	p := &masterv1.ApplicationInfo{
 		Id: a.id, Description: s.cfg.Redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
 		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
-		TraceId: traceID(a.trace),
+		TraceId: traceID(a.trace), DefaultCores: a.defaultCores,
 	}
 	if !a.endTime.IsZero() {
 		p.EndTime = timestamppb.New(a.endTime)
@@ -151,8 +151,10 @@ func aliveTotals(workers []*masterv1.WorkerInfo) totals {
 	return t
 }
 
-// appJSON is one application in /json. MaxCores is null when spark.cores.max
-// is unset; Duration runs to now for an active application.
+// appJSON is one application in /json. MaxCores is the cores it may use, as
+// Spark's requestedCores: spark.cores.max, else the master's default cores;
+// null when both are unset. DefaultCores is set when the latter caps it.
+// Duration runs to now for an active application.
 type appJSON struct {
 	ID                string         `json:"id"`
 	Name              string         `json:"name"`
@@ -160,6 +162,7 @@ type appJSON struct {
 	SubmitDate        string         `json:"submitdate"`
 	Cores             int32          `json:"cores"`
 	MaxCores          *int32         `json:"maxcores"`
+	DefaultCores      int32          `json:"defaultcores,omitempty"`
 	MemoryPerExecutor int64          `json:"memoryperexecutor"`
 	State             string         `json:"state"`
 	Duration          int64          `json:"duration"`
@@ -240,9 +243,13 @@ func appsJSON(apps []*masterv1.ApplicationInfo, now time.Time) []appJSON {
 				Memory: e.GetMemoryMib(), State: lifecycle.Name(e.GetState()), Message: e.GetMessage(), ExitStatus: e.ExitStatus,
 			})
 		}
+		maxCores := a.GetDescription().MaxCores
+		if a.GetDefaultCores() > 0 {
+			maxCores = &a.DefaultCores
+		}
 		out = append(out, appJSON{
-			ID: a.GetId(), Name: a.GetDescription().GetName(), StartTime: start.UnixMilli(),
-			SubmitDate: start.UTC().Format(time.RFC1123), Cores: a.GetCoresGranted(), MaxCores: a.GetDescription().MaxCores,
+			ID: a.GetId(), Name: a.GetDescription().GetName(), StartTime: start.UnixMilli(), DefaultCores: a.GetDefaultCores(),
+			SubmitDate: start.UTC().Format(time.RFC1123), Cores: a.GetCoresGranted(), MaxCores: maxCores,
 			MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(), State: lifecycle.Name(a.GetState()),
 			Duration: end.Sub(start).Milliseconds(), DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(),
 			StatusMessage: a.GetStatusMessage(), Executors: execs, TraceID: a.GetTraceId(),

@@ -48,7 +48,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		}
 		snap.Apps = append(snap.Apps, AppDemand{
 			ID: a.id, CoresLeft: a.coresLeft(), CoresPerExecutor: a.desc.GetCoresPerExecutor(),
-			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - len(a.executors),
+			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - a.liveExecutors,
 		})
 	}
 	// A pass without demand — most passes, as every registration and
@@ -93,7 +93,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		case now.Before(a.relaunchAfter):
 			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
 				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second))
-		case len(a.executors) == 0:
+		case a.liveExecutors == 0:
 			a.statusMessage = plan.Waiting[a.id]
 		default:
 			a.statusMessage = ""

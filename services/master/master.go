@@ -29,6 +29,10 @@ type Config struct {
 	WorkerTimeout time.Duration
 	// SpreadOut is spark.deploy.spreadOut (default true in the CLI).
 	SpreadOut bool
+	// DefaultCores is spark.deploy.defaultCores: the cores an application
+	// that sets no total executor cores (spark.cores.max) may use. Default 0:
+	// unlimited, as in Spark.
+	DefaultCores int32
 	// MaxExecutorRetries is spark.deploy.maxExecutorRetries (default 10 in the
 	// CLI; negative disables the rule).
 	MaxExecutorRetries int
@@ -240,13 +244,14 @@ func (s *Server) recovering() bool {
 func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // access is the role each MasterService procedure and master page needs:
-// workers' calls the cluster token, clients' and drivers' a submit token;
+// workers' calls and an operator's decommissioning the cluster token,
+// clients' and drivers' a submit token;
 // /json either; /sd is a metrics page.
 var access = rpc.Access{"GET /json": rpc.AnyToken, "GET /json/": rpc.AnyToken, "GET /sd": rpc.Metrics, "GET /readyz": rpc.Public}.
 	Grant(rpc.Cluster,
 		masterv1connect.MasterServiceRegisterWorkerProcedure, masterv1connect.MasterServiceHeartbeatProcedure,
 		masterv1connect.MasterServiceExecutorStateChangedProcedure, masterv1connect.MasterServiceDriverStateChangedProcedure,
-		masterv1connect.MasterServiceWorkerDecommissioningProcedure).
+		masterv1connect.MasterServiceWorkerDecommissioningProcedure, masterv1connect.MasterServiceDecommissionWorkerProcedure).
 	Grant(rpc.Submit,
 		masterv1connect.MasterServiceRegisterApplicationProcedure, masterv1connect.MasterServiceUnregisterApplicationProcedure,
 		masterv1connect.MasterServiceKillApplicationProcedure, masterv1connect.MasterServiceSubmitDriverProcedure,

@@ -112,6 +112,11 @@ func (w *workerPeer) MasterChanged(context.Context, *connect.Request[workerv1.Ma
 	return connect.NewResponse(&workerv1.MasterChangedResponse{}), nil
 }
 
+func (w *workerPeer) DecommissionWorker(context.Context, *connect.Request[workerv1.DecommissionWorkerRequest]) (*connect.Response[workerv1.DecommissionWorkerResponse], error) {
+	w.record("DecommissionWorker")
+	return connect.NewResponse(&workerv1.DecommissionWorkerResponse{}), nil
+}
+
 type driverPeer struct{ *peer }
 
 func (d *driverPeer) RetrieveSparkProps(context.Context, *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
@@ -579,6 +584,10 @@ func TestDecommissionedWorkerGetsNoExecutorsAndItsKilledExecutorsDoNotFailTheApp
 		t.Fatal(err)
 	}
 	dp.expect(t, "ExecutorUpdated "+app+"/0 DECOMMISSIONED")
+	// Its executors finish, but the app has none that count: it says why.
+	if got := c.app(t, app).GetStatusMessage(); got != "no alive workers" {
+		t.Errorf("status %q, want no alive workers", got)
+	}
 	for _, id := range []int32{0, 1} {
 		_, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
 			AppId: app, ExecutorId: id, State: masterv1.ExecutorState_EXECUTOR_STATE_KILLED, WorkerId: worker, ExitStatus: ptr[int32](143),

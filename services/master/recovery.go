@@ -164,9 +164,7 @@ func (s *Server) adoptLocked(ctx context.Context, w *workerInfo, m *masterv1.Reg
 			id: r.GetExecutorId(), app: a, worker: w, cores: r.GetCores(), memoryMiB: r.GetMemoryMib(),
 			state: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, scheduledAt: now, runningSince: now, url: clip(r.GetUrl()),
 		}
-		a.executors[e.id] = e
-		a.workers[w] = struct{}{}
-		a.coresGranted += e.cores
+		a.holdExecutor(e)
 		a.nextExecID = max(a.nextExecID, e.id+1)
 		w.addExecutor(e)
 		if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {

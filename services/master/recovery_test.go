@@ -106,6 +106,13 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	if lifecycle.Name(a.GetState()) != "RUNNING" || strings.Join(got, ",") != "0 RUNNING,4 LAUNCHING,5 LAUNCHING,6 LAUNCHING" {
 		t.Fatalf("recovered app %s with executors %v, want RUNNING with 0 adopted and 4-6 new", lifecycle.Name(a.GetState()), got)
 	}
+	// The adopted executor counts against the executor limit as the new ones do.
+	c.srv.mu.Lock()
+	live := c.srv.apps[app].liveExecutors
+	c.srv.mu.Unlock()
+	if live != 4 {
+		t.Errorf("%d executors count against the limit, want 4", live)
+	}
 }
 
 func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {

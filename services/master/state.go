@@ -157,6 +157,9 @@ type executorInfo struct {
 	runningSince time.Time
 	// url is where the executor serves, once its worker reported it.
 	url string
+	// released says its cores no longer count as its application's: its
+	// worker is decommissioned, and it ends when its tasks are done.
+	released bool
 	// launch is when the later steps of its launch happened (timeline.go).
 	launch launchTimes
 }
@@ -188,8 +191,11 @@ type appInfo struct {
 	// workers are those that were given executors of the application.
 	workers      map[*workerInfo]struct{}
 	coresGranted int32
-	nextExecID   int32
-	retryCount   int
+	// liveExecutors counts the executors that hold cores of the application
+	// (not released): they count against the executor limit.
+	liveExecutors int
+	nextExecID    int32
+	retryCount    int
 	// quickFailures counts executors in a row that failed within
 	// healthyRun of starting: they set the relaunch backoff, and fail the
 	// application at MaxExecutorRetries even though each reached RUNNING.
@@ -197,6 +203,9 @@ type appInfo struct {
 	// relaunchAfter holds new executors back after failures (backOffLocked).
 	relaunchAfter time.Time
 	executorLimit int
+	// defaultCores caps an application that set no max cores: the master's
+	// DefaultCores when it registered; 0: unlimited.
+	defaultCores int32
 	// size is the size of desc, counted in Server.activeBytes while active.
 	size          int
 	statusMessage string
@@ -216,12 +225,15 @@ func (a *appInfo) setState(to masterv1.ApplicationState) error {
 	return nil
 }
 
-// maxCores is spark.cores.max, or unlimited.
+// maxCores is spark.cores.max, else the master's default cores, else unlimited.
 func (a *appInfo) maxCores() int32 {
-	if a.desc.MaxCores == nil {
-		return math.MaxInt32
+	switch {
+	case a.desc.MaxCores != nil:
+		return a.desc.GetMaxCores()
+	case a.defaultCores > 0:
+		return a.defaultCores
 	}
-	return a.desc.GetMaxCores()
+	return math.MaxInt32
 }
 
 func (a *appInfo) coresLeft() int32 { return a.maxCores() - a.coresGranted }
@@ -241,10 +253,17 @@ func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now t
 		state: masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, scheduledAt: now,
 	}
 	a.nextExecID++
-	a.executors[e.id] = e
-	a.workers[w] = struct{}{}
-	a.coresGranted += cores
+	a.holdExecutor(e)
 	return e
+}
+
+// holdExecutor makes e one of a's executors, holding its cores: a new one,
+// or one a recovering master adopts.
+func (a *appInfo) holdExecutor(e *executorInfo) {
+	a.executors[e.id] = e
+	a.workers[e.worker] = struct{}{}
+	a.coresGranted += e.cores
+	a.liveExecutors++
 }
 
 func (a *appInfo) removeExecutor(e *executorInfo) {
@@ -256,7 +275,17 @@ func (a *appInfo) removeExecutor(e *executorInfo) {
 	if n := len(a.removed) - maxRemovedExecutors; n > 0 {
 		a.removed = slices.Delete(a.removed, 0, n)
 	}
-	a.coresGranted -= e.cores
+	a.releaseExecutor(e)
+}
+
+// releaseExecutor gives e's cores back and stops counting e against the
+// executor limit, once.
+func (a *appInfo) releaseExecutor(e *executorInfo) {
+	if !e.released {
+		e.released = true
+		a.coresGranted -= e.cores
+		a.liveExecutors--
+	}
 }
 
 // ended reports whether executor id of a is among those that ended.

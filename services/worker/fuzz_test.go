@@ -40,6 +40,7 @@ func FuzzWorkerHandlers(f *testing.F) {
 			&workerv1.KillDriverRequest{MasterUrl: master, DriverId: testDriverID},
 			&workerv1.ApplicationFinishedRequest{MasterUrl: master, AppId: testAppID},
 			&workerv1.MasterChangedRequest{MasterUrl: master},
+			&workerv1.DecommissionWorkerRequest{MasterUrl: master},
 		},
 		Codes: []connect.Code{connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
 			connect.CodeResourceExhausted, connect.CodeUnavailable},

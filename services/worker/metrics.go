@@ -13,6 +13,7 @@ type metrics struct {
 	processStart      prometheus.Histogram
 	masterConnected   prometheus.Gauge
 	heartbeatFailures prometheus.Counter
+	workDirsRemoved   prometheus.Counter
 	staleCommands     prometheus.Counter
 
 	cores     *prometheus.Desc
@@ -39,11 +40,15 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "glint_worker_heartbeat_failures_total",
 			Help: "Heartbeats to the master that failed.",
 		}),
+		workDirsRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "glint_worker_workdirs_removed_total",
+			Help: "Work directories of finished applications and drivers removed by the cleanup.",
+		}),
 		cores:     prometheus.NewDesc("glint_worker_cores", "The worker's cores, used by executors and drivers or free.", []string{"state"}, nil),
 		memory:    prometheus.NewDesc("glint_worker_memory_bytes", "The worker's memory, used by executors and drivers or free.", []string{"state"}, nil),
 		executors: prometheus.NewDesc("glint_worker_executors", "Executors the worker runs, by state.", []string{"state"}, nil),
 	}
-	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.staleCommands, &stateCollector{m: m, s: s})
+	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.workDirsRemoved, m.staleCommands, &stateCollector{m: m, s: s})
 	return m
 }
 

@@ -130,6 +130,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
 		s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
+		s.redecommission()
 		interval := time.Duration(resp.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
 		if interval <= 0 {
 			interval = defaultHeartbeatInterval

@@ -21,7 +21,6 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 
-	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -44,9 +43,6 @@ const retainedFinished = 100
 // reportDrainTimeout bounds how long Run waits, once its children are gone,
 // for their final states to reach the master.
 const reportDrainTimeout = 10 * time.Second
-
-// decommissionTimeout bounds telling the master the worker is stopping.
-const decommissionTimeout = 3 * time.Second
 
 // Config configures a worker; zero values mean the documented defaults.
 type Config struct {
@@ -77,6 +73,13 @@ type Config struct {
 	// SuperviseBackoffCap caps the restart backoff of supervised drivers
 	// (1s doubling, Spark's), default 60s.
 	SuperviseBackoffCap time.Duration
+	// CleanupInterval is how often the worker removes the directories of
+	// finished applications and drivers (spark.worker.cleanup.interval),
+	// default 30m; negative: never.
+	CleanupInterval time.Duration
+	// CleanupTTL is how long the files of a finished application or driver
+	// are kept (spark.worker.cleanup.appDataTtl), default 7 days.
+	CleanupTTL time.Duration
 	// Tokens are the tokens the worker accepts: the cluster token (Cluster).
 	// Nil: no authentication (--insecure).
 	Tokens *rpc.Tokens
@@ -149,7 +152,9 @@ type Server struct {
 	// launched are the executor ids of each application this worker was
 	// told to launch (bounded: launchedIDs), so a launch the master retries
 	// is refused instead of run twice.
-	launched          launchedIDs
+	launched launchedIDs
+	// decommissioned says the worker takes no new launches (decommission.go).
+	decommissioned    bool
 	drivers           map[string]*driverRunner
 	finishedExecutors []*executorRunner
 	finishedDrivers   []*driverRunner
@@ -255,6 +260,12 @@ func normalize(cfg *Config) error {
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = defaultKillGrace
 	}
+	if cfg.CleanupInterval == 0 {
+		cfg.CleanupInterval = defaultCleanupInterval
+	}
+	if cfg.CleanupTTL <= 0 {
+		cfg.CleanupTTL = defaultCleanupTTL
+	}
 	if cfg.SuperviseBackoffCap <= 0 {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
 	}
@@ -292,10 +303,13 @@ func (s *Server) Handler() http.Handler {
 var access = rpc.Access{"GET /json": rpc.Cluster}.Grant(rpc.Cluster,
 	workerv1connect.WorkerServiceLaunchExecutorProcedure, workerv1connect.WorkerServiceKillExecutorProcedure,
 	workerv1connect.WorkerServiceLaunchDriverProcedure, workerv1connect.WorkerServiceKillDriverProcedure,
-	workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure)
+	workerv1connect.WorkerServiceApplicationFinishedProcedure, workerv1connect.WorkerServiceMasterChangedProcedure,
+	workerv1connect.WorkerServiceDecommissionWorkerProcedure)
 
 // Run registers with a master (retrying on Spark's schedule), heartbeats, and
-// registers again when the master asks, changes or stops answering. When ctx
+// registers again when the master asks, changes or stops answering; every
+// CleanupInterval it removes finished applications' and drivers' old work
+// dirs (cleanup.go). When ctx
 // ends it kills and reaps every executor and driver (SIGTERM to each process
 // group, SIGKILL after KillGrace), reports their final states to the master,
 // waits for those reports and returns nil. It returns an error when
@@ -305,7 +319,15 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("run worker %s: already running", s.id)
 	}
 	s.prestart.fill()
+	cleanCtx, stopCleaning := context.WithCancel(ctx)
+	cleaning := make(chan struct{})
+	go func() {
+		defer close(cleaning)
+		s.cleanupLoop(cleanCtx)
+	}()
 	err := s.connect(ctx)
+	stopCleaning()
+	<-cleaning
 	s.shutdown()
 	return err
 }
@@ -313,7 +335,7 @@ func (s *Server) Run(ctx context.Context) error {
 // shutdown kills every child, waits until all are reaped and their final
 // states delivered (or reportDrainTimeout passed), and stops reporting.
 func (s *Server) shutdown() {
-	s.decommission()
+	s.tellDecommissioning()
 	s.mu.Lock()
 	s.closing = true
 	for _, r := range s.executors {
@@ -341,22 +363,6 @@ func (s *Server) shutdown() {
 	<-delivered
 	s.http.CloseIdleConnections()
 	s.log.Info("worker stopped", "worker", s.id)
-}
-
-// decommission tells the active master that this worker is stopping, so it
-// schedules nothing more here and does not count the executors about to be
-// killed as application failures.
-func (s *Server) decommission() {
-	url := s.activeMaster()
-	if url == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), decommissionTimeout)
-	defer cancel()
-	req := connect.NewRequest(&masterv1.WorkerDecommissioningRequest{WorkerId: s.id})
-	if _, err := s.client(url).WorkerDecommissioning(ctx, req); err != nil {
-		s.log.Warn("tell master the worker is stopping", "master", url, "err", err)
-	}
 }
 
 // client returns the Connect client for the master at url. It keeps the

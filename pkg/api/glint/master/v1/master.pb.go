@@ -978,6 +978,95 @@ func (*WorkerDecommissioningResponse) Descriptor() ([]byte, []int) {
 	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{9}
 }
 
+type DecommissionWorkerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionWorkerRequest) Reset() {
+	*x = DecommissionWorkerRequest{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionWorkerRequest) ProtoMessage() {}
+
+func (x *DecommissionWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionWorkerRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DecommissionWorkerRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+type DecommissionWorkerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The worker was already decommissioned.
+	Already       bool `protobuf:"varint,1,opt,name=already,proto3" json:"already,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionWorkerResponse) Reset() {
+	*x = DecommissionWorkerResponse{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionWorkerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionWorkerResponse) ProtoMessage() {}
+
+func (x *DecommissionWorkerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionWorkerResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionWorkerResponse) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DecommissionWorkerResponse) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
 type RegisterApplicationRequest struct {
 	state       protoimpl.MessageState  `protogen:"open.v1"`
 	Description *ApplicationDescription `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
@@ -995,7 +1084,7 @@ type RegisterApplicationRequest struct {
 
 func (x *RegisterApplicationRequest) Reset() {
 	*x = RegisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1096,7 @@ func (x *RegisterApplicationRequest) String() string {
 func (*RegisterApplicationRequest) ProtoMessage() {}
 
 func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1109,7 @@ func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterApplicationRequest) GetDescription() *ApplicationDescription {
@@ -1061,7 +1150,7 @@ type RegisterApplicationResponse struct {
 
 func (x *RegisterApplicationResponse) Reset() {
 	*x = RegisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1162,7 @@ func (x *RegisterApplicationResponse) String() string {
 func (*RegisterApplicationResponse) ProtoMessage() {}
 
 func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1175,7 @@ func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterApplicationResponse) GetAppId() string {
@@ -1112,7 +1201,7 @@ type UnregisterApplicationRequest struct {
 
 func (x *UnregisterApplicationRequest) Reset() {
 	*x = UnregisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1213,7 @@ func (x *UnregisterApplicationRequest) String() string {
 func (*UnregisterApplicationRequest) ProtoMessage() {}
 
 func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1226,7 @@ func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UnregisterApplicationRequest) GetAppId() string {
@@ -1155,7 +1244,7 @@ type UnregisterApplicationResponse struct {
 
 func (x *UnregisterApplicationResponse) Reset() {
 	*x = UnregisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1256,7 @@ func (x *UnregisterApplicationResponse) String() string {
 func (*UnregisterApplicationResponse) ProtoMessage() {}
 
 func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1269,7 @@ func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
 }
 
 type ExecutorStateChangedRequest struct {
@@ -1203,7 +1292,7 @@ type ExecutorStateChangedRequest struct {
 
 func (x *ExecutorStateChangedRequest) Reset() {
 	*x = ExecutorStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1304,7 @@ func (x *ExecutorStateChangedRequest) String() string {
 func (*ExecutorStateChangedRequest) ProtoMessage() {}
 
 func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1317,7 @@ func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecutorStateChangedRequest) GetAppId() string {
@@ -1302,7 +1391,7 @@ type ExecutorStateChangedResponse struct {
 
 func (x *ExecutorStateChangedResponse) Reset() {
 	*x = ExecutorStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1403,7 @@ func (x *ExecutorStateChangedResponse) String() string {
 func (*ExecutorStateChangedResponse) ProtoMessage() {}
 
 func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1416,7 @@ func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
 }
 
 type DriverStateChangedRequest struct {
@@ -1342,7 +1431,7 @@ type DriverStateChangedRequest struct {
 
 func (x *DriverStateChangedRequest) Reset() {
 	*x = DriverStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1443,7 @@ func (x *DriverStateChangedRequest) String() string {
 func (*DriverStateChangedRequest) ProtoMessage() {}
 
 func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1456,7 @@ func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DriverStateChangedRequest) GetDriverId() string {
@@ -1406,7 +1495,7 @@ type DriverStateChangedResponse struct {
 
 func (x *DriverStateChangedResponse) Reset() {
 	*x = DriverStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1507,7 @@ func (x *DriverStateChangedResponse) String() string {
 func (*DriverStateChangedResponse) ProtoMessage() {}
 
 func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1520,7 @@ func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
 }
 
 type SubmitDriverRequest struct {
@@ -1443,7 +1532,7 @@ type SubmitDriverRequest struct {
 
 func (x *SubmitDriverRequest) Reset() {
 	*x = SubmitDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1544,7 @@ func (x *SubmitDriverRequest) String() string {
 func (*SubmitDriverRequest) ProtoMessage() {}
 
 func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1557,7 @@ func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverRequest.ProtoReflect.Descriptor instead.
 func (*SubmitDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubmitDriverRequest) GetDescription() *DriverDescription {
@@ -1487,7 +1576,7 @@ type SubmitDriverResponse struct {
 
 func (x *SubmitDriverResponse) Reset() {
 	*x = SubmitDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1588,7 @@ func (x *SubmitDriverResponse) String() string {
 func (*SubmitDriverResponse) ProtoMessage() {}
 
 func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1601,7 @@ func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubmitDriverResponse) GetDriverId() string {
@@ -1531,7 +1620,7 @@ type KillDriverRequest struct {
 
 func (x *KillDriverRequest) Reset() {
 	*x = KillDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1632,7 @@ func (x *KillDriverRequest) String() string {
 func (*KillDriverRequest) ProtoMessage() {}
 
 func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1645,7 @@ func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverRequest.ProtoReflect.Descriptor instead.
 func (*KillDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KillDriverRequest) GetDriverId() string {
@@ -1574,7 +1663,7 @@ type KillDriverResponse struct {
 
 func (x *KillDriverResponse) Reset() {
 	*x = KillDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1675,7 @@ func (x *KillDriverResponse) String() string {
 func (*KillDriverResponse) ProtoMessage() {}
 
 func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1688,7 @@ func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverResponse.ProtoReflect.Descriptor instead.
 func (*KillDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 type DriverStatusRequest struct {
@@ -1611,7 +1700,7 @@ type DriverStatusRequest struct {
 
 func (x *DriverStatusRequest) Reset() {
 	*x = DriverStatusRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1712,7 @@ func (x *DriverStatusRequest) String() string {
 func (*DriverStatusRequest) ProtoMessage() {}
 
 func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1725,7 @@ func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusRequest.ProtoReflect.Descriptor instead.
 func (*DriverStatusRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DriverStatusRequest) GetDriverId() string {
@@ -1655,7 +1744,7 @@ type DriverStatusResponse struct {
 
 func (x *DriverStatusResponse) Reset() {
 	*x = DriverStatusResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1756,7 @@ func (x *DriverStatusResponse) String() string {
 func (*DriverStatusResponse) ProtoMessage() {}
 
 func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1769,7 @@ func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusResponse.ProtoReflect.Descriptor instead.
 func (*DriverStatusResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DriverStatusResponse) GetDriver() *DriverInfo {
@@ -1699,7 +1788,7 @@ type KillApplicationRequest struct {
 
 func (x *KillApplicationRequest) Reset() {
 	*x = KillApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1800,7 @@ func (x *KillApplicationRequest) String() string {
 func (*KillApplicationRequest) ProtoMessage() {}
 
 func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1813,7 @@ func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationRequest.ProtoReflect.Descriptor instead.
 func (*KillApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KillApplicationRequest) GetAppId() string {
@@ -1742,7 +1831,7 @@ type KillApplicationResponse struct {
 
 func (x *KillApplicationResponse) Reset() {
 	*x = KillApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1843,7 @@ func (x *KillApplicationResponse) String() string {
 func (*KillApplicationResponse) ProtoMessage() {}
 
 func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1856,7 @@ func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationResponse.ProtoReflect.Descriptor instead.
 func (*KillApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 type RequestExecutorsRequest struct {
@@ -1780,7 +1869,7 @@ type RequestExecutorsRequest struct {
 
 func (x *RequestExecutorsRequest) Reset() {
 	*x = RequestExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1881,7 @@ func (x *RequestExecutorsRequest) String() string {
 func (*RequestExecutorsRequest) ProtoMessage() {}
 
 func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1894,7 @@ func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RequestExecutorsRequest) GetAppId() string {
@@ -1830,7 +1919,7 @@ type RequestExecutorsResponse struct {
 
 func (x *RequestExecutorsResponse) Reset() {
 	*x = RequestExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1931,7 @@ func (x *RequestExecutorsResponse) String() string {
 func (*RequestExecutorsResponse) ProtoMessage() {}
 
 func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1944,7 @@ func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 type KillExecutorsRequest struct {
@@ -1868,7 +1957,7 @@ type KillExecutorsRequest struct {
 
 func (x *KillExecutorsRequest) Reset() {
 	*x = KillExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1969,7 @@ func (x *KillExecutorsRequest) String() string {
 func (*KillExecutorsRequest) ProtoMessage() {}
 
 func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1982,7 @@ func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*KillExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KillExecutorsRequest) GetAppId() string {
@@ -1920,7 +2009,7 @@ type KillExecutorsResponse struct {
 
 func (x *KillExecutorsResponse) Reset() {
 	*x = KillExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2021,7 @@ func (x *KillExecutorsResponse) String() string {
 func (*KillExecutorsResponse) ProtoMessage() {}
 
 func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2034,7 @@ func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*KillExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KillExecutorsResponse) GetKilledExecutorIds() []int32 {
@@ -1970,7 +2059,7 @@ type ReportExecutorLaunchRequest struct {
 
 func (x *ReportExecutorLaunchRequest) Reset() {
 	*x = ReportExecutorLaunchRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2071,7 @@ func (x *ReportExecutorLaunchRequest) String() string {
 func (*ReportExecutorLaunchRequest) ProtoMessage() {}
 
 func (x *ReportExecutorLaunchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2084,7 @@ func (x *ReportExecutorLaunchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportExecutorLaunchRequest.ProtoReflect.Descriptor instead.
 func (*ReportExecutorLaunchRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReportExecutorLaunchRequest) GetAppId() string {
@@ -2041,7 +2130,7 @@ type ReportExecutorLaunchResponse struct {
 
 func (x *ReportExecutorLaunchResponse) Reset() {
 	*x = ReportExecutorLaunchResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2142,7 @@ func (x *ReportExecutorLaunchResponse) String() string {
 func (*ReportExecutorLaunchResponse) ProtoMessage() {}
 
 func (x *ReportExecutorLaunchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2155,7 @@ func (x *ReportExecutorLaunchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportExecutorLaunchResponse.ProtoReflect.Descriptor instead.
 func (*ReportExecutorLaunchResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 type GetClusterStateRequest struct {
@@ -2077,7 +2166,7 @@ type GetClusterStateRequest struct {
 
 func (x *GetClusterStateRequest) Reset() {
 	*x = GetClusterStateRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2178,7 @@ func (x *GetClusterStateRequest) String() string {
 func (*GetClusterStateRequest) ProtoMessage() {}
 
 func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2191,7 @@ func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStateRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 type GetClusterStateResponse struct {
@@ -2122,7 +2211,7 @@ type GetClusterStateResponse struct {
 
 func (x *GetClusterStateResponse) Reset() {
 	*x = GetClusterStateResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2223,7 @@ func (x *GetClusterStateResponse) String() string {
 func (*GetClusterStateResponse) ProtoMessage() {}
 
 func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2236,7 @@ func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetClusterStateResponse) GetMasterUrl() string {
@@ -2225,7 +2314,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2326,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2339,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2352,7 +2441,7 @@ type ExecutorInfo struct {
 
 func (x *ExecutorInfo) Reset() {
 	*x = ExecutorInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2453,7 @@ func (x *ExecutorInfo) String() string {
 func (*ExecutorInfo) ProtoMessage() {}
 
 func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2466,7 @@ func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorInfo.ProtoReflect.Descriptor instead.
 func (*ExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecutorInfo) GetId() int32 {
@@ -2507,14 +2596,17 @@ type ApplicationInfo struct {
 	StatusMessage string `protobuf:"bytes,9,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	DriverId      string `protobuf:"bytes,10,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
 	// The trace id of the application's submission: every span of its launch is in this trace.
-	TraceId       string `protobuf:"bytes,11,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,11,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The master's default cores (spark.deploy.defaultCores) when they cap the
+	// application, which set no total executor cores; 0: not capped by them.
+	DefaultCores  int32 `protobuf:"varint,12,opt,name=default_cores,json=defaultCores,proto3" json:"default_cores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplicationInfo) Reset() {
 	*x = ApplicationInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2618,7 @@ func (x *ApplicationInfo) String() string {
 func (*ApplicationInfo) ProtoMessage() {}
 
 func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2631,7 @@ func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationInfo.ProtoReflect.Descriptor instead.
 func (*ApplicationInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ApplicationInfo) GetId() string {
@@ -2619,6 +2711,13 @@ func (x *ApplicationInfo) GetTraceId() string {
 	return ""
 }
 
+func (x *ApplicationInfo) GetDefaultCores() int32 {
+	if x != nil {
+		return x.DefaultCores
+	}
+	return 0
+}
+
 // DriverInfo is one cluster-mode driver as the master sees it.
 type DriverInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2637,7 +2736,7 @@ type DriverInfo struct {
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2748,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2761,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DriverInfo) GetId() string {
@@ -2736,7 +2835,7 @@ type PersistedWorker struct {
 
 func (x *PersistedWorker) Reset() {
 	*x = PersistedWorker{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2847,7 @@ func (x *PersistedWorker) String() string {
 func (*PersistedWorker) ProtoMessage() {}
 
 func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2860,7 @@ func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedWorker.ProtoReflect.Descriptor instead.
 func (*PersistedWorker) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PersistedWorker) GetId() string {
@@ -2828,7 +2927,7 @@ type PersistedApplication struct {
 
 func (x *PersistedApplication) Reset() {
 	*x = PersistedApplication{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2939,7 @@ func (x *PersistedApplication) String() string {
 func (*PersistedApplication) ProtoMessage() {}
 
 func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2952,7 @@ func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedApplication.ProtoReflect.Descriptor instead.
 func (*PersistedApplication) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PersistedApplication) GetId() string {
@@ -2936,7 +3035,7 @@ type PersistedDriver struct {
 
 func (x *PersistedDriver) Reset() {
 	*x = PersistedDriver{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3047,7 @@ func (x *PersistedDriver) String() string {
 func (*PersistedDriver) ProtoMessage() {}
 
 func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3060,7 @@ func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedDriver.ProtoReflect.Descriptor instead.
 func (*PersistedDriver) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PersistedDriver) GetId() string {
@@ -3017,7 +3116,7 @@ type PersistedCounters struct {
 
 func (x *PersistedCounters) Reset() {
 	*x = PersistedCounters{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3128,7 @@ func (x *PersistedCounters) String() string {
 func (*PersistedCounters) ProtoMessage() {}
 
 func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3141,7 @@ func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedCounters.ProtoReflect.Descriptor instead.
 func (*PersistedCounters) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PersistedCounters) GetNextAppNumber() int32 {
@@ -3129,7 +3228,11 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x12unknown_driver_ids\x18\x03 \x03(\tR\x10unknownDriverIds\";\n" +
 	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
-	"\x1dWorkerDecommissioningResponse\"\xc0\x01\n" +
+	"\x1dWorkerDecommissioningResponse\"8\n" +
+	"\x19DecommissionWorkerRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"6\n" +
+	"\x1aDecommissionWorkerResponse\x12\x18\n" +
+	"\aalready\x18\x01 \x01(\bR\aalready\"\xc0\x01\n" +
 	"\x1aRegisterApplicationRequest\x12I\n" +
 	"\vdescription\x18\x01 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
 	"\n" +
@@ -3246,7 +3349,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x12props_retrieved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
 	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAtB\x0e\n" +
-	"\f_exit_status\"\xf7\x03\n" +
+	"\f_exit_status\"\x9c\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -3261,7 +3364,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0estatus_message\x18\t \x01(\tR\rstatusMessage\x12\x1b\n" +
 	"\tdriver_id\x18\n" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
-	"\btrace_id\x18\v \x01(\tR\atraceId\"\xcf\x02\n" +
+	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
+	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\"\xcf\x02\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -3339,11 +3443,12 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x13DRIVER_STATE_KILLED\x10\x06\x12\x17\n" +
 	"\x13DRIVER_STATE_FAILED\x10\a\x12\x16\n" +
 	"\x12DRIVER_STATE_ERROR\x10\b\x12\x1b\n" +
-	"\x17DRIVER_STATE_RESTARTING\x10\t2\xa7\f\n" +
+	"\x17DRIVER_STATE_RESTARTING\x10\t2\x96\r\n" +
 	"\rMasterService\x12a\n" +
 	"\x0eRegisterWorker\x12&.glint.master.v1.RegisterWorkerRequest\x1a'.glint.master.v1.RegisterWorkerResponse\x12R\n" +
 	"\tHeartbeat\x12!.glint.master.v1.HeartbeatRequest\x1a\".glint.master.v1.HeartbeatResponse\x12v\n" +
-	"\x15WorkerDecommissioning\x12-.glint.master.v1.WorkerDecommissioningRequest\x1a..glint.master.v1.WorkerDecommissioningResponse\x12p\n" +
+	"\x15WorkerDecommissioning\x12-.glint.master.v1.WorkerDecommissioningRequest\x1a..glint.master.v1.WorkerDecommissioningResponse\x12m\n" +
+	"\x12DecommissionWorker\x12*.glint.master.v1.DecommissionWorkerRequest\x1a+.glint.master.v1.DecommissionWorkerResponse\x12p\n" +
 	"\x13RegisterApplication\x12+.glint.master.v1.RegisterApplicationRequest\x1a,.glint.master.v1.RegisterApplicationResponse\x12v\n" +
 	"\x15UnregisterApplication\x12-.glint.master.v1.UnregisterApplicationRequest\x1a..glint.master.v1.UnregisterApplicationResponse\x12s\n" +
 	"\x14ExecutorStateChanged\x12,.glint.master.v1.ExecutorStateChangedRequest\x1a-.glint.master.v1.ExecutorStateChangedResponse\x12m\n" +
@@ -3372,7 +3477,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -3388,43 +3493,45 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),             // 11: glint.master.v1.HeartbeatResponse
 	(*WorkerDecommissioningRequest)(nil),  // 12: glint.master.v1.WorkerDecommissioningRequest
 	(*WorkerDecommissioningResponse)(nil), // 13: glint.master.v1.WorkerDecommissioningResponse
-	(*RegisterApplicationRequest)(nil),    // 14: glint.master.v1.RegisterApplicationRequest
-	(*RegisterApplicationResponse)(nil),   // 15: glint.master.v1.RegisterApplicationResponse
-	(*UnregisterApplicationRequest)(nil),  // 16: glint.master.v1.UnregisterApplicationRequest
-	(*UnregisterApplicationResponse)(nil), // 17: glint.master.v1.UnregisterApplicationResponse
-	(*ExecutorStateChangedRequest)(nil),   // 18: glint.master.v1.ExecutorStateChangedRequest
-	(*ExecutorStateChangedResponse)(nil),  // 19: glint.master.v1.ExecutorStateChangedResponse
-	(*DriverStateChangedRequest)(nil),     // 20: glint.master.v1.DriverStateChangedRequest
-	(*DriverStateChangedResponse)(nil),    // 21: glint.master.v1.DriverStateChangedResponse
-	(*SubmitDriverRequest)(nil),           // 22: glint.master.v1.SubmitDriverRequest
-	(*SubmitDriverResponse)(nil),          // 23: glint.master.v1.SubmitDriverResponse
-	(*KillDriverRequest)(nil),             // 24: glint.master.v1.KillDriverRequest
-	(*KillDriverResponse)(nil),            // 25: glint.master.v1.KillDriverResponse
-	(*DriverStatusRequest)(nil),           // 26: glint.master.v1.DriverStatusRequest
-	(*DriverStatusResponse)(nil),          // 27: glint.master.v1.DriverStatusResponse
-	(*KillApplicationRequest)(nil),        // 28: glint.master.v1.KillApplicationRequest
-	(*KillApplicationResponse)(nil),       // 29: glint.master.v1.KillApplicationResponse
-	(*RequestExecutorsRequest)(nil),       // 30: glint.master.v1.RequestExecutorsRequest
-	(*RequestExecutorsResponse)(nil),      // 31: glint.master.v1.RequestExecutorsResponse
-	(*KillExecutorsRequest)(nil),          // 32: glint.master.v1.KillExecutorsRequest
-	(*KillExecutorsResponse)(nil),         // 33: glint.master.v1.KillExecutorsResponse
-	(*ReportExecutorLaunchRequest)(nil),   // 34: glint.master.v1.ReportExecutorLaunchRequest
-	(*ReportExecutorLaunchResponse)(nil),  // 35: glint.master.v1.ReportExecutorLaunchResponse
-	(*GetClusterStateRequest)(nil),        // 36: glint.master.v1.GetClusterStateRequest
-	(*GetClusterStateResponse)(nil),       // 37: glint.master.v1.GetClusterStateResponse
-	(*WorkerInfo)(nil),                    // 38: glint.master.v1.WorkerInfo
-	(*ExecutorInfo)(nil),                  // 39: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 40: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 41: glint.master.v1.DriverInfo
-	(*PersistedWorker)(nil),               // 42: glint.master.v1.PersistedWorker
-	(*PersistedApplication)(nil),          // 43: glint.master.v1.PersistedApplication
-	(*PersistedDriver)(nil),               // 44: glint.master.v1.PersistedDriver
-	(*PersistedCounters)(nil),             // 45: glint.master.v1.PersistedCounters
-	nil,                                   // 46: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
+	(*DecommissionWorkerRequest)(nil),     // 14: glint.master.v1.DecommissionWorkerRequest
+	(*DecommissionWorkerResponse)(nil),    // 15: glint.master.v1.DecommissionWorkerResponse
+	(*RegisterApplicationRequest)(nil),    // 16: glint.master.v1.RegisterApplicationRequest
+	(*RegisterApplicationResponse)(nil),   // 17: glint.master.v1.RegisterApplicationResponse
+	(*UnregisterApplicationRequest)(nil),  // 18: glint.master.v1.UnregisterApplicationRequest
+	(*UnregisterApplicationResponse)(nil), // 19: glint.master.v1.UnregisterApplicationResponse
+	(*ExecutorStateChangedRequest)(nil),   // 20: glint.master.v1.ExecutorStateChangedRequest
+	(*ExecutorStateChangedResponse)(nil),  // 21: glint.master.v1.ExecutorStateChangedResponse
+	(*DriverStateChangedRequest)(nil),     // 22: glint.master.v1.DriverStateChangedRequest
+	(*DriverStateChangedResponse)(nil),    // 23: glint.master.v1.DriverStateChangedResponse
+	(*SubmitDriverRequest)(nil),           // 24: glint.master.v1.SubmitDriverRequest
+	(*SubmitDriverResponse)(nil),          // 25: glint.master.v1.SubmitDriverResponse
+	(*KillDriverRequest)(nil),             // 26: glint.master.v1.KillDriverRequest
+	(*KillDriverResponse)(nil),            // 27: glint.master.v1.KillDriverResponse
+	(*DriverStatusRequest)(nil),           // 28: glint.master.v1.DriverStatusRequest
+	(*DriverStatusResponse)(nil),          // 29: glint.master.v1.DriverStatusResponse
+	(*KillApplicationRequest)(nil),        // 30: glint.master.v1.KillApplicationRequest
+	(*KillApplicationResponse)(nil),       // 31: glint.master.v1.KillApplicationResponse
+	(*RequestExecutorsRequest)(nil),       // 32: glint.master.v1.RequestExecutorsRequest
+	(*RequestExecutorsResponse)(nil),      // 33: glint.master.v1.RequestExecutorsResponse
+	(*KillExecutorsRequest)(nil),          // 34: glint.master.v1.KillExecutorsRequest
+	(*KillExecutorsResponse)(nil),         // 35: glint.master.v1.KillExecutorsResponse
+	(*ReportExecutorLaunchRequest)(nil),   // 36: glint.master.v1.ReportExecutorLaunchRequest
+	(*ReportExecutorLaunchResponse)(nil),  // 37: glint.master.v1.ReportExecutorLaunchResponse
+	(*GetClusterStateRequest)(nil),        // 38: glint.master.v1.GetClusterStateRequest
+	(*GetClusterStateResponse)(nil),       // 39: glint.master.v1.GetClusterStateResponse
+	(*WorkerInfo)(nil),                    // 40: glint.master.v1.WorkerInfo
+	(*ExecutorInfo)(nil),                  // 41: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 42: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 43: glint.master.v1.DriverInfo
+	(*PersistedWorker)(nil),               // 44: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 45: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 46: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 47: glint.master.v1.PersistedCounters
+	nil,                                   // 48: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 49: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	46, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	48, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
@@ -3433,72 +3540,74 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	7,  // 6: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 7: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	2,  // 8: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	47, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	47, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	49, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	49, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 11: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
 	6,  // 12: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	41, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	47, // 14: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	47, // 15: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	47, // 16: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
-	38, // 17: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	40, // 18: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	40, // 19: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	41, // 20: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	41, // 21: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	43, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	49, // 14: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	49, // 15: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	49, // 16: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	40, // 17: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	42, // 18: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	42, // 19: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	43, // 20: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	43, // 21: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
 	0,  // 22: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	47, // 23: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	49, // 23: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 24: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	47, // 25: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	47, // 26: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	47, // 27: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	47, // 28: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	47, // 29: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	47, // 30: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	49, // 25: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	49, // 26: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	49, // 27: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	49, // 28: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	49, // 29: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	49, // 30: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
 	5,  // 31: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
 	1,  // 32: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	47, // 33: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	47, // 34: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	39, // 35: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	49, // 33: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	49, // 34: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	41, // 35: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
 	6,  // 36: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
 	3,  // 37: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	47, // 38: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	49, // 38: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
 	5,  // 39: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	47, // 40: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	49, // 40: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
 	6,  // 41: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	47, // 42: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	49, // 42: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
 	8,  // 43: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
 	10, // 44: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
 	12, // 45: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 46: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	16, // 47: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	18, // 48: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	20, // 49: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	22, // 50: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	24, // 51: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	26, // 52: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	28, // 53: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	30, // 54: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	32, // 55: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	36, // 56: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	34, // 57: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 58: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 59: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 60: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 61: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	17, // 62: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	19, // 63: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	21, // 64: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	23, // 65: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	25, // 66: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	27, // 67: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	29, // 68: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	31, // 69: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	33, // 70: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	37, // 71: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	35, // 72: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	58, // [58:73] is the sub-list for method output_type
-	43, // [43:58] is the sub-list for method input_type
+	14, // 46: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	16, // 47: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	18, // 48: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	20, // 49: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 50: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	24, // 51: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	26, // 52: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	28, // 53: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	30, // 54: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	32, // 55: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	34, // 56: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	38, // 57: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	36, // 58: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 59: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 60: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 61: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 62: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	17, // 63: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	19, // 64: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	21, // 65: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	23, // 66: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	25, // 67: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	27, // 68: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	29, // 69: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	31, // 70: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	33, // 71: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	35, // 72: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	39, // 73: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	37, // 74: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	59, // [59:75] is the sub-list for method output_type
+	43, // [43:59] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -3510,16 +3619,16 @@ func file_glint_master_v1_master_proto_init() {
 		return
 	}
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[14].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[35].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[39].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[16].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[37].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -674,6 +674,97 @@ func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
 	return file_glint_worker_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
+type DecommissionWorkerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The master sending the command; a worker ignores masters other than its active one.
+	MasterUrl string `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionWorkerRequest) Reset() {
+	*x = DecommissionWorkerRequest{}
+	mi := &file_glint_worker_v1_worker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionWorkerRequest) ProtoMessage() {}
+
+func (x *DecommissionWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_worker_v1_worker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionWorkerRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_glint_worker_v1_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DecommissionWorkerRequest) GetMasterUrl() string {
+	if x != nil {
+		return x.MasterUrl
+	}
+	return ""
+}
+
+func (x *DecommissionWorkerRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type DecommissionWorkerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionWorkerResponse) Reset() {
+	*x = DecommissionWorkerResponse{}
+	mi := &file_glint_worker_v1_worker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionWorkerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionWorkerResponse) ProtoMessage() {}
+
+func (x *DecommissionWorkerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_worker_v1_worker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionWorkerResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionWorkerResponse) Descriptor() ([]byte, []int) {
+	return file_glint_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+}
+
 var File_glint_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_glint_worker_v1_worker_proto_rawDesc = "" +
@@ -724,7 +815,12 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x17\n" +
-	"\x15MasterChangedResponse2\xd5\x04\n" +
+	"\x15MasterChangedResponse\"P\n" +
+	"\x19DecommissionWorkerRequest\x12\x1d\n" +
+	"\n" +
+	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x1c\n" +
+	"\x1aDecommissionWorkerResponse2\xc4\x05\n" +
 	"\rWorkerService\x12a\n" +
 	"\x0eLaunchExecutor\x12&.glint.worker.v1.LaunchExecutorRequest\x1a'.glint.worker.v1.LaunchExecutorResponse\x12[\n" +
 	"\fKillExecutor\x12$.glint.worker.v1.KillExecutorRequest\x1a%.glint.worker.v1.KillExecutorResponse\x12[\n" +
@@ -732,7 +828,8 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"KillDriver\x12\".glint.worker.v1.KillDriverRequest\x1a#.glint.worker.v1.KillDriverResponse\x12p\n" +
 	"\x13ApplicationFinished\x12+.glint.worker.v1.ApplicationFinishedRequest\x1a,.glint.worker.v1.ApplicationFinishedResponse\x12^\n" +
-	"\rMasterChanged\x12%.glint.worker.v1.MasterChangedRequest\x1a&.glint.worker.v1.MasterChangedResponseB\xc1\x01\n" +
+	"\rMasterChanged\x12%.glint.worker.v1.MasterChangedRequest\x1a&.glint.worker.v1.MasterChangedResponse\x12m\n" +
+	"\x12DecommissionWorker\x12*.glint.worker.v1.DecommissionWorkerRequest\x1a+.glint.worker.v1.DecommissionWorkerResponseB\xc1\x01\n" +
 	"\x13com.glint.worker.v1B\vWorkerProtoP\x01Z?github.com/glint-cluster/glint/pkg/api/glint/worker/v1;workerv1\xa2\x02\x03GWX\xaa\x02\x0fGlint.Worker.V1\xca\x02\x0fGlint\\Worker\\V1\xe2\x02\x1bGlint\\Worker\\V1\\GPBMetadata\xea\x02\x11Glint::Worker::V1b\x06proto3"
 
 var (
@@ -747,7 +844,7 @@ func file_glint_worker_v1_worker_proto_rawDescGZIP() []byte {
 	return file_glint_worker_v1_worker_proto_rawDescData
 }
 
-var file_glint_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_glint_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_glint_worker_v1_worker_proto_goTypes = []any{
 	(*LaunchExecutorRequest)(nil),       // 0: glint.worker.v1.LaunchExecutorRequest
 	(*LaunchExecutorResponse)(nil),      // 1: glint.worker.v1.LaunchExecutorResponse
@@ -761,26 +858,30 @@ var file_glint_worker_v1_worker_proto_goTypes = []any{
 	(*ApplicationFinishedResponse)(nil), // 9: glint.worker.v1.ApplicationFinishedResponse
 	(*MasterChangedRequest)(nil),        // 10: glint.worker.v1.MasterChangedRequest
 	(*MasterChangedResponse)(nil),       // 11: glint.worker.v1.MasterChangedResponse
-	(*v1.ApplicationDescription)(nil),   // 12: glint.master.v1.ApplicationDescription
-	(*v1.DriverDescription)(nil),        // 13: glint.master.v1.DriverDescription
+	(*DecommissionWorkerRequest)(nil),   // 12: glint.worker.v1.DecommissionWorkerRequest
+	(*DecommissionWorkerResponse)(nil),  // 13: glint.worker.v1.DecommissionWorkerResponse
+	(*v1.ApplicationDescription)(nil),   // 14: glint.master.v1.ApplicationDescription
+	(*v1.DriverDescription)(nil),        // 15: glint.master.v1.DriverDescription
 }
 var file_glint_worker_v1_worker_proto_depIdxs = []int32{
-	12, // 0: glint.worker.v1.LaunchExecutorRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	13, // 1: glint.worker.v1.LaunchDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	14, // 0: glint.worker.v1.LaunchExecutorRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	15, // 1: glint.worker.v1.LaunchDriverRequest.description:type_name -> glint.master.v1.DriverDescription
 	0,  // 2: glint.worker.v1.WorkerService.LaunchExecutor:input_type -> glint.worker.v1.LaunchExecutorRequest
 	2,  // 3: glint.worker.v1.WorkerService.KillExecutor:input_type -> glint.worker.v1.KillExecutorRequest
 	4,  // 4: glint.worker.v1.WorkerService.LaunchDriver:input_type -> glint.worker.v1.LaunchDriverRequest
 	6,  // 5: glint.worker.v1.WorkerService.KillDriver:input_type -> glint.worker.v1.KillDriverRequest
 	8,  // 6: glint.worker.v1.WorkerService.ApplicationFinished:input_type -> glint.worker.v1.ApplicationFinishedRequest
 	10, // 7: glint.worker.v1.WorkerService.MasterChanged:input_type -> glint.worker.v1.MasterChangedRequest
-	1,  // 8: glint.worker.v1.WorkerService.LaunchExecutor:output_type -> glint.worker.v1.LaunchExecutorResponse
-	3,  // 9: glint.worker.v1.WorkerService.KillExecutor:output_type -> glint.worker.v1.KillExecutorResponse
-	5,  // 10: glint.worker.v1.WorkerService.LaunchDriver:output_type -> glint.worker.v1.LaunchDriverResponse
-	7,  // 11: glint.worker.v1.WorkerService.KillDriver:output_type -> glint.worker.v1.KillDriverResponse
-	9,  // 12: glint.worker.v1.WorkerService.ApplicationFinished:output_type -> glint.worker.v1.ApplicationFinishedResponse
-	11, // 13: glint.worker.v1.WorkerService.MasterChanged:output_type -> glint.worker.v1.MasterChangedResponse
-	8,  // [8:14] is the sub-list for method output_type
-	2,  // [2:8] is the sub-list for method input_type
+	12, // 8: glint.worker.v1.WorkerService.DecommissionWorker:input_type -> glint.worker.v1.DecommissionWorkerRequest
+	1,  // 9: glint.worker.v1.WorkerService.LaunchExecutor:output_type -> glint.worker.v1.LaunchExecutorResponse
+	3,  // 10: glint.worker.v1.WorkerService.KillExecutor:output_type -> glint.worker.v1.KillExecutorResponse
+	5,  // 11: glint.worker.v1.WorkerService.LaunchDriver:output_type -> glint.worker.v1.LaunchDriverResponse
+	7,  // 12: glint.worker.v1.WorkerService.KillDriver:output_type -> glint.worker.v1.KillDriverResponse
+	9,  // 13: glint.worker.v1.WorkerService.ApplicationFinished:output_type -> glint.worker.v1.ApplicationFinishedResponse
+	11, // 14: glint.worker.v1.WorkerService.MasterChanged:output_type -> glint.worker.v1.MasterChangedResponse
+	13, // 15: glint.worker.v1.WorkerService.DecommissionWorker:output_type -> glint.worker.v1.DecommissionWorkerResponse
+	9,  // [9:16] is the sub-list for method output_type
+	2,  // [2:9] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -797,7 +898,7 @@ func file_glint_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_worker_v1_worker_proto_rawDesc), len(file_glint_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

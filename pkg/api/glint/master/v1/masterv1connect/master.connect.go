@@ -43,6 +43,9 @@ const (
 	// MasterServiceWorkerDecommissioningProcedure is the fully-qualified name of the MasterService's
 	// WorkerDecommissioning RPC.
 	MasterServiceWorkerDecommissioningProcedure = "/glint.master.v1.MasterService/WorkerDecommissioning"
+	// MasterServiceDecommissionWorkerProcedure is the fully-qualified name of the MasterService's
+	// DecommissionWorker RPC.
+	MasterServiceDecommissionWorkerProcedure = "/glint.master.v1.MasterService/DecommissionWorker"
 	// MasterServiceRegisterApplicationProcedure is the fully-qualified name of the MasterService's
 	// RegisterApplication RPC.
 	MasterServiceRegisterApplicationProcedure = "/glint.master.v1.MasterService/RegisterApplication"
@@ -90,6 +93,10 @@ type MasterServiceClient interface {
 	// WorkerDecommissioning says a worker is stopping: nothing more is scheduled on
 	// it, and its executors ending then do not count as application failures.
 	WorkerDecommissioning(context.Context, *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error)
+	// DecommissionWorker is an operator's request to decommission a worker
+	// (`glint decommission`): as WorkerDecommissioning, and the worker is told to
+	// take no new launches while its executors finish their tasks.
+	DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error)
 	// RegisterApplication admits an application; its executors are then scheduled.
 	RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error)
 	// UnregisterApplication ends an application normally (state FINISHED).
@@ -145,6 +152,12 @@ func NewMasterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+MasterServiceWorkerDecommissioningProcedure,
 			connect.WithSchema(masterServiceMethods.ByName("WorkerDecommissioning")),
+			connect.WithClientOptions(opts...),
+		),
+		decommissionWorker: connect.NewClient[v1.DecommissionWorkerRequest, v1.DecommissionWorkerResponse](
+			httpClient,
+			baseURL+MasterServiceDecommissionWorkerProcedure,
+			connect.WithSchema(masterServiceMethods.ByName("DecommissionWorker")),
 			connect.WithClientOptions(opts...),
 		),
 		registerApplication: connect.NewClient[v1.RegisterApplicationRequest, v1.RegisterApplicationResponse](
@@ -227,6 +240,7 @@ type masterServiceClient struct {
 	registerWorker        *connect.Client[v1.RegisterWorkerRequest, v1.RegisterWorkerResponse]
 	heartbeat             *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
 	workerDecommissioning *connect.Client[v1.WorkerDecommissioningRequest, v1.WorkerDecommissioningResponse]
+	decommissionWorker    *connect.Client[v1.DecommissionWorkerRequest, v1.DecommissionWorkerResponse]
 	registerApplication   *connect.Client[v1.RegisterApplicationRequest, v1.RegisterApplicationResponse]
 	unregisterApplication *connect.Client[v1.UnregisterApplicationRequest, v1.UnregisterApplicationResponse]
 	executorStateChanged  *connect.Client[v1.ExecutorStateChangedRequest, v1.ExecutorStateChangedResponse]
@@ -254,6 +268,11 @@ func (c *masterServiceClient) Heartbeat(ctx context.Context, req *connect.Reques
 // WorkerDecommissioning calls glint.master.v1.MasterService.WorkerDecommissioning.
 func (c *masterServiceClient) WorkerDecommissioning(ctx context.Context, req *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error) {
 	return c.workerDecommissioning.CallUnary(ctx, req)
+}
+
+// DecommissionWorker calls glint.master.v1.MasterService.DecommissionWorker.
+func (c *masterServiceClient) DecommissionWorker(ctx context.Context, req *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error) {
+	return c.decommissionWorker.CallUnary(ctx, req)
 }
 
 // RegisterApplication calls glint.master.v1.MasterService.RegisterApplication.
@@ -325,6 +344,10 @@ type MasterServiceHandler interface {
 	// WorkerDecommissioning says a worker is stopping: nothing more is scheduled on
 	// it, and its executors ending then do not count as application failures.
 	WorkerDecommissioning(context.Context, *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error)
+	// DecommissionWorker is an operator's request to decommission a worker
+	// (`glint decommission`): as WorkerDecommissioning, and the worker is told to
+	// take no new launches while its executors finish their tasks.
+	DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error)
 	// RegisterApplication admits an application; its executors are then scheduled.
 	RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error)
 	// UnregisterApplication ends an application normally (state FINISHED).
@@ -376,6 +399,12 @@ func NewMasterServiceHandler(svc MasterServiceHandler, opts ...connect.HandlerOp
 		MasterServiceWorkerDecommissioningProcedure,
 		svc.WorkerDecommissioning,
 		connect.WithSchema(masterServiceMethods.ByName("WorkerDecommissioning")),
+		connect.WithHandlerOptions(opts...),
+	)
+	masterServiceDecommissionWorkerHandler := connect.NewUnaryHandler(
+		MasterServiceDecommissionWorkerProcedure,
+		svc.DecommissionWorker,
+		connect.WithSchema(masterServiceMethods.ByName("DecommissionWorker")),
 		connect.WithHandlerOptions(opts...),
 	)
 	masterServiceRegisterApplicationHandler := connect.NewUnaryHandler(
@@ -458,6 +487,8 @@ func NewMasterServiceHandler(svc MasterServiceHandler, opts ...connect.HandlerOp
 			masterServiceHeartbeatHandler.ServeHTTP(w, r)
 		case MasterServiceWorkerDecommissioningProcedure:
 			masterServiceWorkerDecommissioningHandler.ServeHTTP(w, r)
+		case MasterServiceDecommissionWorkerProcedure:
+			masterServiceDecommissionWorkerHandler.ServeHTTP(w, r)
 		case MasterServiceRegisterApplicationProcedure:
 			masterServiceRegisterApplicationHandler.ServeHTTP(w, r)
 		case MasterServiceUnregisterApplicationProcedure:
@@ -501,6 +532,10 @@ func (UnimplementedMasterServiceHandler) Heartbeat(context.Context, *connect.Req
 
 func (UnimplementedMasterServiceHandler) WorkerDecommissioning(context.Context, *connect.Request[v1.WorkerDecommissioningRequest]) (*connect.Response[v1.WorkerDecommissioningResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.master.v1.MasterService.WorkerDecommissioning is not implemented"))
+}
+
+func (UnimplementedMasterServiceHandler) DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.master.v1.MasterService.DecommissionWorker is not implemented"))
 }
 
 func (UnimplementedMasterServiceHandler) RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error) {

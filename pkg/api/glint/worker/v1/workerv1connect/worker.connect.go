@@ -53,6 +53,9 @@ const (
 	// WorkerServiceMasterChangedProcedure is the fully-qualified name of the WorkerService's
 	// MasterChanged RPC.
 	WorkerServiceMasterChangedProcedure = "/glint.worker.v1.WorkerService/MasterChanged"
+	// WorkerServiceDecommissionWorkerProcedure is the fully-qualified name of the WorkerService's
+	// DecommissionWorker RPC.
+	WorkerServiceDecommissionWorkerProcedure = "/glint.worker.v1.WorkerService/DecommissionWorker"
 )
 
 // WorkerServiceClient is a client for the glint.worker.v1.WorkerService service.
@@ -69,6 +72,9 @@ type WorkerServiceClient interface {
 	ApplicationFinished(context.Context, *connect.Request[v1.ApplicationFinishedRequest]) (*connect.Response[v1.ApplicationFinishedResponse], error)
 	// MasterChanged points the worker at a new active master.
 	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
+	// DecommissionWorker makes the worker take no new launches; what it runs
+	// goes on until its driver stops it.
+	DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the glint.worker.v1.WorkerService service. By
@@ -118,6 +124,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("MasterChanged")),
 			connect.WithClientOptions(opts...),
 		),
+		decommissionWorker: connect.NewClient[v1.DecommissionWorkerRequest, v1.DecommissionWorkerResponse](
+			httpClient,
+			baseURL+WorkerServiceDecommissionWorkerProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("DecommissionWorker")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -129,6 +141,7 @@ type workerServiceClient struct {
 	killDriver          *connect.Client[v1.KillDriverRequest, v1.KillDriverResponse]
 	applicationFinished *connect.Client[v1.ApplicationFinishedRequest, v1.ApplicationFinishedResponse]
 	masterChanged       *connect.Client[v1.MasterChangedRequest, v1.MasterChangedResponse]
+	decommissionWorker  *connect.Client[v1.DecommissionWorkerRequest, v1.DecommissionWorkerResponse]
 }
 
 // LaunchExecutor calls glint.worker.v1.WorkerService.LaunchExecutor.
@@ -161,6 +174,11 @@ func (c *workerServiceClient) MasterChanged(ctx context.Context, req *connect.Re
 	return c.masterChanged.CallUnary(ctx, req)
 }
 
+// DecommissionWorker calls glint.worker.v1.WorkerService.DecommissionWorker.
+func (c *workerServiceClient) DecommissionWorker(ctx context.Context, req *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error) {
+	return c.decommissionWorker.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the glint.worker.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// LaunchExecutor forks one executor process for an application.
@@ -175,6 +193,9 @@ type WorkerServiceHandler interface {
 	ApplicationFinished(context.Context, *connect.Request[v1.ApplicationFinishedRequest]) (*connect.Response[v1.ApplicationFinishedResponse], error)
 	// MasterChanged points the worker at a new active master.
 	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
+	// DecommissionWorker makes the worker take no new launches; what it runs
+	// goes on until its driver stops it.
+	DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -220,6 +241,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("MasterChanged")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceDecommissionWorkerHandler := connect.NewUnaryHandler(
+		WorkerServiceDecommissionWorkerProcedure,
+		svc.DecommissionWorker,
+		connect.WithSchema(workerServiceMethods.ByName("DecommissionWorker")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/glint.worker.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceLaunchExecutorProcedure:
@@ -234,6 +261,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceApplicationFinishedHandler.ServeHTTP(w, r)
 		case WorkerServiceMasterChangedProcedure:
 			workerServiceMasterChangedHandler.ServeHTTP(w, r)
+		case WorkerServiceDecommissionWorkerProcedure:
+			workerServiceDecommissionWorkerHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -265,4 +294,8 @@ func (UnimplementedWorkerServiceHandler) ApplicationFinished(context.Context, *c
 
 func (UnimplementedWorkerServiceHandler) MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.worker.v1.WorkerService.MasterChanged is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.worker.v1.WorkerService.DecommissionWorker is not implemented"))
 }
