@@ -195,14 +195,19 @@ func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 }
 
 // Retries of a LaunchExecutor whose outcome is unknown: after 250 ms,
-// doubling, at most 5 s apart.
+// doubling, at most 5 s apart. A worker that is still reaping the executors
+// of an application that just ended (the master freed their cores at once)
+// refuses with ResourceExhausted: that launch is sent again too, at most
+// maxBusyResends times (about a minute and a half), before it counts as a
+// failed executor.
 const (
 	launchRetryBase = 250 * time.Millisecond
 	launchRetryCap  = 5 * time.Second
+	maxBusyResends  = 20
 )
 
 // sendLaunchExecutor tells e's worker to launch it. A worker that refuses it
-// makes it a FAILED executor. A call that failed without an answer — it timed
+// (but for a while for want of free resources) makes it a FAILED executor. A call that failed without an answer — it timed
 // out, or the connection broke — may or may not have reached the worker, so
 // the same launch is sent again while the executor is LAUNCHING: the worker
 // refuses an executor id it launched already (AlreadyExists), which tells the
@@ -229,9 +234,9 @@ func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry 
 		case err == nil, retry > 0 && code == connect.CodeAlreadyExists:
 			s.metrics.executorLaunches.WithLabelValues(launchOK).Inc()
 			return
-		case answerless(code):
+		case answerless(code), code == connect.CodeResourceExhausted && retry < maxBusyResends:
 			wait := min(launchRetryBase<<min(retry, 5), launchRetryCap)
-			s.log.Warn("launch executor unanswered; sending it again", "app", a.id, "executor", e.id, "worker", w.id, "in", wait, "err", err)
+			s.log.Warn("launch executor not taken yet; sending it again", "app", a.id, "executor", e.id, "worker", w.id, "in", wait, "err", err)
 			time.AfterFunc(wait, func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()

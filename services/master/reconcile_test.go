@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -95,6 +96,41 @@ func TestALaunchWhoseAnswerWasLostIsSentAgainAndTheWorkersRefusalCountsAsLaunche
 		AppId: app, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, WorkerId: "worker-20261129140000-127.0.0.1-7078"}))
 	if err != nil {
 		t.Fatalf("RUNNING after the resent launch: %v", err)
+	}
+}
+
+// busyWorker refuses the first launches for want of free cores, as a worker
+// still reaping the executors of an application that just ended does.
+type busyWorker struct {
+	workerPeer
+	launches atomic.Int32
+}
+
+func (w *busyWorker) LaunchExecutor(context.Context, *connect.Request[workerv1.LaunchExecutorRequest]) (*connect.Response[workerv1.LaunchExecutorResponse], error) {
+	if w.launches.Add(1) <= 2 {
+		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("wants 1 cores and 0 MiB free"))
+	}
+	return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
+}
+
+func TestALaunchRefusedForWantOfFreeCoresIsSentAgain(t *testing.T) {
+	c := newCluster(t, Config{})
+	w := &busyWorker{}
+	w.peer = &peer{messages: make(chan string, 100)}
+	mux := http.NewServeMux()
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config = rpc.NewServer(mux)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	w.url = srv.URL
+	c.registerWorker(t, w.peer, 7078, 1, 4096)
+	c.registerApp(t, newPeer(t), appDesc(512, 1))
+	ok := c.srv.metrics.executorLaunches.WithLabelValues(launchOK)
+	failed := c.srv.metrics.executorLaunches.WithLabelValues(launchError)
+	waitFor(t, "the launch settled", func() bool { return counterValue(ok)+counterValue(failed) > 0 })
+	if got := counterValue(failed); got != 0 || w.launches.Load() != 3 {
+		t.Fatalf("%v launches failed after %d tries, want the third try taken", got, w.launches.Load())
 	}
 }
 
