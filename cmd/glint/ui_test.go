@@ -31,18 +31,33 @@ func browser(t *testing.T) context.Context {
 	if err != nil {
 		t.Fatalf("the web UI tests need Chromium: apt-get install -y chromium (make test installs it when run as root): %v", err)
 	}
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.DisableGPU, chromedp.NoSandbox,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(alloc)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelTab()
-		cancelAlloc() // waits for the browser to exit
-	})
-	return ctx
+	// Chromium on a loaded machine now and then exits while it starts (the
+	// browser, not Glint): it gets three tries. /dev/shm may be small in a
+	// container: it is not used.
+	for attempt := 1; ; attempt++ {
+		opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.DisableGPU, chromedp.NoSandbox,
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelTab := chromedp.NewContext(alloc)
+		if err := chromedp.Do(ctx); err != nil {
+			cancelTab()
+			cancelAlloc()
+			if attempt < 3 {
+				t.Logf("start Chromium, try %d: %v", attempt, err)
+				continue
+			}
+			t.Fatalf("start Chromium: %v", err)
+		}
+		ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+		t.Cleanup(func() {
+			cancelTimeout()
+			cancelTab()
+			cancelAlloc() // waits for the browser to exit
+		})
+		return ctx
+	}
 }
 
 // pages drives one browser for a test: every page it opens is checked to
