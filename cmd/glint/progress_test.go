@@ -17,7 +17,11 @@ import (
 func TestSubmitWaitShowsALiveLineOnATerminalAndPlainLinesElsewhere(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1)
-	args := []string{"submit", "--wait", "--master", c.master.url, "--executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "pi", "20"}
+	// Both executors register before the tasks start, so the last line is
+	// known: 2/2 registered, 20/20 done.
+	args := []string{"submit", "--wait", "--master", c.master.url, "--executor-cores", "1", "--total-executor-cores", "2",
+		"--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
+		"--executor-memory", "256m", "--log-level", "warn", "pi", "20"}
 
 	// On a terminal: one line redrawn in place, ended by a newline, the
 	// application's output on lines of its own above it.
