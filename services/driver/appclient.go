@@ -70,7 +70,7 @@ func (d *Driver) Register(ctx context.Context) error {
 // master launches no replacement for executors that stop.
 func (d *Driver) releaseExecutors(ctx context.Context) {
 	d.tellMaster(ctx, "release executors", func(ctx context.Context, m masterv1connect.MasterServiceClient, appID string) error {
-		_, err := m.RequestExecutors(ctx, connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: appID}))
+		_, err := m.RequestExecutors(ctx, connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: appID, Stopping: true}))
 		return err
 	})
 }

@@ -141,7 +141,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	}
 	// A driver that released its executors is stopping, and may be gone:
 	// it is told nothing more about them.
-	if a.executorLimit != 0 {
+	if !a.driverStopping {
 		s.sendExecutorUpdated(ctx, e, false, times)
 	}
 	if !lifecycle.ExecutorFinished(state) {
@@ -151,10 +151,10 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	a.removeExecutor(e)
 	e.worker.removeExecutor(e)
 	// An executor that ends without being asked — the driver released its
-	// executors (limit 0) when it stops, the master forgets those it kills —
+	// executors as it stops, the master forgets those it kills —
 	// failed, whatever its exit code: a command that exits 0 at once would
 	// otherwise be relaunched without end.
-	asked := a.executorLimit == 0 || old == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED
+	asked := a.driverStopping || old == masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED
 	if !asked {
 		a.retryCount++
 		// An executor that ran a while before failing was healthy: the

@@ -397,6 +397,9 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 		return nil, rpc.Error(err)
 	}
 	a.executorLimit = int(req.Msg.GetRequestedTotal())
+	if req.Msg.GetStopping() {
+		a.executorLimit, a.driverStopping = 0, true
+	}
 	s.persistAppLocked(a)
 	s.needSchedule = true
 	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil

@@ -704,7 +704,7 @@ func TestAnExecutorThatExitsUnaskedIsRelaunchedOnlyAfterABackoff(t *testing.T) {
 		}
 	}
 	// Exits after the driver released its executors (it is stopping) are asked for.
-	if _, err := c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: app})); err != nil {
+	if _, err := c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: app, Stopping: true})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{

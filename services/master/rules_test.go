@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,19 @@ func TestARepeatedRegistrationGetsTheApplicationItMade(t *testing.T) {
 	}
 	if n := len(c.srv.clusterState().GetActiveApps()); n != 2 {
 		t.Fatalf("%d active applications, want 2", n)
+	}
+}
+
+func TestATargetOfZeroFromDynamicAllocationDoesNotMakeExitsAskedFor(t *testing.T) {
+	f := newFailingApp(t, 10)
+	e := f.current(t)
+	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	// Dynamic allocation lowers the target to 0 while the application runs.
+	if _, err := f.c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: f.app})); err != nil {
+		t.Fatal(err)
+	}
+	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
+	if msg := f.c.app(t, f.app).GetStatusMessage(); !strings.Contains(msg, "failed in a row") {
+		t.Fatalf("an executor that crashed under a target of 0: status %q, want it counted as a failure", msg)
 	}
 }

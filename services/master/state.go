@@ -200,6 +200,10 @@ type appInfo struct {
 	// healthyRun of starting: they set the relaunch backoff, and fail the
 	// application at MaxExecutorRetries even though each reached RUNNING.
 	quickFailures int
+	// driverStopping says the driver released its executors as it stops
+	// (RequestExecutors with stopping): their ends are asked for, and it is
+	// told nothing more. A target of 0 from dynamic allocation is not that.
+	driverStopping bool
 	// relaunchAfter holds new executors back after failures (backOffLocked).
 	relaunchAfter time.Time
 	executorLimit int

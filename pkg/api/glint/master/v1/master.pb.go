@@ -1863,8 +1863,12 @@ type RequestExecutorsRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	AppId          string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
 	RequestedTotal int32                  `protobuf:"varint,2,opt,name=requested_total,json=requestedTotal,proto3" json:"requested_total,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The driver is stopping and releases its executors (requested_total 0):
+	// their ends are asked for, and the driver is told nothing more of them.
+	// Dynamic allocation lowering its target to 0 does not set it.
+	Stopping      bool `protobuf:"varint,3,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RequestExecutorsRequest) Reset() {
@@ -1909,6 +1913,13 @@ func (x *RequestExecutorsRequest) GetRequestedTotal() int32 {
 		return x.RequestedTotal
 	}
 	return 0
+}
+
+func (x *RequestExecutorsRequest) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
 }
 
 type RequestExecutorsResponse struct {
@@ -3281,10 +3292,11 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x06driver\x18\x01 \x01(\v2\x1b.glint.master.v1.DriverInfoR\x06driver\"/\n" +
 	"\x16KillApplicationRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x19\n" +
-	"\x17KillApplicationResponse\"Y\n" +
+	"\x17KillApplicationResponse\"u\n" +
 	"\x17RequestExecutorsRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12'\n" +
-	"\x0frequested_total\x18\x02 \x01(\x05R\x0erequestedTotal\"\x1a\n" +
+	"\x0frequested_total\x18\x02 \x01(\x05R\x0erequestedTotal\x12\x1a\n" +
+	"\bstopping\x18\x03 \x01(\bR\bstopping\"\x1a\n" +
 	"\x18RequestExecutorsResponse\"P\n" +
 	"\x14KillExecutorsRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12!\n" +
