@@ -8,10 +8,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/fakeclock"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -21,31 +21,13 @@ const (
 	submitToken  = "submit-token-0123456789abcdef"
 )
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // site serves a Site with a page (/page, which prints the viewer's CSRF
 // token) and a button (/act) on a loopback listener.
 type site struct {
 	*Site
 	url    string
 	tokens *rpc.Tokens
-	clock  *testClock
+	clock  *fakeclock.Clock
 }
 
 func newSite(t *testing.T, public bool) *site {
@@ -53,7 +35,7 @@ func newSite(t *testing.T, public bool) *site {
 	tokens := rpc.NewTokens()
 	tokens.Add(rpc.Cluster, clusterToken)
 	tokens.Add(rpc.Submit, submitToken)
-	clock := &testClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	s := New(Config{Service: "master", Tokens: tokens, Read: rpc.AnyToken, Act: rpc.Submit, Public: public, Now: clock.Now})
 	mux := http.NewServeMux()
 	for pattern, h := range s.Routes() {
@@ -259,11 +241,11 @@ func TestSessionsEndAtLogoutAfterTheirTTLAndWithTheirToken(t *testing.T) {
 	}
 
 	s.login(t, c, submitToken)
-	s.clock.advance(SessionTTL - time.Second)
+	s.clock.Advance(SessionTTL - time.Second)
 	if code := page(c); code != http.StatusOK {
 		t.Errorf("page just before the session's end: %d, want 200", code)
 	}
-	s.clock.advance(time.Second)
+	s.clock.Advance(time.Second)
 	if code := page(c); code != http.StatusUnauthorized {
 		t.Errorf("page after the session's end: %d, want 401", code)
 	}
@@ -280,7 +262,7 @@ func TestSessionsAreBoundedTheFirstToEndGoesFirst(t *testing.T) {
 	first := browser(t)
 	s.login(t, first, clusterToken)
 	for range MaxSessions - 1 {
-		s.clock.advance(time.Millisecond)
+		s.clock.Advance(time.Millisecond)
 		if resp, _ := do(t, browser(t), http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}}, ""); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("login: %s", resp.Status)
 		}

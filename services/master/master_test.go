@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/fakeclock"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -23,24 +23,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // peer is a worker and driver endpoint on a real loopback socket that records
 // the messages the master sends it.
@@ -163,13 +145,13 @@ func (d *driverPeer) ApplicationRemoved(_ context.Context, r *connect.Request[dr
 type cluster struct {
 	srv    *Server
 	client masterv1connect.MasterServiceClient
-	clock  *clock
+	clock  *fakeclock.Clock
 	url    string
 }
 
 func newCluster(t *testing.T, cfg Config) *cluster {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)}
+	c := fakeclock.New(time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC))
 	cfg.URL, cfg.Now, cfg.Rand = "http://master.test:7077", c.Now, rand.New(rand.NewPCG(1, 2))
 	if cfg.WorkerTimeout == 0 {
 		cfg.WorkerTimeout = 60 * time.Second
@@ -291,7 +273,7 @@ func TestTimedOutWorkerIsDeadItsExecutorsLostAndItIsToldToReregister(t *testing.
 	wp.expect(t, "LaunchExecutor "+app+"/0")
 	dp.expect(t, "ExecutorAdded "+app+"/0")
 
-	c.clock.advance(61 * time.Second)
+	c.clock.Advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 
 	dp.expect(t, "ExecutorUpdated "+app+"/0 LOST lost=true")
@@ -400,7 +382,7 @@ func TestExecutorFailuresFailTheAppOnlyWhenNoneRuns(t *testing.T) {
 					t.Fatalf("report executor %d failed: %v", next, err)
 				}
 				// The relaunch backoff ends.
-				c.clock.advance(time.Minute)
+				c.clock.Advance(time.Minute)
 				c.srv.wake()
 				next = c.app(t, app).GetExecutors()[len(c.app(t, app).GetExecutors())-1].GetId()
 			}
@@ -516,7 +498,7 @@ func TestDriversAreLaunchedKilledAndRelaunchedUnderANewID(t *testing.T) {
 	supervised := submit(true)
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	wp.expect(t, "LaunchDriver "+supervised)
-	c.clock.advance(61 * time.Second)
+	c.clock.Advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	old := status(supervised)
 	if lifecycle.Name(old.GetState()) != "RELAUNCHING" || !strings.Contains(old.GetMessage(), "relaunched as driver-") {
@@ -603,7 +585,7 @@ func TestDecommissionedWorkerGetsNoExecutorsAndItsKilledExecutorsDoNotFailTheApp
 	if got := lifecycle.Name(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DECOMMISSIONED" {
 		t.Errorf("worker %s, want DECOMMISSIONED", got)
 	}
-	c.clock.advance(61 * time.Second)
+	c.clock.Advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	if got := lifecycle.Name(c.srv.clusterState().GetWorkers()[0].GetState()); got != "DEAD" {
 		t.Errorf("silent decommissioned worker %s, want DEAD", got)
@@ -625,12 +607,12 @@ func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
 	app := resp.Msg.GetAppId()
 	driverSrv.Close()
 
-	c.clock.advance(30 * time.Second)
+	c.clock.Advance(30 * time.Second)
 	c.srv.checkDrivers(context.Background())
 	if got := lifecycle.Name(c.app(t, app).GetState()); got != "RUNNING" {
 		t.Fatalf("app %s after 30s without its driver, want RUNNING (timeout is 60s)", got)
 	}
-	c.clock.advance(31 * time.Second)
+	c.clock.Advance(31 * time.Second)
 	c.srv.checkDrivers(context.Background())
 	a := c.app(t, app)
 	if lifecycle.Name(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "driver at "+driverURL+" unreachable") {
@@ -686,18 +668,18 @@ func TestAnExecutorThatExitsUnaskedIsRelaunchedOnlyAfterABackoff(t *testing.T) {
 		// which the next backoff doubles — unless it ran a while first.
 		report(e, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
 		if failures == 3 {
-			c.clock.advance(5 * time.Second)
+			c.clock.Advance(5 * time.Second)
 		}
 		report(e, masterv1.ExecutorState_EXECUTOR_STATE_EXITED)
 		if live, msg := executors(), c.app(t, app).GetStatusMessage(); len(live) != 0 || !strings.Contains(msg, "executors failed in a row") {
 			t.Fatalf("after failure %d: executors %v, status %q; want none launched yet and the backoff said", failures+1, live, msg)
 		}
-		c.clock.advance(wait - time.Millisecond)
+		c.clock.Advance(wait - time.Millisecond)
 		c.srv.wake()
 		if n := len(executors()); n != 0 {
 			t.Fatalf("after failure %d: %d executors before the %s backoff ended", failures+1, n, wait)
 		}
-		c.clock.advance(time.Millisecond)
+		c.clock.Advance(time.Millisecond)
 		c.srv.wake()
 		if n := len(executors()); n != 1 {
 			t.Fatalf("after failure %d: %d executors once the %s backoff ended, want 1", failures+1, n, wait)
@@ -739,7 +721,7 @@ func TestExecutorsThatExitAtOnceFailTheAppThoughEachReachedRunning(t *testing.T)
 				t.Fatal(err)
 			}
 		}
-		c.clock.advance(time.Minute)
+		c.clock.Advance(time.Minute)
 		c.srv.wake()
 	}
 	if a := c.app(t, app); lifecycle.Name(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "3 executors failed in a row") {
