@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -185,10 +186,24 @@ func TestWebUIShowsTheClusterTheLaunchTimelineAndLogs(t *testing.T) {
 			t.Errorf("timeline row %d has bars %q, want %q", i, phases, web.Phases)
 		}
 	}
-	// Every bar carries its exact times, shown on hover.
+	// Every bar carries its exact times, shown on hover; in each row a step
+	// starts when the one before it ended, and none ends before it starts,
+	// so the bars are the launch's steps in the order they happened.
 	titles := eval[[]string](p, `[...document.querySelectorAll('#timeline rect.bar title')].map(t => t.textContent)`)
 	if len(titles) != 4*len(web.Phases) || !strings.Contains(titles[0], "→") {
 		t.Errorf("bar titles %q: want exact times on every bar", titles)
+	}
+	span := regexp.MustCompile(`: (\S+) → (\S+) \(`)
+	for i := 0; i+len(web.Phases) <= len(titles); i += len(web.Phases) {
+		prevEnd := ""
+		for _, title := range titles[i : i+len(web.Phases)] {
+			m := span.FindStringSubmatch(title)
+			if m == nil || m[1] > m[2] || (prevEnd != "" && m[1] != prevEnd) {
+				t.Errorf("timeline row %d: bar %q does not start where the step before it ended (%s), or ends before it starts", i/len(web.Phases), title, prevEnd)
+				break
+			}
+			prevEnd = m[2]
+		}
 	}
 	trace := eval[string](p, `document.querySelector('#trace').href`)
 	if want := j.query + "/trace/" + app.TraceID; trace != want {
