@@ -178,7 +178,7 @@ func TestOnlyTheApplicationsOwnDriverKeepsItAlive(t *testing.T) {
 	}
 	genuine := c.registerApp(t, newPeer(t), appDesc(512, 1))
 	c.srv.checkDrivers(context.Background())
-	c.clock.advance(61 * time.Second)
+	c.clock.Advance(61 * time.Second)
 	c.srv.checkDrivers(context.Background())
 	if a := c.app(t, impostor.Msg.GetAppId()); lifecycle.Name(a.GetState()) != "FAILED" {
 		t.Errorf("app whose driver URL is the master's: %s %q, want FAILED", lifecycle.Name(a.GetState()), a.GetStatusMessage())

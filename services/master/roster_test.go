@@ -28,7 +28,7 @@ func TestOnlyWorkersWithoutARecentHeartbeatTimeOutAndTheDeadAreCulledInTime(t *t
 	ids := map[int32]string{}
 	for port := int32(7001); port <= 7004; port++ {
 		ids[port] = c.registerWorker(t, p, port, 1, 1024)
-		c.clock.advance(time.Second)
+		c.clock.Advance(time.Second)
 	}
 	heartbeat := func(port int32) {
 		t.Helper()
@@ -38,10 +38,10 @@ func TestOnlyWorkersWithoutARecentHeartbeatTimeOutAndTheDeadAreCulledInTime(t *t
 	}
 	// 7001 and 7003 heartbeat; 7002 and 7004 (the most recently registered)
 	// fall silent.
-	c.clock.advance(30 * time.Second)
+	c.clock.Advance(30 * time.Second)
 	heartbeat(7001)
 	heartbeat(7003)
-	c.clock.advance(40 * time.Second)
+	c.clock.Advance(40 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	want := []string{"7001:ALIVE", "7002:DEAD", "7003:ALIVE", "7004:DEAD"}
 	if got := workerStates(c); !slices.Equal(got, want) {
@@ -51,14 +51,14 @@ func TestOnlyWorkersWithoutARecentHeartbeatTimeOutAndTheDeadAreCulledInTime(t *t
 	// DEAD workers stay listed for persistence × timeout after they died.
 	heartbeat(7001)
 	heartbeat(7003)
-	c.clock.advance(119 * time.Second)
+	c.clock.Advance(119 * time.Second)
 	heartbeat(7001)
 	heartbeat(7003)
 	c.srv.checkWorkerTimeouts(context.Background())
 	if got := workerStates(c); !slices.Equal(got, want) {
 		t.Fatalf("119s after they died: %v, want %v", got, want)
 	}
-	c.clock.advance(2 * time.Second)
+	c.clock.Advance(2 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	want = []string{"7001:ALIVE", "7003:ALIVE"}
 	if got := workerStates(c); !slices.Equal(got, want) {
@@ -77,7 +77,7 @@ func TestAWorkerRegisteringWhereADeadOneWasUnlistsIt(t *testing.T) {
 	p := newPeer(t)
 	c.registerWorker(t, p, 7001, 1, 1024)
 	c.registerWorker(t, p, 7002, 1, 1024)
-	c.clock.advance(61 * time.Second)
+	c.clock.Advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	c.registerWorker(t, p, 7002, 1, 1024)
 	want := []string{"7001:DEAD", "7002:ALIVE"}

@@ -50,7 +50,7 @@ func (f *failingApp) report(t *testing.T, exec int32, state masterv1.ExecutorSta
 
 // relaunch lets the relaunch backoff end and the next executor be placed.
 func (f *failingApp) relaunch() {
-	f.c.clock.advance(time.Minute)
+	f.c.clock.Advance(time.Minute)
 	f.c.srv.wake()
 }
 
@@ -63,7 +63,7 @@ func TestAnExecutorReachingRunningStartsTheRetryCountOver(t *testing.T) {
 	// The next one runs a healthy while, then fails: one failure in a row.
 	e := f.current(t)
 	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
-	f.c.clock.advance(10 * time.Second)
+	f.c.clock.Advance(10 * time.Second)
 	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED)
 	if got := f.state(t); got == "FAILED" {
 		t.Fatalf("app FAILED after failure, success, failure with max retries 2: %q", f.c.app(t, f.app).GetStatusMessage())

@@ -142,7 +142,7 @@ func TestScheduleOncePerEvent(t *testing.T) {
 	}
 	keptID := c.registerWorker(t, kept, 7079, 4, 4096)
 
-	c.clock.advance(61 * time.Second)
+	c.clock.Advance(61 * time.Second)
 	if _, err := c.client.Heartbeat(context.Background(), connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: keptID})); err != nil {
 		t.Fatal(err)
 	}
