@@ -5,6 +5,7 @@ package etcdtest
 import (
 	"fmt"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,13 @@ import (
 // URL. Its ports come from tooltest.FreePorts: the member must be told its
 // peer URL before it starts.
 func Start(t testing.TB) string {
+	url, _ := StartStoppable(t)
+	return url
+}
+
+// StartStoppable is Start, with a function that stops the member early (an
+// etcd that goes away); it is stopped when the test ends in any case.
+func StartStoppable(t testing.TB) (string, func()) {
 	t.Helper()
 	ports := tooltest.FreePorts(t, 2)
 	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
@@ -34,13 +42,15 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
-	t.Cleanup(e.Close)
+	var once sync.Once
+	stop := func() { once.Do(e.Close) }
+	t.Cleanup(stop)
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(time.Minute):
 		t.Fatal("etcd did not become ready within a minute")
 	}
-	return client.String()
+	return client.String(), stop
 }
 
 // Client returns a client of the etcd at endpoint, closed when the test ends.

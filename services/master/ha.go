@@ -127,6 +127,9 @@ func (h *HA) Run(ctx context.Context) error {
 	session, err := concurrency.NewSession(h.cfg.Etcd, concurrency.WithTTL(int(h.cfg.LeaseTTL.Round(time.Second)/time.Second)),
 		concurrency.WithContext(ctx))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("master: etcd session: %w", err)
 	}
 	defer session.Close()
@@ -136,11 +139,20 @@ func (h *HA) Run(ctx context.Context) error {
 	go h.observe(observing, election)
 
 	log.Info("standing by for election", "prefix", h.cfg.Prefix)
-	if err := election.Campaign(ctx, h.cfg.Master.URL); err != nil {
+	// Campaign, stopped while etcd cannot be reached, resigns with the
+	// client's context and waits for etcd: a standby stops without it.
+	campaign := make(chan error, 1)
+	go func() { campaign <- election.Campaign(ctx, h.cfg.Master.URL) }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-campaign:
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("master: campaign for leadership: %w", err)
+		if err != nil {
+			return fmt.Errorf("master: campaign for leadership: %w", err)
+		}
 	}
 	stopObserving()
 	epoch := election.Rev()

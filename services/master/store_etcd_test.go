@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -74,5 +75,37 @@ func BenchmarkEtcdStateWritePerLaunch(b *testing.B) {
 		if err := st.PutApplication(p); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A standby waiting for election stops when asked, though its etcd is gone.
+func TestAStandbyStopsWhenAskedThoughItsEtcdIsGone(t *testing.T) {
+	endpoint, stopEtcd := etcdtest.StartStoppable(t)
+	cli := etcdtest.Client(t, endpoint)
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := concurrency.NewElection(s, "/glint-test/leader").Campaign(context.Background(), "http://leader"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHA(HAConfig{Master: Config{URL: "http://standby:7077"}, Etcd: etcdtest.Client(t, endpoint), Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(ctx) }()
+	waitFor(t, "the standby answering STANDBY with the leader", func() bool { return h.leaderName() == "http://leader" })
+	stopEtcd()
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("the standby stopped with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the standby did not stop within a minute of being asked, its etcd gone")
 	}
 }
