@@ -141,7 +141,7 @@ func (p *pages) login() {
 
 func TestWebUIShowsTheClusterTheLaunchTimelineAndLogs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts Jaeger, a cluster and Chromium")
+		t.Skip("-short is the fast loop (make test-short); make test runs this: it starts Jaeger, a cluster and Chromium")
 	}
 	t.Parallel()
 	j := startJaeger(t)
@@ -245,7 +245,7 @@ func TestWebUIShowsTheClusterTheLaunchTimelineAndLogs(t *testing.T) {
 
 func TestWebUIKillButtonEndsARunningAppOnlyAfterLogin(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a cluster and Chromium")
+		t.Skip("-short is the fast loop (make test-short); make test runs this: it starts a cluster and Chromium")
 	}
 	t.Parallel()
 	c := startCluster(t, 1)
