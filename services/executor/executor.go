@@ -48,6 +48,10 @@ type Config struct {
 	Attempts int
 	// RetryInterval is the pause between attempts; default 1s.
 	RetryInterval time.Duration
+	// Settle, if set, is called before the executor registers with its
+	// driver, and an error from it ends the executor: a claimed executor
+	// waits there for its work directory and log files.
+	Settle func() error
 	// Registered, if set, is called once the executor registered with its
 	// driver (a prestarted executor tells its worker so).
 	Registered func()
@@ -209,6 +213,11 @@ func (s *Server) connect(ctx context.Context) error {
 		return err
 	}
 	s.log.Debug("retrieved properties", "count", len(props.GetProperties()))
+	if s.cfg.Settle != nil {
+		if err := s.cfg.Settle(); err != nil {
+			return err
+		}
+	}
 	err = s.call(ctx, "register", func(ctx context.Context) error {
 		_, err := s.driver.RegisterExecutor(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
 			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, Hostname: s.cfg.Hostname,

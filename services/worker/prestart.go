@@ -122,8 +122,8 @@ func (p *prestart) start() (*standby, error) {
 
 // claim is the step that claims an idle process for l, when its command is
 // this binary's executor with no environment of its own (a prestarted process
-// could not honour variables read at start, such as GOMAXPROCS), and starts a
-// replacement; nil when none fits.
+// could not honour variables read at start, such as GOMAXPROCS); nil when
+// none fits.
 func (p *prestart) claim(l *launch) step {
 	if p == nil {
 		return nil
@@ -207,10 +207,13 @@ func (sb *standby) discard(grace time.Duration) {
 	}
 }
 
-// claimStep hands a prestarted executor its launch in place of process.start:
-// the arguments after `executor`, the GLINT_* variables with the step's
-// trace context, the work directory, and the log files. If the process is
-// gone, it starts one as process.start would.
+// claimStep hands a prestarted executor its launch, as soon as the command
+// is known: the arguments after `executor`, the GLINT_* variables with the
+// step's trace context, and the work directory, which the workdir and logs
+// steps make while the executor takes up its launch; the handover step then
+// gives it its log files. It is chosen (choose) only when a prestarted
+// process fits the launch; if that process is gone, nothing is claimed and
+// process.start starts one.
 type claimStep struct {
 	standby  *standby
 	prestart *prestart
@@ -219,9 +222,12 @@ type claimStep struct {
 // Name is "claim".
 func (claimStep) Name() string { return "claim" }
 
-// Run claims the process, or starts one if that fails.
+// choose claims a prestarted executor for l when one fits; nil, no step,
+// when none does.
+func (claimStep) choose(l *launch) step { return l.prestart.claim(l) }
+
+// Run claims the process.
 func (c claimStep) Run(ctx context.Context, l *launch) error {
-	defer l.closeLogs()
 	sb, p := c.standby, c.prestart
 	if ctx.Err() != nil {
 		sb.discard(p.s.cfg.KillGrace)
@@ -231,20 +237,57 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
-	err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}, l.stdout, l.stderr)
-	if err != nil {
+	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
-		span.AddEvent("prestarted executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
+		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
+		return nil
+	}
+	l.claimed, l.startedAt = &c, l.now()
+	return nil
+}
+
+// abandon ends a claimed process whose launch failed before the handover.
+func (c *claimStep) abandon() {
+	c.standby.discard(c.prestart.s.cfg.KillGrace)
+	c.prestart.fill()
+}
+
+// handoverStep takes process.start's place in a claimed launch: it gives the
+// claimed executor its log files, which the logs step made in its work
+// directory; the executor registers with its driver only once it has them.
+// If the process is gone, it starts one as process.start would.
+type handoverStep struct{}
+
+// Name is "handover".
+func (handoverStep) Name() string { return "handover" }
+
+// Run hands the log files over, or starts a process if that fails.
+func (handoverStep) Run(ctx context.Context, l *launch) error {
+	defer l.closeLogs()
+	c := l.claimed
+	l.claimed = nil
+	sb, p := c.standby, c.prestart
+	if ctx.Err() != nil {
+		c.abandon()
+		return fmt.Errorf("not started: %w", context.Cause(ctx))
+	}
+	if err := child.SendLogs(sb.claim, l.stdout, l.stderr); err != nil {
+		c.abandon()
+		trace.SpanFromContext(ctx).AddEvent("claimed executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
 		return startStep{}.Run(ctx, l)
 	}
-	// The replacement starts once the claimed executor registered with its
-	// driver (or ended): it does not compete with this launch for the CPU.
+	// The claimed executor says when it registered with its driver (or its
+	// channel closes with it): the runner reports it running, and the
+	// replacement starts, only then, so that neither competes with the
+	// launch for the CPU.
+	registered := make(chan struct{})
 	go func() {
 		_, _ = sb.claim.Read(make([]byte, 1))
 		sb.claim.Close()
+		close(registered)
 		p.fill()
 	}()
-	l.cmd, l.path, l.startedAt, l.url = sb.cmd, sb.cmd.Path, l.now(), sb.url
+	l.cmd, l.path, l.url, l.registered = sb.cmd, sb.cmd.Path, sb.url, registered
 	return nil
 }
