@@ -35,11 +35,17 @@ type Claim struct {
 	Dir  string   `json:"dir"`
 }
 
-// ClaimChannel makes a claim channel: the worker keeps its end, the
-// prestarted process inherits the other.
+// ClaimChannel makes a claim channel: the worker keeps its end, which its
+// poller serves (closing it ends a read waiting on it), the prestarted process
+// inherits the other, which blocks.
 func ClaimChannel() (worker, process *os.File, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
 	if err != nil {
+		return nil, nil, fmt.Errorf("claim channel: %w", err)
+	}
+	if err := syscall.SetNonblock(fds[1], false); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
 		return nil, nil, fmt.Errorf("claim channel: %w", err)
 	}
 	return os.NewFile(uintptr(fds[0]), "claim"), os.NewFile(uintptr(fds[1]), "claim"), nil
@@ -56,11 +62,45 @@ func SendClaim(conn *os.File, c Claim) error {
 	if len(b) > MaxClaimBytes {
 		return fmt.Errorf("claim of %d bytes: the limit is %d", len(b), MaxClaimBytes)
 	}
-	if err := syscall.Sendmsg(int(conn.Fd()), b, nil, nil, 0); err != nil {
+	if err := send(conn, b, nil); err != nil {
 		return fmt.Errorf("send claim: %w", err)
 	}
 	return nil
 }
+
+// send writes one message with oob, its control data, to conn.
+func send(conn *os.File, b, oob []byte) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = syscall.Sendmsg(int(fd), b, oob, nil, 0)
+		return serr != syscall.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// Ready waits for the prestarted process at the other end of conn to say it
+// is ready for its claim: it has made what needs no launch. An error means it
+// ended first, or conn was closed.
+func Ready(conn *os.File) error {
+	b := make([]byte, len(readyMessage)+1)
+	n, err := conn.Read(b)
+	if err != nil {
+		return fmt.Errorf("prestarted executor not ready: %w", err)
+	}
+	if string(b[:n]) != readyMessage {
+		return fmt.Errorf("prestarted executor not ready: it sent %q", b[:n])
+	}
+	return nil
+}
+
+// readyMessage is what a prestarted process sends when it is ready.
+const readyMessage = "R"
 
 // logsMessage is the one byte that carries the log files over the channel
 // (a datagram of none would read as the channel's end).
@@ -69,8 +109,7 @@ const logsMessage = "L"
 // SendLogs hands the claimed executor at the other end of conn its stdout
 // and stderr, made in its work directory, which so exists.
 func SendLogs(conn *os.File, stdout, stderr *os.File) error {
-	rights := syscall.UnixRights(int(stdout.Fd()), int(stderr.Fd()))
-	if err := syscall.Sendmsg(int(conn.Fd()), []byte(logsMessage), rights, nil, 0); err != nil {
+	if err := send(conn, []byte(logsMessage), syscall.UnixRights(int(stdout.Fd()), int(stderr.Fd()))); err != nil {
 		return fmt.Errorf("send log files: %w", err)
 	}
 	return nil
@@ -133,8 +172,10 @@ func (c *Claimed) Registered() {
 
 // ReceiveClaim waits for this prestarted process's claim: it checks that the
 // other end of the channel is its worker (GLINT_WORKER_PID, by the kernel's
-// peer credentials), reads the claim and sets the claim's variables in its
-// environment. Settle then takes its log files and work directory.
+// peer credentials), tells it the process is ready (the worker offers only
+// ready processes to launches), reads the claim and sets the claim's
+// variables in its environment. Settle then takes its log files and work
+// directory.
 func ReceiveClaim() (*Claimed, error) {
 	fd, err := inheritedFD(ClaimFDEnv)
 	if err != nil {
@@ -160,6 +201,14 @@ func receiveClaim(fd int) (Claim, error) {
 	if worker, _ := strconv.Atoi(os.Getenv(WorkerPIDEnv)); worker <= 0 || int(cred.Pid) != worker {
 		return Claim{}, fmt.Errorf("claim channel: the peer is process %d, not the worker (%s=%q)", cred.Pid, WorkerPIDEnv, os.Getenv(WorkerPIDEnv))
 	}
+	// The decoder is made ready too: its first use is slow.
+	var c Claim
+	if err := json.Unmarshal([]byte(`{"args":[""],"env":[""],"dir":""}`), &c); err != nil {
+		return Claim{}, err
+	}
+	if _, err := syscall.Write(fd, []byte(readyMessage)); err != nil {
+		return Claim{}, fmt.Errorf("claim channel: %w", err)
+	}
 	buf := make([]byte, MaxClaimBytes+1)
 	n, fds, err := receive(fd, buf)
 	closeAll(fds)
@@ -172,7 +221,7 @@ func receiveClaim(fd int) (Claim, error) {
 	if n > MaxClaimBytes || len(fds) != 0 {
 		return Claim{}, fmt.Errorf("claim of %d bytes with %d files: want at most %d bytes and none", n, len(fds), MaxClaimBytes)
 	}
-	var c Claim
+	c = Claim{}
 	if err := json.Unmarshal(buf[:n], &c); err != nil {
 		return Claim{}, fmt.Errorf("decode claim: %w", err)
 	}

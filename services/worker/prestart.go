@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,9 +34,12 @@ type prestart struct {
 	path string // the worker's executable, which prestarted processes run
 	want int
 
-	mu       sync.Mutex
-	idle     []*standby
+	mu   sync.Mutex
+	idle []*standby // ready for a claim
+	// starting counts the processes being started; those started are in
+	// warming until they say they are ready.
 	starting int
+	warming  map[*standby]bool
 	closed   bool
 	wg       sync.WaitGroup // processes being started
 }
@@ -56,10 +60,12 @@ func newPrestart(s *Server) (*prestart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prestart executors: %w", err)
 	}
-	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors}, nil
+	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors, warming: map[*standby]bool{}}, nil
 }
 
 // fill starts processes in the background until want are idle or starting.
+// A process is idle, offered to launches, once it said it is ready: a claim
+// never waits for a process still starting.
 func (p *prestart) fill() {
 	if p == nil {
 		return
@@ -70,20 +76,52 @@ func (p *prestart) fill() {
 		p.starting++
 		p.wg.Go(func() {
 			sb, err := p.start()
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.starting--
-			switch {
-			case err != nil:
-				p.s.log.Warn("prestart an executor", "err", err)
-			case p.closed:
-				sb.discard(p.s.cfg.KillGrace)
-			default:
-				p.idle = append(p.idle, sb)
-			}
+			p.admit(sb, err)
 		})
 	}
 }
+
+// admit makes sb, a process being started (or err, why it could not be),
+// idle once it says it is ready for its claim; one that ends first, or that
+// close finds starting, is ended and reaped.
+func (p *prestart) admit(sb *standby, err error) {
+	if err == nil {
+		err = p.ready(sb)
+	}
+	p.mu.Lock()
+	p.starting--
+	closed := p.closed
+	if err == nil && !closed {
+		p.idle = append(p.idle, sb)
+	}
+	p.mu.Unlock()
+	if err != nil && !closed {
+		p.s.log.Warn("prestart an executor", "err", err)
+	}
+	if sb != nil && (err != nil || closed) {
+		sb.discard(p.s.cfg.KillGrace)
+	}
+}
+
+// ready waits until sb says it is ready, or ended, or close closed its
+// channel.
+func (p *prestart) ready(sb *standby) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errPrestartClosed
+	}
+	p.warming[sb] = true
+	p.mu.Unlock()
+	err := child.Ready(sb.claim)
+	p.mu.Lock()
+	delete(p.warming, sb)
+	p.mu.Unlock()
+	return err
+}
+
+// errPrestartClosed ends the wait of a process started as the worker stops.
+var errPrestartClosed = errors.New("the worker is stopping")
 
 // start starts one process, as the process.start step would but for a
 // claim channel in place of the launch: its listening socket is fd 3, its end
@@ -181,6 +219,9 @@ func (p *prestart) close() {
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
+	for sb := range p.warming {
+		sb.claim.Close() // ends its wait in ready
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	var wg sync.WaitGroup
