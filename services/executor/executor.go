@@ -106,6 +106,10 @@ type Server struct {
 	// ends.
 	life context.Context
 	stop context.CancelCauseFunc
+	// handler is built once: by Run once the executor registered, as
+	// Spark's executor makes its Executor on RegisteredExecutor, or by a
+	// request that comes first.
+	handler func() http.Handler
 
 	mu sync.Mutex
 	// tasks are the tasks launched and not yet ended, running or queued.
@@ -133,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancelCause(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
 		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
@@ -141,11 +145,17 @@ func New(cfg Config) (*Server, error) {
 		life:    life,
 		stop:    stop,
 		tasks:   map[int64]*task{},
-	}, nil
+	}
+	s.handler = sync.OnceValue(s.newHandler)
+	return s, nil
 }
 
 // Handler serves ExecutorService, /healthz and /metrics.
 func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler().ServeHTTP(w, r) })
+}
+
+func (s *Server) newHandler() http.Handler {
 	return rpc.NewHandler(rpc.Endpoints{
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
 			return executorv1connect.NewExecutorServiceHandler(s, o...)
@@ -228,6 +238,9 @@ func (s *Server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Registered: the executor makes what serves the driver's calls (the
+	// driver offers it tasks once it says it is launched).
+	s.handler()
 	return s.call(ctx, "report launched", func(ctx context.Context) error {
 		_, err := s.driver.LaunchedExecutor(ctx, connect.NewRequest(&driverv1.LaunchedExecutorRequest{ExecutorId: s.cfg.ExecutorID}))
 		return err
