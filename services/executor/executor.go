@@ -5,11 +5,13 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"time"
@@ -207,35 +209,60 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // connect is the start-up sequence of CoarseGrainedExecutorBackend:
-// RetrieveSparkProps, RegisterExecutor, LaunchedExecutor.
+// RetrieveSparkProps, RegisterExecutor, LaunchedExecutor. RegisterExecutor
+// follows RetrieveSparkProps on the same connection as soon as that is sent,
+// without waiting for its answer: the executor does not use its properties to
+// register, and the driver registers it only once they were retrieved
+// (props_asked), so the order is Spark's, less a round trip.
 func (s *Server) connect(ctx context.Context) error {
-	var props *driverv1.RetrieveSparkPropsResponse
-	err := s.call(ctx, "retrieve properties", func(ctx context.Context) error {
-		resp, err := s.driver.RetrieveSparkProps(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
-			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID,
-		}))
-		if err == nil {
-			props = resp.Msg
+	asked := make(chan struct{})
+	var askOnce sync.Once
+	ask := func() { askOnce.Do(func() { close(asked) }) }
+	propsCtx, stopProps := context.WithCancel(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { ask() },
+	}))
+	registerCtx, stopRegister := context.WithCancelCause(ctx)
+	defer stopRegister(nil)
+	propsDone := make(chan error, 1)
+	go func() {
+		defer ask()
+		err := s.call(propsCtx, "retrieve properties", func(ctx context.Context) error {
+			resp, err := s.driver.RetrieveSparkProps(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
+				AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID,
+			}))
+			if err == nil {
+				s.log.Debug("retrieved properties", "count", len(resp.Msg.GetProperties()))
+			}
+			return err
+		})
+		if err != nil {
+			stopRegister(err)
 		}
-		return err
-	})
-	if err != nil {
-		return err
+		propsDone <- err
+	}()
+	defer stopProps()
+	// The properties' answer is awaited, and its error comes first: that
+	// call was made first. A failure of the registration ends it.
+	propsErr := func(err error) error {
+		if err != nil {
+			stopProps()
+		}
+		return cmp.Or(<-propsDone, err)
 	}
-	s.log.Debug("retrieved properties", "count", len(props.GetProperties()))
+	<-asked
 	if s.cfg.Settle != nil {
 		if err := s.cfg.Settle(); err != nil {
-			return err
+			return propsErr(err)
 		}
 	}
-	err = s.call(ctx, "register", func(ctx context.Context) error {
+	err := s.call(registerCtx, "register", func(ctx context.Context) error {
 		_, err := s.driver.RegisterExecutor(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
 			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, Hostname: s.cfg.Hostname,
-			Cores: s.cfg.Cores, ExecutorUrl: s.cfg.URL, WorkerUrl: s.cfg.WorkerURL,
+			Cores: s.cfg.Cores, ExecutorUrl: s.cfg.URL, WorkerUrl: s.cfg.WorkerURL, PropsAsked: true,
 		}))
 		return err
 	})
-	if err != nil {
+	if err := propsErr(err); err != nil {
 		return err
 	}
 	// Registered: the executor makes what serves the driver's calls (the
