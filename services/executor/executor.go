@@ -5,7 +5,6 @@
 package executor
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -241,13 +240,18 @@ func (s *Server) connect(ctx context.Context) error {
 		propsDone <- err
 	}()
 	defer stopProps()
-	// The properties' answer is awaited, and its error comes first: that
-	// call was made first. A failure of the registration ends it.
+	// The properties' answer is awaited. A failure after they were asked
+	// for ends that call, unless it is theirs (a failed props call ended
+	// the registration): then theirs is the error.
 	propsErr := func(err error) error {
-		if err != nil {
-			stopProps()
+		if err == nil {
+			return <-propsDone
 		}
-		return cmp.Or(<-propsDone, err)
+		stopProps()
+		if perr := <-propsDone; perr != nil && errors.Is(err, perr) {
+			return perr
+		}
+		return err
 	}
 	<-asked
 	if s.cfg.Settle != nil {

@@ -324,6 +324,32 @@ func TestAnExecutorRegistersWithoutWaitingForThePropertiesItAskedFor(t *testing.
 	}
 }
 
+func TestAnExecutorWhoseLogFilesNeverCameDoesNotRegister(t *testing.T) {
+	ta := newTestApp(t)
+	d := startDriver(t, ta.app, nil)
+	apps, err := app.NewRegistry(ta.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := servicetest.Listen(t)
+	ended := errors.New("the worker ended the launch")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	err = servicetest.RunExecutor(ctx, ln, executor.Config{
+		ExecutorArgs: child.ExecutorArgs{DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: d.AppID()},
+		Apps:         apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond,
+		Settle: func() error { return ended },
+	})
+	if !errors.Is(err, ended) {
+		t.Errorf("Run: %v, want the claim's failure", err)
+	}
+	for _, tl := range d.Timelines() {
+		if !tl.Registered.IsZero() {
+			t.Errorf("executor %d registered without its log files and work dir", tl.ExecutorID)
+		}
+	}
+}
+
 func TestPanickingTaskReportsFailedWithThePanic(t *testing.T) {
 	ta := newTestApp(t)
 	d := startDriver(t, ta.app, map[string]string{"spark.task.maxFailures": "1"})
