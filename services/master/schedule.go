@@ -3,7 +3,7 @@ package master
 import (
 	"fmt"
 	"math/rand/v2"
-	"sort"
+	"slices"
 
 	"github.com/glint-cluster/glint/pkg/resources"
 )
@@ -79,14 +79,19 @@ type Plan struct {
 // drivers first, each on the first worker (in shuffled round-robin order) with
 // enough free cores and memory; then executors, FIFO over the waiting
 // applications. rng shuffles the workers for drivers.
+//
+// Executors cost O(workers) once per pass, to copy the workers and order the
+// ones with a free core, then O(log workers) for each worker an application
+// takes or looks past: an application wanting a few executors does not look
+// at the other workers.
 func schedule(s Snapshot, rng *rand.Rand) Plan {
-	workers := make([]WorkerSlot, len(s.Workers))
-	copy(workers, s.Workers)
+	workers := slices.Clone(s.Workers)
 	plan := Plan{Waiting: map[string]string{}}
 	plan.Drivers = placeDrivers(workers, s.Drivers, rng)
+	p := pass{workers: workers}
 	for _, a := range s.Apps {
-		execs, reason := placeExecutors(workers, a, s.SpreadOut)
-		plan.Executors = append(plan.Executors, execs...)
+		var reason string
+		plan.Executors, reason = p.placeExecutors(plan.Executors, a, s.SpreadOut)
 		if reason != "" {
 			plan.Waiting[a.ID] = reason
 		}
@@ -119,59 +124,104 @@ func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) 
 	return out
 }
 
-// placeExecutors is Spark's startExecutorsOnWorkers for one application:
-// scheduleExecutorsOnWorkers decides how many cores each usable worker gives,
-// allocateWorkerResourceToExecutors turns them into executors. It takes the
-// resources from workers and returns why the app got nothing, if it did not.
-func placeExecutors(workers []WorkerSlot, a AppDemand, spreadOut bool) ([]ExecutorPlacement, string) {
-	minCores := max(a.CoresPerExecutor, 1)
-	if a.CoresLeft < minCores {
-		return nil, ""
-	}
-	if a.ExecutorsLeft <= 0 {
-		return nil, "executor limit reached (dynamic allocation)"
-	}
-	var usable []int
-	for i, w := range workers {
-		if w.MemoryFreeMiB >= a.MemoryPerExecutorMiB && w.CoresFree >= minCores {
-			usable = append(usable, i)
+// pass is what one schedule pass places executors from: the workers with
+// what is still free, the ones with a free core in Spark's order of usable
+// workers, and what the workers' sizes allow, for the waiting reasons. All
+// but workers are built when first needed.
+type pass struct {
+	workers []WorkerSlot
+	started bool
+	free    freeWorkers
+	// The largest worker sizes, and by cores per executor the most memory of
+	// a worker with that many cores.
+	maxCores   int32
+	maxMemory  int64
+	mostMemory map[int32]int64
+	// Scratch for one application's workers.
+	taken, passed []int
+	capacity      []int64
+}
+
+// start orders the workers with a free core (no executor fits on the
+// others) and notes the largest worker sizes.
+func (p *pass) start() {
+	p.started = true
+	p.mostMemory = map[int32]int64{}
+	for i, w := range p.workers {
+		p.maxCores, p.maxMemory = max(p.maxCores, w.Cores), max(p.maxMemory, w.MemoryMiB)
+		if w.CoresFree > 0 {
+			p.free = append(p.free, freeWorker{coresFree: w.CoresFree, index: i})
 		}
 	}
-	sort.SliceStable(usable, func(i, j int) bool { return workers[usable[i]].CoresFree > workers[usable[j]].CoresFree })
+	p.free.init()
+}
+
+// placeExecutors is Spark's startExecutorsOnWorkers for one application:
+// scheduleExecutorsOnWorkers decides how many cores each usable worker gives,
+// allocateWorkerResourceToExecutors turns them into executors. It appends
+// them to out, takes their resources from the workers, and says why the app
+// got nothing, if it did not.
+//
+// Usable workers — enough free memory and cores for one executor — come from
+// p.free, most free cores first, as many as can get a share: spread out, every
+// one of the first `units`; consolidated, each takes all it can until the
+// units run out. Each of them gets an executor, so the application looks at
+// no more workers than it gets executors, plus those with free cores but too
+// little free memory, which it looks past; those can make one application
+// look at every worker with a free core when memory, not cores, is what the
+// cluster lacks.
+func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bool) ([]ExecutorPlacement, string) {
+	minCores := max(a.CoresPerExecutor, 1)
+	if a.CoresLeft < minCores {
+		return out, ""
+	}
+	if a.ExecutorsLeft <= 0 {
+		return out, "executor limit reached (dynamic allocation)"
+	}
+	if !p.started {
+		p.start()
+	}
+	if !p.fits(minCores, a.MemoryPerExecutorMiB) {
+		return out, p.waitingReason(a, minCores)
+	}
 
 	oneExecutorPerWorker := a.CoresPerExecutor == 0
 	// Cores are handed out in units of minCores. Spark hands them one unit at
 	// a time; the same result is computed in bulk, so the work does not grow
 	// with how many cores workers advertise. Sums are in 64 bits.
-	var coresFree int64
-	for _, i := range usable {
-		coresFree += int64(workers[i].CoresFree)
-	}
-	units := min(int64(a.CoresLeft), coresFree) / int64(minCores)
-	if !oneExecutorPerWorker {
+	units := int64(a.CoresLeft / minCores)
+	most := units // workers that can get a unit
+	if oneExecutorPerWorker {
+		// Every worker that gets cores starts one executor; the executor
+		// limit lets only the first ExecutorsLeft start one.
+		most = min(most, int64(a.ExecutorsLeft))
+	} else {
 		units = min(units, int64(a.ExecutorsLeft)) // each unit is an executor
+		most = units
 	}
-	capacity := make([]int64, len(usable))
-	for pos, i := range usable {
-		w := workers[i]
-		capacity[pos] = int64(w.CoresFree / minCores)
-		switch {
-		case oneExecutorPerWorker && pos >= a.ExecutorsLeft:
-			// Every worker that gets cores starts one executor; the executor
-			// limit lets only the first ExecutorsLeft start one.
-			capacity[pos] = 0
-		case !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0:
-			capacity[pos] = min(capacity[pos], w.MemoryFreeMiB/a.MemoryPerExecutorMiB)
+	p.taken, p.passed, p.capacity = p.taken[:0], p.passed[:0], p.capacity[:0]
+	var room int64
+	for int64(len(p.taken)) < most && (spreadOut || room < units) {
+		i, ok := p.free.pop(minCores)
+		if !ok {
+			break
 		}
-	}
-	assigned := assignUnits(capacity, units, spreadOut)
-
-	var out []ExecutorPlacement
-	for pos, i := range usable {
-		if assigned[pos] == 0 {
+		w := p.workers[i]
+		if w.MemoryFreeMiB < a.MemoryPerExecutorMiB {
+			p.passed = append(p.passed, i)
 			continue
 		}
-		w := &workers[i]
+		c := int64(w.CoresFree / minCores)
+		if !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0 {
+			c = min(c, w.MemoryFreeMiB/a.MemoryPerExecutorMiB)
+		}
+		p.taken, p.capacity, room = append(p.taken, i), append(p.capacity, c), room+c
+	}
+	assigned := assignUnits(p.capacity, units, spreadOut)
+
+	placed := len(out)
+	for pos, i := range p.taken {
+		w := &p.workers[i]
 		n, cores := int64(1), int32(assigned[pos])*minCores
 		if !oneExecutorPerWorker {
 			n, cores = assigned[pos], a.CoresPerExecutor
@@ -181,11 +231,17 @@ func placeExecutors(workers []WorkerSlot, a AppDemand, spreadOut bool) ([]Execut
 			w.MemoryFreeMiB -= a.MemoryPerExecutorMiB
 			out = append(out, ExecutorPlacement{AppID: a.ID, WorkerID: w.ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
 		}
+		if w.CoresFree > 0 {
+			p.free.push(freeWorker{coresFree: w.CoresFree, index: i})
+		}
 	}
-	if len(out) > 0 {
+	for _, i := range p.passed {
+		p.free.push(freeWorker{coresFree: p.workers[i].CoresFree, index: i})
+	}
+	if len(out) > placed {
 		return out, ""
 	}
-	return nil, waitingReason(workers, a, minCores)
+	return out, p.waitingReason(a, minCores)
 }
 
 // assignUnits hands out units among workers that can take capacity[pos]
@@ -235,27 +291,103 @@ func assignUnits(capacity []int64, units int64, spreadOut bool) []int64 {
 	return assigned
 }
 
+// fits reports whether some worker is big enough for one executor of cores
+// cores and memoryMiB. Each distinct cores per executor costs one look at
+// every worker per pass.
+func (p *pass) fits(cores int32, memoryMiB int64) bool {
+	most, ok := p.mostMemory[cores]
+	if !ok {
+		most = -1
+		for _, w := range p.workers {
+			if w.Cores >= cores {
+				most = max(most, w.MemoryMiB)
+			}
+		}
+		p.mostMemory[cores] = most
+	}
+	return most >= memoryMiB
+}
+
 // waitingReason explains why an application got no executor: either no worker is
 // big enough for one executor (it will wait forever unless a bigger worker joins),
 // or the workers that are big enough are busy.
-func waitingReason(workers []WorkerSlot, a AppDemand, minCores int32) string {
-	var maxCores int32
-	var maxMemory int64
-	fits := false
-	for _, w := range workers {
-		maxCores, maxMemory = max(maxCores, w.Cores), max(maxMemory, w.MemoryMiB)
-		if w.Cores >= minCores && w.MemoryMiB >= a.MemoryPerExecutorMiB {
-			fits = true
-		}
-	}
+func (p *pass) waitingReason(a AppDemand, minCores int32) string {
 	need := fmt.Sprintf("%d core(s) and %s per executor", minCores, resources.FormatMiB(a.MemoryPerExecutorMiB))
 	switch {
-	case len(workers) == 0:
+	case len(p.workers) == 0:
 		return "no alive workers"
-	case !fits:
+	case !p.fits(minCores, a.MemoryPerExecutorMiB):
 		return fmt.Sprintf("requires more resources than any worker has: %s; workers have at most %d core(s) and %s",
-			need, maxCores, resources.FormatMiB(maxMemory))
+			need, p.maxCores, resources.FormatMiB(p.maxMemory))
 	default:
 		return fmt.Sprintf("waiting for free resources: %s", need)
+	}
+}
+
+// freeWorker is a worker in freeWorkers: its free cores and its index in the
+// snapshot.
+type freeWorker struct {
+	coresFree int32
+	index     int
+}
+
+// before is Spark's order of usable workers: most free cores first, and,
+// as its stable sort leaves them, in snapshot order among equals.
+func (w freeWorker) before(o freeWorker) bool {
+	return w.coresFree > o.coresFree || w.coresFree == o.coresFree && w.index < o.index
+}
+
+// freeWorkers is a binary heap of workers in the order of before.
+type freeWorkers []freeWorker
+
+// init makes h a heap.
+func (h freeWorkers) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// pop removes and returns the index of the first worker if it has at least
+// cores free cores.
+func (h *freeWorkers) pop(cores int32) (int, bool) {
+	q := *h
+	if len(q) == 0 || q[0].coresFree < cores {
+		return 0, false
+	}
+	first, last := q[0], len(q)-1
+	q[0] = q[last]
+	*h = q[:last]
+	h.down(0)
+	return first.index, true
+}
+
+// push adds w.
+func (h *freeWorkers) push(w freeWorker) {
+	*h = append(*h, w)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q[i].before(q[parent]) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+// down moves the worker at i down to its place.
+func (h freeWorkers) down(i int) {
+	for {
+		first := i
+		for _, child := range [2]int{2*i + 1, 2*i + 2} {
+			if child < len(h) && h[child].before(h[first]) {
+				first = child
+			}
+		}
+		if first == i {
+			return
+		}
+		h[i], h[first] = h[first], h[i]
+		i = first
 	}
 }
