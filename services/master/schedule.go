@@ -80,15 +80,15 @@ type Plan struct {
 // enough free cores and memory; then executors, FIFO over the waiting
 // applications. rng shuffles the workers for drivers.
 //
-// Executors cost O(workers) once per pass, to copy the workers and order the
-// ones with a free core, then O(log workers) for each worker an application
+// Executors cost O(workers) once per pass, to copy the workers and order
+// them by free cores, then O(log workers) for each worker an application
 // takes or looks past: an application wanting a few executors does not look
 // at the other workers.
 func schedule(s Snapshot, rng *rand.Rand) Plan {
 	workers := slices.Clone(s.Workers)
 	plan := Plan{Waiting: map[string]string{}}
 	plan.Drivers = placeDrivers(workers, s.Drivers, rng)
-	p := pass{workers: workers}
+	p := newPass(workers)
 	for _, a := range s.Apps {
 		var reason string
 		plan.Executors, reason = p.placeExecutors(plan.Executors, a, s.SpreadOut)
@@ -125,35 +125,31 @@ func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) 
 }
 
 // pass is what one schedule pass places executors from: the workers with
-// what is still free, the ones with a free core in Spark's order of usable
-// workers, and what the workers' sizes allow, for the waiting reasons. All
-// but workers are built when first needed.
+// what is still free, the same workers ordered as Spark orders usable ones,
+// and what the workers' sizes allow, for the waiting reasons.
 type pass struct {
 	workers []WorkerSlot
-	started bool
 	free    freeWorkers
 	// The largest worker sizes, and by cores per executor the most memory of
 	// a worker with that many cores.
 	maxCores   int32
 	maxMemory  int64
 	mostMemory map[int32]int64
-	// Scratch for one application's workers.
-	taken, passed []int
-	capacity      []int64
+	// Scratch for one application: the workers it took from free and, of
+	// those, the usable ones and what they can take.
+	popped, usable []int
+	capacity       []int64
 }
 
-// start orders the workers with a free core (no executor fits on the
-// others) and notes the largest worker sizes.
-func (p *pass) start() {
-	p.started = true
-	p.mostMemory = map[int32]int64{}
-	for i, w := range p.workers {
+// newPass orders workers by free cores and notes the largest worker sizes.
+func newPass(workers []WorkerSlot) *pass {
+	p := &pass{workers: workers, free: make(freeWorkers, len(workers)), mostMemory: map[int32]int64{}}
+	for i, w := range workers {
 		p.maxCores, p.maxMemory = max(p.maxCores, w.Cores), max(p.maxMemory, w.MemoryMiB)
-		if w.CoresFree > 0 {
-			p.free = append(p.free, freeWorker{coresFree: w.CoresFree, index: i})
-		}
+		p.free[i] = freeWorker{coresFree: w.CoresFree, index: i}
 	}
 	p.free.init()
+	return p
 }
 
 // placeExecutors is Spark's startExecutorsOnWorkers for one application:
@@ -163,13 +159,14 @@ func (p *pass) start() {
 // got nothing, if it did not.
 //
 // Usable workers — enough free memory and cores for one executor — come from
-// p.free, most free cores first, as many as can get a share: spread out, every
-// one of the first `units`; consolidated, each takes all it can until the
-// units run out. Each of them gets an executor, so the application looks at
-// no more workers than it gets executors, plus those with free cores but too
-// little free memory, which it looks past; those can make one application
-// look at every worker with a free core when memory, not cores, is what the
-// cluster lacks.
+// p.free, most free cores first, and only as many as get a unit: spread out,
+// the first `units` of them; consolidated, each takes all it can until the
+// units run out. So an application takes no more workers from p.free than it
+// gets executors, plus those with the free cores but not the free memory for
+// one, which it looks past and puts back. Those can make one application look
+// at every worker with free cores, O(log workers) each, when memory, not
+// cores, is what the cluster lacks; an application no worker is big enough
+// for looks at none.
 func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bool) ([]ExecutorPlacement, string) {
 	minCores := max(a.CoresPerExecutor, 1)
 	if a.CoresLeft < minCores {
@@ -177,9 +174,6 @@ func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bo
 	}
 	if a.ExecutorsLeft <= 0 {
 		return out, "executor limit reached (dynamic allocation)"
-	}
-	if !p.started {
-		p.start()
 	}
 	if !p.fits(minCores, a.MemoryPerExecutorMiB) {
 		return out, p.waitingReason(a, minCores)
@@ -189,8 +183,9 @@ func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bo
 	// Cores are handed out in units of minCores. Spark hands them one unit at
 	// a time; the same result is computed in bulk, so the work does not grow
 	// with how many cores workers advertise. Sums are in 64 bits.
+	// More units than the usable workers can take fill them.
 	units := int64(a.CoresLeft / minCores)
-	most := units // workers that can get a unit
+	most := units // workers that get a unit
 	if oneExecutorPerWorker {
 		// Every worker that gets cores starts one executor; the executor
 		// limit lets only the first ExecutorsLeft start one.
@@ -199,28 +194,28 @@ func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bo
 		units = min(units, int64(a.ExecutorsLeft)) // each unit is an executor
 		most = units
 	}
-	p.taken, p.passed, p.capacity = p.taken[:0], p.passed[:0], p.capacity[:0]
+	p.popped, p.usable, p.capacity = p.popped[:0], p.usable[:0], p.capacity[:0]
 	var room int64
-	for int64(len(p.taken)) < most && (spreadOut || room < units) {
+	for int64(len(p.usable)) < most && (spreadOut || room < units) {
 		i, ok := p.free.pop(minCores)
 		if !ok {
 			break
 		}
+		p.popped = append(p.popped, i)
 		w := p.workers[i]
 		if w.MemoryFreeMiB < a.MemoryPerExecutorMiB {
-			p.passed = append(p.passed, i)
 			continue
 		}
 		c := int64(w.CoresFree / minCores)
 		if !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0 {
 			c = min(c, w.MemoryFreeMiB/a.MemoryPerExecutorMiB)
 		}
-		p.taken, p.capacity, room = append(p.taken, i), append(p.capacity, c), room+c
+		p.usable, p.capacity, room = append(p.usable, i), append(p.capacity, c), room+c
 	}
 	assigned := assignUnits(p.capacity, units, spreadOut)
 
 	placed := len(out)
-	for pos, i := range p.taken {
+	for pos, i := range p.usable {
 		w := &p.workers[i]
 		n, cores := int64(1), int32(assigned[pos])*minCores
 		if !oneExecutorPerWorker {
@@ -231,11 +226,8 @@ func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bo
 			w.MemoryFreeMiB -= a.MemoryPerExecutorMiB
 			out = append(out, ExecutorPlacement{AppID: a.ID, WorkerID: w.ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
 		}
-		if w.CoresFree > 0 {
-			p.free.push(freeWorker{coresFree: w.CoresFree, index: i})
-		}
 	}
-	for _, i := range p.passed {
+	for _, i := range p.popped {
 		p.free.push(freeWorker{coresFree: p.workers[i].CoresFree, index: i})
 	}
 	if len(out) > placed {

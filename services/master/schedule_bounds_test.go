@@ -69,3 +69,28 @@ func TestScheduleWorkDoesNotGrowWithAdvertisedCores(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulePassWorkDoesNotGrowWithWorkers: a pass serving applications
+// that want a few executors each — spread out or consolidated, with and
+// without cores per executor, one bigger than every worker — makes as many
+// allocations at 10,000 workers as at 100. A pass that scanned, sorted or
+// passed over the workers for each application, or kept a list of them, made
+// more. (Ordering the workers once per pass is one allocation.)
+func TestSchedulePassWorkDoesNotGrowWithWorkers(t *testing.T) {
+	apps := []AppDemand{
+		{ID: "too-big", CoresLeft: 4, CoresPerExecutor: 1, MemoryPerExecutorMiB: 1 << 20, ExecutorsLeft: math.MaxInt},
+		{ID: "per-executor", CoresLeft: 4, CoresPerExecutor: 2, MemoryPerExecutorMiB: 1 << 10, ExecutorsLeft: math.MaxInt},
+		{ID: "one-per-worker", CoresLeft: math.MaxInt32, MemoryPerExecutorMiB: 1 << 10, ExecutorsLeft: 3},
+		{ID: "limited", CoresLeft: math.MaxInt32, CoresPerExecutor: 1, MemoryPerExecutorMiB: 1 << 10, ExecutorsLeft: 5},
+	}
+	for _, spreadOut := range []bool{true, false} {
+		allocs := map[int]float64{}
+		for _, n := range []int{100, 10_000} {
+			s := Snapshot{Workers: idleWorkers(n, 16, 64<<10), Apps: apps, SpreadOut: spreadOut}
+			allocs[n] = testing.AllocsPerRun(20, func() { schedule(s, rand.New(rand.NewPCG(1, 2))) })
+		}
+		if allocs[100] != allocs[10_000] {
+			t.Errorf("spreadOut=%v: allocations by workers %v, want equal", spreadOut, allocs)
+		}
+	}
+}
