@@ -3,7 +3,6 @@ package master
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/glint-cluster/glint/pkg/resources"
 )
@@ -80,15 +79,18 @@ type Plan struct {
 // enough free cores and memory; then executors, FIFO over the waiting
 // applications. rng shuffles the workers for drivers.
 //
-// Executors cost O(workers) once per pass, to copy the workers and order
-// them by free cores, then O(log workers) for each worker an application
-// takes or looks past: an application wanting a few executors does not look
-// at the other workers.
+// Executors cost O(workers) once per pass, to note what every worker has
+// free and order the workers by free cores, then O(log workers) for each
+// worker an application takes or looks past: an application wanting a few
+// executors does not look at the other workers.
 func schedule(s Snapshot, rng *rand.Rand) Plan {
-	workers := slices.Clone(s.Workers)
+	left := make([]room, len(s.Workers))
+	for i, w := range s.Workers {
+		left[i] = room{cores: w.CoresFree, memoryMiB: w.MemoryFreeMiB}
+	}
 	plan := Plan{Waiting: map[string]string{}}
-	plan.Drivers = placeDrivers(workers, s.Drivers, rng)
-	p := newPass(workers)
+	plan.Drivers = placeDrivers(s.Workers, left, s.Drivers, rng)
+	p := newPass(s.Workers, left)
 	for _, a := range s.Apps {
 		var reason string
 		plan.Executors, reason = p.placeExecutors(plan.Executors, a, s.SpreadOut)
@@ -99,10 +101,16 @@ func schedule(s Snapshot, rng *rand.Rand) Plan {
 	return plan
 }
 
+// room is what a worker has free during a pass.
+type room struct {
+	cores     int32
+	memoryMiB int64
+}
+
 // placeDrivers places drivers on a shuffled order of workers, resuming the
 // round robin where the previous driver's search stopped, and takes their
-// resources from workers.
-func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) []DriverPlacement {
+// resources from left, what each worker has free.
+func placeDrivers(workers []WorkerSlot, left []room, drivers []DriverDemand, rng *rand.Rand) []DriverPlacement {
 	if len(workers) == 0 || len(drivers) == 0 {
 		return nil
 	}
@@ -111,12 +119,12 @@ func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) 
 	pos := 0
 	for _, d := range drivers {
 		for visited := 0; visited < len(order); visited++ {
-			w := &workers[order[pos]]
+			i := order[pos]
 			pos = (pos + 1) % len(order)
-			if w.CoresFree >= d.Cores && w.MemoryFreeMiB >= d.MemoryMiB {
-				w.CoresFree -= d.Cores
-				w.MemoryFreeMiB -= d.MemoryMiB
-				out = append(out, DriverPlacement{DriverID: d.ID, WorkerID: w.ID})
+			if w := &left[i]; w.cores >= d.Cores && w.memoryMiB >= d.MemoryMiB {
+				w.cores -= d.Cores
+				w.memoryMiB -= d.MemoryMiB
+				out = append(out, DriverPlacement{DriverID: d.ID, WorkerID: workers[i].ID})
 				break
 			}
 		}
@@ -124,12 +132,13 @@ func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) 
 	return out
 }
 
-// pass is what one schedule pass places executors from: the workers with
-// what is still free, the same workers ordered as Spark orders usable ones,
-// and what the workers' sizes allow, for the waiting reasons.
+// pass is what one schedule pass places executors from: the workers, what
+// each has left, the workers ordered as Spark orders usable ones, and what
+// the workers' sizes allow, for the waiting reasons.
 type pass struct {
 	workers []WorkerSlot
-	free    freeWorkers
+	left    []room
+	free    byFreeCores
 	// The largest worker sizes, and by cores per executor the most memory of
 	// a worker with that many cores.
 	maxCores   int32
@@ -141,12 +150,13 @@ type pass struct {
 	capacity       []int64
 }
 
-// newPass orders workers by free cores and notes the largest worker sizes.
-func newPass(workers []WorkerSlot) *pass {
-	p := &pass{workers: workers, free: make(freeWorkers, len(workers)), mostMemory: map[int32]int64{}}
+// newPass orders workers by their free cores in left and notes the largest
+// worker sizes.
+func newPass(workers []WorkerSlot, left []room) *pass {
+	p := &pass{workers: workers, left: left, free: make(byFreeCores, len(workers)), mostMemory: map[int32]int64{}}
 	for i, w := range workers {
 		p.maxCores, p.maxMemory = max(p.maxCores, w.Cores), max(p.maxMemory, w.MemoryMiB)
-		p.free[i] = freeWorker{coresFree: w.CoresFree, index: i}
+		p.free[i] = freeWorker{coresFree: left[i].cores, index: i}
 	}
 	p.free.init()
 	return p
@@ -195,40 +205,40 @@ func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bo
 		most = units
 	}
 	p.popped, p.usable, p.capacity = p.popped[:0], p.usable[:0], p.capacity[:0]
-	var room int64
-	for int64(len(p.usable)) < most && (spreadOut || room < units) {
+	var canTake int64
+	for int64(len(p.usable)) < most && (spreadOut || canTake < units) {
 		i, ok := p.free.pop(minCores)
 		if !ok {
 			break
 		}
 		p.popped = append(p.popped, i)
-		w := p.workers[i]
-		if w.MemoryFreeMiB < a.MemoryPerExecutorMiB {
+		w := p.left[i]
+		if w.memoryMiB < a.MemoryPerExecutorMiB {
 			continue
 		}
-		c := int64(w.CoresFree / minCores)
+		c := int64(w.cores / minCores)
 		if !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0 {
-			c = min(c, w.MemoryFreeMiB/a.MemoryPerExecutorMiB)
+			c = min(c, w.memoryMiB/a.MemoryPerExecutorMiB)
 		}
-		p.usable, p.capacity, room = append(p.usable, i), append(p.capacity, c), room+c
+		p.usable, p.capacity, canTake = append(p.usable, i), append(p.capacity, c), canTake+c
 	}
 	assigned := assignUnits(p.capacity, units, spreadOut)
 
 	placed := len(out)
 	for pos, i := range p.usable {
-		w := &p.workers[i]
+		w := &p.left[i]
 		n, cores := int64(1), int32(assigned[pos])*minCores
 		if !oneExecutorPerWorker {
 			n, cores = assigned[pos], a.CoresPerExecutor
 		}
 		for range n {
-			w.CoresFree -= cores
-			w.MemoryFreeMiB -= a.MemoryPerExecutorMiB
-			out = append(out, ExecutorPlacement{AppID: a.ID, WorkerID: w.ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
+			w.cores -= cores
+			w.memoryMiB -= a.MemoryPerExecutorMiB
+			out = append(out, ExecutorPlacement{AppID: a.ID, WorkerID: p.workers[i].ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
 		}
 	}
 	for _, i := range p.popped {
-		p.free.push(freeWorker{coresFree: p.workers[i].CoresFree, index: i})
+		p.free.push(freeWorker{coresFree: p.left[i].cores, index: i})
 	}
 	if len(out) > placed {
 		return out, ""
@@ -316,7 +326,7 @@ func (p *pass) waitingReason(a AppDemand, minCores int32) string {
 	}
 }
 
-// freeWorker is a worker in freeWorkers: its free cores and its index in the
+// freeWorker is a worker in byFreeCores: its free cores and its index in the
 // snapshot.
 type freeWorker struct {
 	coresFree int32
@@ -329,11 +339,11 @@ func (w freeWorker) before(o freeWorker) bool {
 	return w.coresFree > o.coresFree || w.coresFree == o.coresFree && w.index < o.index
 }
 
-// freeWorkers is a binary heap of workers in the order of before.
-type freeWorkers []freeWorker
+// byFreeCores is a binary heap of workers in the order of before.
+type byFreeCores []freeWorker
 
 // init makes h a heap.
-func (h freeWorkers) init() {
+func (h byFreeCores) init() {
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
@@ -341,7 +351,7 @@ func (h freeWorkers) init() {
 
 // pop removes and returns the index of the first worker if it has at least
 // cores free cores.
-func (h *freeWorkers) pop(cores int32) (int, bool) {
+func (h *byFreeCores) pop(cores int32) (int, bool) {
 	q := *h
 	if len(q) == 0 || q[0].coresFree < cores {
 		return 0, false
@@ -354,7 +364,7 @@ func (h *freeWorkers) pop(cores int32) (int, bool) {
 }
 
 // push adds w.
-func (h *freeWorkers) push(w freeWorker) {
+func (h *byFreeCores) push(w freeWorker) {
 	*h = append(*h, w)
 	q := *h
 	for i := len(q) - 1; i > 0; {
@@ -368,7 +378,7 @@ func (h *freeWorkers) push(w freeWorker) {
 }
 
 // down moves the worker at i down to its place.
-func (h freeWorkers) down(i int) {
+func (h byFreeCores) down(i int) {
 	for {
 		first := i
 		for _, child := range [2]int{2*i + 1, 2*i + 2} {

@@ -21,9 +21,16 @@ import (
 // and explaining a wait from all the workers' sizes. Drivers are placed by
 // the product's placeDrivers, which this does not check.
 func referenceSchedule(s Snapshot, rng *rand.Rand) Plan {
-	workers := slices.Clone(s.Workers)
+	left := make([]room, len(s.Workers))
+	for i, w := range s.Workers {
+		left[i] = room{cores: w.CoresFree, memoryMiB: w.MemoryFreeMiB}
+	}
 	plan := Plan{Waiting: map[string]string{}}
-	plan.Drivers = placeDrivers(workers, s.Drivers, rng)
+	plan.Drivers = placeDrivers(s.Workers, left, s.Drivers, rng)
+	workers := slices.Clone(s.Workers)
+	for i := range workers {
+		workers[i].CoresFree, workers[i].MemoryFreeMiB = left[i].cores, left[i].memoryMiB
+	}
 	for _, a := range s.Apps {
 		minCores := max(a.CoresPerExecutor, 1)
 		if a.CoresLeft < minCores {
