@@ -1,8 +1,8 @@
 package master
 
 import (
-	"fmt"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/glint-cluster/glint/pkg/resources"
 )
@@ -313,18 +313,23 @@ func (p *pass) fits(cores int32, memoryMiB int64) bool {
 // waitingReason explains why an application got no executor: either no worker is
 // big enough for one executor (it will wait forever unless a bigger worker joins),
 // or the workers that are big enough are busy.
+// Like resources.FormatMiB it formats without fmt, so that its allocations
+// can be counted under -race.
 func (p *pass) waitingReason(a AppDemand, minCores int32) string {
-	need := fmt.Sprintf("%d core(s) and %s per executor", minCores, resources.FormatMiB(a.MemoryPerExecutorMiB))
+	need := cores(minCores) + " and " + resources.FormatMiB(a.MemoryPerExecutorMiB) + " per executor"
 	switch {
 	case len(p.workers) == 0:
 		return "no alive workers"
 	case !p.fits(minCores, a.MemoryPerExecutorMiB):
-		return fmt.Sprintf("requires more resources than any worker has: %s; workers have at most %d core(s) and %s",
-			need, p.maxCores, resources.FormatMiB(p.maxMemory))
+		return "requires more resources than any worker has: " + need +
+			"; workers have at most " + cores(p.maxCores) + " and " + resources.FormatMiB(p.maxMemory)
 	default:
-		return fmt.Sprintf("waiting for free resources: %s", need)
+		return "waiting for free resources: " + need
 	}
 }
+
+// cores renders n cores as the waiting reasons do: "4 core(s)".
+func cores(n int32) string { return strconv.FormatInt(int64(n), 10) + " core(s)" }
 
 // freeWorker is a worker in byFreeCores: its free cores and its index in the
 // snapshot.
