@@ -7,7 +7,8 @@ import (
 	"github.com/glint-cluster/glint/pkg/resources"
 )
 
-// WorkerSlot is a worker as schedule sees it: its size and what is still free.
+// WorkerSlot is a worker as schedule sees it: its size and what is still free
+// (never more than its size).
 type WorkerSlot struct {
 	ID            string
 	Cores         int32
@@ -140,7 +141,7 @@ type pass struct {
 	left    []room
 	free    byFreeCores
 	// The largest worker sizes, and by cores per executor the most memory of
-	// a worker with that many cores.
+	// a worker with at least that many cores.
 	maxCores   int32
 	maxMemory  int64
 	mostMemory map[int32]int64
@@ -192,10 +193,10 @@ func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bo
 	oneExecutorPerWorker := a.CoresPerExecutor == 0
 	// Cores are handed out in units of minCores. Spark hands them one unit at
 	// a time; the same result is computed in bulk, so the work does not grow
-	// with how many cores workers advertise. Sums are in 64 bits.
-	// More units than the usable workers can take fill them.
+	// with how many cores workers advertise. Counts are in 64 bits; units
+	// beyond what the usable workers can take are left over.
 	units := int64(a.CoresLeft / minCores)
-	most := units // workers that get a unit
+	most := units // usable workers that can get a unit
 	if oneExecutorPerWorker {
 		// Every worker that gets cores starts one executor; the executor
 		// limit lets only the first ExecutorsLeft start one.
@@ -316,20 +317,20 @@ func (p *pass) fits(cores int32, memoryMiB int64) bool {
 // Like resources.FormatMiB it formats without fmt, so that its allocations
 // can be counted under -race.
 func (p *pass) waitingReason(a AppDemand, minCores int32) string {
-	need := cores(minCores) + " and " + resources.FormatMiB(a.MemoryPerExecutorMiB) + " per executor"
+	need := formatCores(minCores) + " and " + resources.FormatMiB(a.MemoryPerExecutorMiB) + " per executor"
 	switch {
 	case len(p.workers) == 0:
 		return "no alive workers"
 	case !p.fits(minCores, a.MemoryPerExecutorMiB):
 		return "requires more resources than any worker has: " + need +
-			"; workers have at most " + cores(p.maxCores) + " and " + resources.FormatMiB(p.maxMemory)
+			"; workers have at most " + formatCores(p.maxCores) + " and " + resources.FormatMiB(p.maxMemory)
 	default:
 		return "waiting for free resources: " + need
 	}
 }
 
-// cores renders n cores as the waiting reasons do: "4 core(s)".
-func cores(n int32) string { return strconv.FormatInt(int64(n), 10) + " core(s)" }
+// formatCores renders n cores as the waiting reasons do: "4 core(s)".
+func formatCores(n int32) string { return strconv.FormatInt(int64(n), 10) + " core(s)" }
 
 // freeWorker is a worker in byFreeCores: its free cores and its index in the
 // snapshot.
