@@ -255,9 +255,9 @@ func (c *Client) Revoke(ctx context.Context, id LeaseID) error {
 
 // Leader is the key a campaign won.
 type Leader struct {
-	Name  []byte  `json:"name"`
-	Key   []byte  `json:"key"`
-	Rev   Int64   `json:"rev"`
+	Name  []byte `json:"name"`
+	Key   []byte `json:"key"`
+	Rev   Int64  `json:"rev"`
 	Lease Int64  `json:"lease"`
 }
 
