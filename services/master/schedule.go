@@ -85,12 +85,8 @@ type Plan struct {
 // worker an application takes or looks past: an application wanting a few
 // executors does not look at the other workers.
 func schedule(s Snapshot, rng *rand.Rand) Plan {
-	left := make([]room, len(s.Workers))
-	for i, w := range s.Workers {
-		left[i] = room{cores: w.CoresFree, memoryMiB: w.MemoryFreeMiB}
-	}
-	plan := Plan{Waiting: map[string]string{}}
-	plan.Drivers = placeDrivers(s.Workers, left, s.Drivers, rng)
+	drivers, left := placeDrivers(s.Workers, s.Drivers, rng)
+	plan := Plan{Drivers: drivers, Waiting: map[string]string{}}
 	p := newPass(s.Workers, left)
 	for _, a := range s.Apps {
 		var reason string
@@ -109,14 +105,17 @@ type room struct {
 }
 
 // placeDrivers places drivers on a shuffled order of workers, resuming the
-// round robin where the previous driver's search stopped, and takes their
-// resources from left, what each worker has free.
-func placeDrivers(workers []WorkerSlot, left []room, drivers []DriverDemand, rng *rand.Rand) []DriverPlacement {
+// round robin where the previous driver's search stopped, and returns what
+// each worker has left after them.
+func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) (out []DriverPlacement, left []room) {
+	left = make([]room, len(workers))
+	for i, w := range workers {
+		left[i] = room{cores: w.CoresFree, memoryMiB: w.MemoryFreeMiB}
+	}
 	if len(workers) == 0 || len(drivers) == 0 {
-		return nil
+		return nil, left
 	}
 	order := rng.Perm(len(workers))
-	var out []DriverPlacement
 	pos := 0
 	for _, d := range drivers {
 		for visited := 0; visited < len(order); visited++ {
@@ -130,7 +129,7 @@ func placeDrivers(workers []WorkerSlot, left []room, drivers []DriverDemand, rng
 			}
 		}
 	}
-	return out
+	return out, left
 }
 
 // pass is what one schedule pass places executors from: the workers, what

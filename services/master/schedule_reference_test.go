@@ -21,12 +21,8 @@ import (
 // and explaining a wait from all the workers' sizes. Drivers are placed by
 // the product's placeDrivers, which this does not check.
 func referenceSchedule(s Snapshot, rng *rand.Rand) Plan {
-	left := make([]room, len(s.Workers))
-	for i, w := range s.Workers {
-		left[i] = room{cores: w.CoresFree, memoryMiB: w.MemoryFreeMiB}
-	}
-	plan := Plan{Waiting: map[string]string{}}
-	plan.Drivers = placeDrivers(s.Workers, left, s.Drivers, rng)
+	drivers, left := placeDrivers(s.Workers, s.Drivers, rng)
+	plan := Plan{Drivers: drivers, Waiting: map[string]string{}}
 	workers := slices.Clone(s.Workers)
 	for i := range workers {
 		workers[i].CoresFree, workers[i].MemoryFreeMiB = left[i].cores, left[i].memoryMiB
@@ -68,20 +64,22 @@ func referenceSchedule(s Snapshot, rng *rand.Rand) Plan {
 		}
 		assigned := assignOneAtATime(capacity, units, s.SpreadOut)
 
+		// allocateWorkerResourceToExecutors, in Spark's terms of cores.
 		placed := false
 		for pos, i := range usable {
-			if assigned[pos] == 0 {
+			assignedCores := int32(assigned[pos]) * minCores
+			if assignedCores == 0 {
 				continue
 			}
-			w := &workers[i]
-			n, cores := int64(1), int32(assigned[pos])*minCores
-			if !oneExecutorPerWorker {
-				n, cores = assigned[pos], a.CoresPerExecutor
+			numExecutors, coresEach := int32(1), assignedCores
+			if a.CoresPerExecutor > 0 {
+				numExecutors, coresEach = assignedCores/a.CoresPerExecutor, a.CoresPerExecutor
 			}
-			for range n {
-				w.CoresFree -= cores
-				w.MemoryFreeMiB -= a.MemoryPerExecutorMiB
-				plan.Executors = append(plan.Executors, ExecutorPlacement{AppID: a.ID, WorkerID: w.ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
+			for range numExecutors {
+				e := ExecutorPlacement{AppID: a.ID, WorkerID: workers[i].ID, Cores: coresEach, MemoryMiB: a.MemoryPerExecutorMiB}
+				plan.Executors = append(plan.Executors, e)
+				workers[i].CoresFree -= e.Cores
+				workers[i].MemoryFreeMiB -= e.MemoryMiB
 				placed = true
 			}
 		}
