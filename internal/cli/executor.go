@@ -42,8 +42,14 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			claim, err := child.ReceiveClaim()
 			switch {
 			case err == nil:
-				// The channel closes with the process at the latest.
-				cfg.Registered = claim.Registered
+				// Its log files and work directory follow the claim: its
+				// log output is held until they are in place, which it waits
+				// for before it registers (cfg.Settle) and before it exits,
+				// so that its last words reach them too. The channel closes
+				// with the process at the latest.
+				defer func() { _ = claim.Settle() }()
+				g.stderr = claim.Hold(g.stderr)
+				cfg.Settle, cfg.Registered = claim.Settle, claim.Registered
 				fs := pflag.NewFlagSet("executor", pflag.ContinueOnError)
 				args = child.ExecutorArgs{}
 				args.Flags(fs)

@@ -117,6 +117,39 @@ func TestRegisterExecutorRejectsUnknownAppsDuplicatesAndBadInput(t *testing.T) {
 	}
 }
 
+func TestAnExecutorThatAskedForItsPropertiesIsRegisteredOnlyOnceItRetrievedThem(t *testing.T) {
+	d := startDriver(t, echoApp(nil), nil)
+	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	register := func(ctx context.Context) error {
+		_, err := client.RegisterExecutor(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
+			AppId: d.AppID(), ExecutorId: 0, Hostname: "127.0.0.1", Cores: 1, ExecutorUrl: "http://127.0.0.1:1", PropsAsked: true,
+		}))
+		return err
+	}
+	// The registration waits for the properties; this one gives up first.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := register(ctx); err == nil {
+		t.Fatal("an executor that asked for its properties was registered before it retrieved them")
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done <- register(ctx)
+	}()
+	if _, err := client.RetrieveSparkProps(context.Background(), connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{AppId: d.AppID(), ExecutorId: 0})); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("register once the properties were retrieved: %v", err)
+	}
+	tl := d.Timelines()
+	if len(tl) != 1 || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.Before(tl[0].PropsRetrieved) {
+		t.Errorf("timelines %+v: want executor 0 registered after it retrieved its properties", tl)
+	}
+}
+
 func TestRejectedExecutorStopsWithAClearError(t *testing.T) {
 	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
 	d := startDriver(t, a, nil)

@@ -60,9 +60,12 @@ type executorData struct {
 	// has run none since: dynamic allocation releases it after a while.
 	idleSince time.Time
 	state     masterv1.ExecutorState
-	client    executorv1connect.ExecutorServiceClient
-	mailbox   *rpc.Mailbox
-	timeline  Timeline
+	// propsRetrieved is closed once it retrieved its properties
+	// (timeline.PropsRetrieved is set).
+	propsRetrieved chan struct{}
+	client         executorv1connect.ExecutorServiceClient
+	mailbox        *rpc.Mailbox
+	timeline       Timeline
 	// trace is the span context of the executor's registration, the exemplar
 	// of its launch phases; observed is set once they were recorded.
 	trace    trace.SpanContext
@@ -82,7 +85,7 @@ func (e *executorData) offerable() bool {
 func (d *Driver) executorLocked(id int32) *executorData {
 	e, ok := d.executors[id]
 	if !ok {
-		e = &executorData{id: id, timeline: Timeline{ExecutorID: id}}
+		e = &executorData{id: id, timeline: Timeline{ExecutorID: id}, propsRetrieved: make(chan struct{})}
 		d.executors[id] = e
 	}
 	return e
@@ -103,6 +106,7 @@ func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[dr
 	}
 	if e := d.executorLocked(req.Msg.GetExecutorId()); e.timeline.PropsRetrieved.IsZero() {
 		e.timeline.PropsRetrieved = time.Now()
+		close(e.propsRetrieved)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(req.Msg.GetExecutorId())))
 	props := maps.Clone(d.cfg.Conf)
@@ -141,6 +145,11 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	if err != nil {
 		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: %w", m.GetExecutorId(), fault.ErrInvalidArgument, err))
 	}
+	if m.GetPropsAsked() {
+		if err := d.awaitProps(ctx, m.GetAppId(), m.GetExecutorId()); err != nil {
+			return nil, rpc.Error(err)
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m.GetAppId() != d.appID {
@@ -165,6 +174,27 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	d.log.InfoContext(ctx, "registered executor", "executor", e.id, "host", m.GetHostname(), "cores", e.cores, "url", url)
 	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+}
+
+// awaitProps waits until executor id of appID retrieved its properties: it
+// asked for them on the same connection just before registering, without
+// waiting for the answer (RegisterExecutorRequest.props_asked), and is
+// registered only once they were retrieved, as Spark's executor is.
+func (d *Driver) awaitProps(ctx context.Context, appID string, id int32) error {
+	d.mu.Lock()
+	if appID != d.appID {
+		d.mu.Unlock()
+		return nil // refused as any registration for another application
+	}
+	retrieved := d.executorLocked(id).propsRetrieved
+	d.mu.Unlock()
+	select {
+	case <-retrieved:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("register executor %d: %w: it asked for its properties and did not retrieve them: %w",
+			id, fault.ErrFailedPrecondition, ctx.Err())
+	}
 }
 
 // LaunchedExecutor marks a registered executor ready: its cores are offered

@@ -5,11 +5,13 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"time"
@@ -48,6 +50,10 @@ type Config struct {
 	Attempts int
 	// RetryInterval is the pause between attempts; default 1s.
 	RetryInterval time.Duration
+	// Settle, if set, is called before the executor registers with its
+	// driver, and an error from it ends the executor: a claimed executor
+	// waits there for its work directory and log files.
+	Settle func() error
 	// Registered, if set, is called once the executor registered with its
 	// driver (a prestarted executor tells its worker so).
 	Registered func()
@@ -102,6 +108,10 @@ type Server struct {
 	// ends.
 	life context.Context
 	stop context.CancelCauseFunc
+	// handler is built once: by Run once the executor registered, as
+	// Spark's executor makes its Executor on RegisteredExecutor, or by a
+	// request that comes first.
+	handler func() http.Handler
 
 	mu sync.Mutex
 	// tasks are the tasks launched and not yet ended, running or queued.
@@ -129,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancelCause(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
 		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
@@ -137,11 +147,17 @@ func New(cfg Config) (*Server, error) {
 		life:    life,
 		stop:    stop,
 		tasks:   map[int64]*task{},
-	}, nil
+	}
+	s.handler = sync.OnceValue(s.newHandler)
+	return s, nil
 }
 
 // Handler serves ExecutorService, /healthz and /metrics.
 func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler().ServeHTTP(w, r) })
+}
+
+func (s *Server) newHandler() http.Handler {
 	return rpc.NewHandler(rpc.Endpoints{
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
 			return executorv1connect.NewExecutorServiceHandler(s, o...)
@@ -193,32 +209,65 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // connect is the start-up sequence of CoarseGrainedExecutorBackend:
-// RetrieveSparkProps, RegisterExecutor, LaunchedExecutor.
+// RetrieveSparkProps, RegisterExecutor, LaunchedExecutor. RegisterExecutor
+// follows RetrieveSparkProps on the same connection as soon as that is sent,
+// without waiting for its answer: the executor does not use its properties to
+// register, and the driver registers it only once they were retrieved
+// (props_asked), so the order is Spark's, less a round trip.
 func (s *Server) connect(ctx context.Context) error {
-	var props *driverv1.RetrieveSparkPropsResponse
-	err := s.call(ctx, "retrieve properties", func(ctx context.Context) error {
-		resp, err := s.driver.RetrieveSparkProps(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
-			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID,
-		}))
-		if err == nil {
-			props = resp.Msg
+	asked := make(chan struct{})
+	var askOnce sync.Once
+	ask := func() { askOnce.Do(func() { close(asked) }) }
+	propsCtx, stopProps := context.WithCancel(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { ask() },
+	}))
+	registerCtx, stopRegister := context.WithCancelCause(ctx)
+	defer stopRegister(nil)
+	propsDone := make(chan error, 1)
+	go func() {
+		defer ask()
+		err := s.call(propsCtx, "retrieve properties", func(ctx context.Context) error {
+			resp, err := s.driver.RetrieveSparkProps(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
+				AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID,
+			}))
+			if err == nil {
+				s.log.Debug("retrieved properties", "count", len(resp.Msg.GetProperties()))
+			}
+			return err
+		})
+		if err != nil {
+			stopRegister(err)
 		}
-		return err
-	})
-	if err != nil {
-		return err
+		propsDone <- err
+	}()
+	defer stopProps()
+	// The properties' answer is awaited, and its error comes first: that
+	// call was made first. A failure of the registration ends it.
+	propsErr := func(err error) error {
+		if err != nil {
+			stopProps()
+		}
+		return cmp.Or(<-propsDone, err)
 	}
-	s.log.Debug("retrieved properties", "count", len(props.GetProperties()))
-	err = s.call(ctx, "register", func(ctx context.Context) error {
+	<-asked
+	if s.cfg.Settle != nil {
+		if err := s.cfg.Settle(); err != nil {
+			return propsErr(err)
+		}
+	}
+	err := s.call(registerCtx, "register", func(ctx context.Context) error {
 		_, err := s.driver.RegisterExecutor(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
 			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, Hostname: s.cfg.Hostname,
-			Cores: s.cfg.Cores, ExecutorUrl: s.cfg.URL, WorkerUrl: s.cfg.WorkerURL,
+			Cores: s.cfg.Cores, ExecutorUrl: s.cfg.URL, WorkerUrl: s.cfg.WorkerURL, PropsAsked: true,
 		}))
 		return err
 	})
-	if err != nil {
+	if err := propsErr(err); err != nil {
 		return err
 	}
+	// Registered: the executor makes what serves the driver's calls (the
+	// driver offers it tasks once it says it is launched).
+	s.handler()
 	return s.call(ctx, "report launched", func(ctx context.Context) error {
 		_, err := s.driver.LaunchedExecutor(ctx, connect.NewRequest(&driverv1.LaunchedExecutorRequest{ExecutorId: s.cfg.ExecutorID}))
 		return err

@@ -18,6 +18,8 @@ import (
 
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/internal/tooltest"
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
@@ -230,7 +232,9 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	// can end before that call's span does.
 	e.waitConnected(t)
 
-	// The start-up calls were made one after the other, in Spark's order.
+	// The start-up calls were made in Spark's order: RegisterExecutor
+	// follows RetrieveSparkProps without waiting for its answer (the driver
+	// keeps the order), LaunchedExecutor follows both answers.
 	var calls []sdktrace.ReadOnlySpan
 	for _, s := range e.spans.Ended() {
 		if strings.HasPrefix(s.Name(), "glint.driver.v1.DriverService/") && !strings.HasSuffix(s.Name(), "/StatusUpdate") {
@@ -241,8 +245,10 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	var names []string
 	for i, s := range calls {
 		names = append(names, strings.TrimPrefix(s.Name(), "glint.driver.v1.DriverService/"))
-		if i > 0 && s.StartTime().Before(calls[i-1].EndTime()) {
-			t.Errorf("%s started before %s ended", s.Name(), calls[i-1].Name())
+		for _, before := range calls[:i] {
+			if strings.HasSuffix(s.Name(), "/LaunchedExecutor") && s.StartTime().Before(before.EndTime()) {
+				t.Errorf("%s started before %s ended", s.Name(), before.Name())
+			}
 		}
 	}
 	if want := []string{"RetrieveSparkProps", "RegisterExecutor", "LaunchedExecutor"}; !slices.Equal(names, want) {
@@ -251,6 +257,70 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	tl := d.Timelines()
 	if len(tl) != 1 || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.Before(tl[0].PropsRetrieved) || tl[0].FirstTask.Before(tl[0].Registered) {
 		t.Errorf("driver's timelines %+v; want executor 0 with properties retrieved, then registered, then a first task", tl)
+	}
+}
+
+// pipelinedDriver answers RetrieveSparkProps only once RegisterExecutor came:
+// an executor that waited for its properties before registering would never
+// register with it.
+type pipelinedDriver struct {
+	driverv1connect.UnimplementedDriverServiceHandler
+	registering chan *driverv1.RegisterExecutorRequest
+	launched    chan struct{}
+}
+
+func (d *pipelinedDriver) RetrieveSparkProps(ctx context.Context, _ *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
+	select {
+	case req := <-d.registering:
+		d.registering <- req
+		return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{}), nil
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+	}
+}
+
+func (d *pipelinedDriver) RegisterExecutor(_ context.Context, req *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
+	d.registering <- req.Msg
+	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+}
+
+func (d *pipelinedDriver) LaunchedExecutor(context.Context, *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+	close(d.launched)
+	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
+}
+
+func TestAnExecutorRegistersWithoutWaitingForThePropertiesItAskedFor(t *testing.T) {
+	d := &pipelinedDriver{registering: make(chan *driverv1.RegisterExecutorRequest, 1), launched: make(chan struct{})}
+	dln, durl := servicetest.Listen(t)
+	mux := http.NewServeMux()
+	mux.Handle(driverv1connect.NewDriverServiceHandler(d))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rpc.Serve(ctx, dln, mux) }()
+	apps, err := app.NewRegistry(newTestApp(t).app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := servicetest.Listen(t)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- servicetest.RunExecutor(ctx, ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{DriverURL: durl, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0000"},
+			Apps:         apps, RetryInterval: 10 * time.Millisecond,
+		})
+	}()
+	defer func() {
+		cancel()
+		<-ran
+		<-served
+	}()
+	select {
+	case <-d.launched:
+	case <-time.After(waitLimit):
+		t.Fatal("the executor did not register while its properties were on their way")
+	}
+	if req := <-d.registering; !req.GetPropsAsked() {
+		t.Error("RegisterExecutor does not say the properties were asked for: the driver cannot keep Spark's order")
 	}
 }
 

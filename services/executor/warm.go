@@ -19,9 +19,11 @@ import (
 // begins with (RetrieveSparkProps and RegisterExecutor) to a stand-in driver
 // on loopback inside this process, through a client built as the executor's
 // is with tp: the code and data of that path are loaded and initialised
-// ahead of the claim instead of on the launch's clock. It talks to nothing
-// outside the process.
+// ahead of the claim instead of on the launch's clock, and so is the local
+// time zone. It talks to nothing outside the process.
 func Warm(ctx context.Context, tp trace.TracerProvider) error {
+	// The local time zone, read from a file on first use: log lines show it.
+	time.Now().Zone()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("warm: %w", err)

@@ -99,12 +99,21 @@ func (r *executorRunner) removeLocked(ended bool) {
 }
 
 // poststart tells the master the executor is RUNNING, with its launch and
-// start times, and records how long the start took.
+// start times, and records how long the start took. A claimed executor is
+// reported once it registered with its driver (or ended): the report's work
+// at the master and the driver does not then compete with its launch for the
+// CPU, and its start time is still the claim's.
 func (r *executorRunner) poststart(ctx context.Context, l *launch) {
 	r.s.mu.Lock()
 	r.url = l.url
 	r.s.mu.Unlock()
 	telemetry.Observe(r.ctx, r.s.metrics.processStart, l.startedAt.Sub(r.launchedAt).Seconds())
+	if l.registered != nil {
+		select {
+		case <-l.registered:
+		case <-ctx.Done():
+		}
+	}
 	r.reportState(ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
 }
 

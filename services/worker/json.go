@@ -17,7 +17,8 @@ type workerJSON struct {
 	Host      string `json:"host"`
 	Port      int    `json:"port"`
 	MasterURL string `json:"masterurl"`
-	// Prestarted is how many idle executor processes wait for a launch.
+	// Prestarted is how many idle executor processes, ready for their
+	// claim, wait for a launch.
 	Prestarted int `json:"prestarted"`
 	resources.Usage
 	Executors         []executorJSON `json:"executors"`

@@ -2,10 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,9 +37,12 @@ type prestart struct {
 	path string // the worker's executable, which prestarted processes run
 	want int
 
-	mu       sync.Mutex
-	idle     []*standby
+	mu   sync.Mutex
+	idle []*standby // ready for a claim
+	// starting counts the processes being started; those started are in
+	// warming until they say they are ready.
 	starting int
+	warming  map[*standby]bool
 	closed   bool
 	wg       sync.WaitGroup // processes being started
 }
@@ -45,7 +52,17 @@ type standby struct {
 	cmd   *exec.Cmd
 	claim *os.File // the worker's end of the claim channel
 	url   string   // where it will serve, from the socket it holds
+	// dir is a work directory made with the process, in the worker's work
+	// dir, holding its log files stdout and stderr (open): the workdir step
+	// of its launch moves it into place (place), so that a claim makes no
+	// files.
+	dir            string
+	stdout, stderr *os.File
 }
+
+// prestartDirPrefix names the work directories of prestarted processes; a
+// worker removes those left by an earlier run when it starts.
+const prestartDirPrefix = ".prestart-"
 
 // newPrestart returns the worker's prestart, or nil when it keeps none.
 func newPrestart(s *Server) (*prestart, error) {
@@ -56,10 +73,15 @@ func newPrestart(s *Server) (*prestart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prestart executors: %w", err)
 	}
-	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors}, nil
+	if err := removeStaleDirs(s.cfg.WorkDir); err != nil {
+		return nil, fmt.Errorf("prestart executors: %w", err)
+	}
+	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors, warming: map[*standby]bool{}}, nil
 }
 
 // fill starts processes in the background until want are idle or starting.
+// A process is idle, offered to launches, once it said it is ready: a claim
+// never waits for a process still starting.
 func (p *prestart) fill() {
 	if p == nil {
 		return
@@ -70,33 +92,76 @@ func (p *prestart) fill() {
 		p.starting++
 		p.wg.Go(func() {
 			sb, err := p.start()
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.starting--
-			switch {
-			case err != nil:
-				p.s.log.Warn("prestart an executor", "err", err)
-			case p.closed:
-				sb.discard(p.s.cfg.KillGrace)
-			default:
-				p.idle = append(p.idle, sb)
-			}
+			p.admit(sb, err)
 		})
 	}
 }
 
+// admit makes sb, a process being started (or err, why it could not be),
+// idle once it says it is ready for its claim; one that ends first, or that
+// close finds starting, is ended and reaped.
+func (p *prestart) admit(sb *standby, err error) {
+	if err == nil {
+		err = p.ready(sb)
+	}
+	p.mu.Lock()
+	p.starting--
+	closed := p.closed
+	if err == nil && !closed {
+		p.idle = append(p.idle, sb)
+	}
+	p.mu.Unlock()
+	if err != nil && !closed {
+		p.s.log.Warn("prestart an executor", "err", err)
+	}
+	if sb != nil && (err != nil || closed) {
+		sb.discard(p.s.cfg.KillGrace)
+	}
+}
+
+// ready waits until sb says it is ready, or ended, or close closed its
+// channel.
+func (p *prestart) ready(sb *standby) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errPrestartClosed
+	}
+	p.warming[sb] = true
+	p.mu.Unlock()
+	err := child.Ready(sb.claim)
+	p.mu.Lock()
+	delete(p.warming, sb)
+	p.mu.Unlock()
+	return err
+}
+
+// errPrestartClosed ends the wait of a process started as the worker stops.
+var errPrestartClosed = errors.New("the worker is stopping")
+
 // start starts one process, as the process.start step would but for a
 // claim channel in place of the launch: its listening socket is fd 3, its end
 // of the channel fd 4; its output goes nowhere until the claim hands it its
-// log files.
+// log files, which are made with it.
 func (p *prestart) start() (*standby, error) {
+	dir, err := os.MkdirTemp(p.s.cfg.WorkDir, prestartDirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("prestarted executor's work dir: %w", err)
+	}
+	sb := &standby{dir: dir}
+	if sb.stdout, sb.stderr, err = openLogs(dir); err != nil {
+		sb.removeDir()
+		return nil, err
+	}
 	socket, url, err := openListener(p.s.host)
 	if err != nil {
+		sb.removeDir()
 		return nil, err
 	}
 	defer socket.Close()
 	mine, theirs, err := child.ClaimChannel()
 	if err != nil {
+		sb.removeDir()
 		return nil, err
 	}
 	defer theirs.Close()
@@ -115,15 +180,70 @@ func (p *prestart) start() (*standby, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		mine.Close()
+		sb.removeDir()
 		return nil, err
 	}
-	return &standby{cmd: cmd, claim: mine, url: url}, nil
+	sb.cmd, sb.claim, sb.url = cmd, mine, url
+	return sb, nil
+}
+
+// place moves the directory made with sb to dir, its launch's work
+// directory, and returns its log files; false, with the directory removed,
+// if it cannot (dir exists and is not empty: an executor of that id ran here
+// before), and the launch makes its own.
+func (sb *standby) place(dir string) (stdout, stderr *os.File, ok bool) {
+	err := os.MkdirAll(filepath.Dir(dir), 0o750)
+	if err == nil {
+		err = os.Rename(sb.dir, dir)
+	}
+	if err != nil {
+		sb.removeDir()
+		return nil, nil, false
+	}
+	stdout, stderr = sb.stdout, sb.stderr
+	sb.dir, sb.stdout, sb.stderr = "", nil, nil
+	return stdout, stderr, true
+}
+
+// removeDir closes and removes the directory made with sb, unless its
+// launch took it.
+func (sb *standby) removeDir() {
+	for _, f := range []*os.File{sb.stdout, sb.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if sb.dir != "" {
+		_ = os.RemoveAll(sb.dir)
+	}
+	sb.dir, sb.stdout, sb.stderr = "", nil, nil
+}
+
+// removeStaleDirs removes the prestarted processes' work directories a
+// worker that stopped before ending them left in workDir.
+func removeStaleDirs(workDir string) error {
+	root, err := os.OpenRoot(workDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prestartDirPrefix) {
+			errs = append(errs, root.RemoveAll(e.Name()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // claim is the step that claims an idle process for l, when its command is
 // this binary's executor with no environment of its own (a prestarted process
-// could not honour variables read at start, such as GOMAXPROCS), and starts a
-// replacement; nil when none fits.
+// could not honour variables read at start, such as GOMAXPROCS); nil when
+// none fits.
 func (p *prestart) claim(l *launch) step {
 	if p == nil {
 		return nil
@@ -181,6 +301,9 @@ func (p *prestart) close() {
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
+	for sb := range p.warming {
+		sb.claim.Close() // ends its wait in ready
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	var wg sync.WaitGroup
@@ -191,8 +314,10 @@ func (p *prestart) close() {
 }
 
 // discard ends an unclaimed process: closing its claim channel makes it exit;
-// after grace it is killed. It is reaped.
+// after grace it is killed. It is reaped, and the directory made with it
+// removed.
 func (sb *standby) discard(grace time.Duration) {
+	defer sb.removeDir()
 	sb.claim.Close()
 	done := make(chan struct{})
 	go func() {
@@ -207,10 +332,13 @@ func (sb *standby) discard(grace time.Duration) {
 	}
 }
 
-// claimStep hands a prestarted executor its launch in place of process.start:
-// the arguments after `executor`, the GLINT_* variables with the step's
-// trace context, the work directory, and the log files. If the process is
-// gone, it starts one as process.start would.
+// claimStep hands a prestarted executor its launch, as soon as the command
+// is known: the arguments after `executor`, the GLINT_* variables with the
+// step's trace context, and the work directory, which the workdir and logs
+// steps make while the executor takes up its launch; the handover step then
+// gives it its log files. It is chosen (choose) only when a prestarted
+// process fits the launch; if that process is gone, nothing is claimed and
+// process.start starts one.
 type claimStep struct {
 	standby  *standby
 	prestart *prestart
@@ -219,9 +347,12 @@ type claimStep struct {
 // Name is "claim".
 func (claimStep) Name() string { return "claim" }
 
-// Run claims the process, or starts one if that fails.
+// choose claims a prestarted executor for l when one fits; nil, no step,
+// when none does.
+func (claimStep) choose(l *launch) step { return l.prestart.claim(l) }
+
+// Run claims the process.
 func (c claimStep) Run(ctx context.Context, l *launch) error {
-	defer l.closeLogs()
 	sb, p := c.standby, c.prestart
 	if ctx.Err() != nil {
 		sb.discard(p.s.cfg.KillGrace)
@@ -231,20 +362,57 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
-	err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}, l.stdout, l.stderr)
-	if err != nil {
+	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
-		span.AddEvent("prestarted executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
+		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
+		return nil
+	}
+	l.claimed, l.startedAt = &c, l.now()
+	return nil
+}
+
+// abandon ends a claimed process whose launch failed before the handover.
+func (c *claimStep) abandon() {
+	c.standby.discard(c.prestart.s.cfg.KillGrace)
+	c.prestart.fill()
+}
+
+// handoverStep takes process.start's place in a claimed launch: it gives the
+// claimed executor its log files, which the logs step made in its work
+// directory; the executor registers with its driver only once it has them.
+// If the process is gone, it starts one as process.start would.
+type handoverStep struct{}
+
+// Name is "handover".
+func (handoverStep) Name() string { return "handover" }
+
+// Run hands the log files over, or starts a process if that fails.
+func (handoverStep) Run(ctx context.Context, l *launch) error {
+	defer l.closeLogs()
+	c := l.claimed
+	l.claimed = nil
+	sb, p := c.standby, c.prestart
+	if ctx.Err() != nil {
+		c.abandon()
+		return fmt.Errorf("not started: %w", context.Cause(ctx))
+	}
+	if err := child.SendLogs(sb.claim, l.stdout, l.stderr); err != nil {
+		c.abandon()
+		trace.SpanFromContext(ctx).AddEvent("claimed executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
 		return startStep{}.Run(ctx, l)
 	}
-	// The replacement starts once the claimed executor registered with its
-	// driver (or ended): it does not compete with this launch for the CPU.
+	// The claimed executor says when it registered with its driver (or its
+	// channel closes with it): the runner reports it running, and the
+	// replacement starts, only then, so that neither competes with the
+	// launch for the CPU.
+	registered := make(chan struct{})
 	go func() {
 		_, _ = sb.claim.Read(make([]byte, 1))
 		sb.claim.Close()
+		close(registered)
 		p.fill()
 	}()
-	l.cmd, l.path, l.startedAt, l.url = sb.cmd, sb.cmd.Path, l.now(), sb.url
+	l.cmd, l.path, l.url, l.registered = sb.cmd, sb.cmd.Path, sb.url, registered
 	return nil
 }

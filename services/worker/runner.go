@@ -53,8 +53,24 @@ type launch struct {
 	environ        []string // the process's whole environment (command)
 	stdout, stderr *os.File // its log files (logs; closed by process.start)
 	cmd            *exec.Cmd
-	startedAt      time.Time // when the process started (process.start)
+	startedAt      time.Time // when the process started (process.start), or was claimed (claim)
 	url            string    // where the process serves, from its handed-over socket (process.start)
+	// claimed is the prestarted process claimed for this launch, until the
+	// handover step gives it its log files (claim).
+	claimed *claimStep
+	// registered, for a claimed process, is closed once it registered with
+	// its driver or ended (handover).
+	registered <-chan struct{}
+}
+
+// abandon closes the log files and ends a claimed process that was not
+// handed them: the launch failed.
+func (l *launch) abandon() {
+	l.closeLogs()
+	if l.claimed != nil {
+		l.claimed.abandon()
+		l.claimed = nil
+	}
 }
 
 // closeLogs closes the log files once the process holds its own copies.
@@ -80,7 +96,7 @@ func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
 // chooser is a step that is decided only once the steps before it ran: it
-// names the step to run in its place.
+// names the step to run in its place, or none (nil).
 type chooser interface {
 	choose(l *launch) step
 }
@@ -88,13 +104,17 @@ type chooser interface {
 // runSteps runs steps in order, each in a span named after it, timing each,
 // and stops at the first failure, which it records on the step's span. It
 // returns each step's duration as a log attribute named after the step. A
-// failure means no process is running: process.start is the only step that
-// starts one, and no step after it can fail once it did.
+// failure means no process is running: process.start (or handover, for a
+// claimed process) is the only step that starts one, and no step after it
+// can fail once it did; a process claimed before a step that failed is ended
+// (abandon).
 func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps []step, l *launch) ([]any, error) {
 	timings := make([]any, 0, len(steps))
 	for _, st := range steps {
 		if c, ok := st.(chooser); ok {
-			st = c.choose(l)
+			if st = c.choose(l); st == nil {
+				continue
+			}
 		}
 		begin := time.Now()
 		sctx, span := tracer.Start(ctx, st.Name(), trace.WithAttributes(l.attrs...))
@@ -105,7 +125,7 @@ func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps 
 			telemetry.Fail(span, err)
 			span.End()
 			log.DebugContext(sctx, "launch step failed", "step", st.Name(), "duration", took, "err", err)
-			l.closeLogs()
+			l.abandon()
 			return timings, &stepError{step: st.Name(), err: err}
 		}
 		span.End()
@@ -259,8 +279,9 @@ func (r *runner[S]) run() {
 		l := r.spec
 		r.current = &l
 		steps := []step{
-			// prestart: make and start the process
-			workdirStep{}, commandStep{}, logsStep{}, startStep{},
+			// prestart: make and start the process, or claim a prestarted
+			// one as soon as its command is known and hand it its log files
+			commandStep{}, claimStep{}, workdirStep{}, logsStep{}, startStep{},
 			// poststart: it runs; the report step calls the poststart hook
 			reportStep{running: r.running},
 		}

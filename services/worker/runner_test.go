@@ -6,12 +6,12 @@ import (
 )
 
 func TestStepNamesAreStable(t *testing.T) {
-	steps := []step{workdirStep{}, commandStep{}, logsStep{}, startStep{}, reportStep{}}
+	steps := []step{commandStep{}, claimStep{}, workdirStep{}, logsStep{}, startStep{}, handoverStep{}, reportStep{}}
 	var names []string
 	for _, s := range steps {
 		names = append(names, s.Name())
 	}
-	if want := []string{"workdir", "command", "logs", "process.start", "report"}; !slices.Equal(names, want) {
+	if want := []string{"command", "claim", "workdir", "logs", "process.start", "handover", "report"}; !slices.Equal(names, want) {
 		t.Errorf("step names %v, want %v", names, want)
 	}
 }

@@ -17,20 +17,36 @@ type logsStep struct{}
 func (logsStep) Name() string { return "logs" }
 
 // Run opens <dir>/stdout and <dir>/stderr for appending (a restarted driver
-// adds to them) and writes the header.
+// adds to them), unless the workdir step brought them with a claimed
+// process's directory, and writes the header.
 func (logsStep) Run(_ context.Context, l *launch) error {
-	header := commandHeader(l.redaction.Args(l.argv))
-	stdout, err := openLog(filepath.Join(l.dir, "stdout"), header)
-	if err != nil {
-		return err
+	if l.stdout == nil {
+		var err error
+		if l.stdout, l.stderr, err = openLogs(l.dir); err != nil {
+			return err
+		}
 	}
-	stderr, err := openLog(filepath.Join(l.dir, "stderr"), header)
+	header := commandHeader(l.redaction.Args(l.argv))
+	for _, f := range []*os.File{l.stdout, l.stderr} {
+		if _, err := f.WriteString(header); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openLogs opens dir's stdout and stderr for appending.
+func openLogs(dir string) (stdout, stderr *os.File, err error) {
+	stdout, err = openLog(filepath.Join(dir, "stdout"))
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr, err = openLog(filepath.Join(dir, "stderr"))
 	if err != nil {
 		stdout.Close()
-		return err
+		return nil, nil, err
 	}
-	l.stdout, l.stderr = stdout, stderr
-	return nil
+	return stdout, stderr, nil
 }
 
 // commandHeader is `Launch command: "arg0" "arg1" …`, a line of 40 '=' and a
@@ -48,15 +64,7 @@ func commandHeader(argv []string) string {
 	return b.String()
 }
 
-// openLog opens name for appending and writes header to it.
-func openLog(name, header string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.WriteString(header); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+// openLog opens name for appending.
+func openLog(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 }

@@ -28,11 +28,11 @@ type startStep struct{}
 // Name is "process.start".
 func (startStep) Name() string { return "process.start" }
 
-// choose claims a prestarted executor for l when one fits (the claim step),
-// else starts the process.
+// choose hands a claimed process its log files (the handover step), else
+// starts the process.
 func (startStep) choose(l *launch) step {
-	if claim := l.prestart.claim(l); claim != nil {
-		return claim
+	if l.claimed != nil {
+		return handoverStep{}
 	}
 	return startStep{}
 }

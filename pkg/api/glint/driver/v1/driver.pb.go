@@ -191,8 +191,13 @@ type RegisterExecutorRequest struct {
 	Hostname   string                 `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Cores      int32                  `protobuf:"varint,4,opt,name=cores,proto3" json:"cores,omitempty"`
 	// URL at which the executor serves glint.executor.v1.ExecutorService.
-	ExecutorUrl   string `protobuf:"bytes,5,opt,name=executor_url,json=executorUrl,proto3" json:"executor_url,omitempty"`
-	WorkerUrl     string `protobuf:"bytes,6,opt,name=worker_url,json=workerUrl,proto3" json:"worker_url,omitempty"`
+	ExecutorUrl string `protobuf:"bytes,5,opt,name=executor_url,json=executorUrl,proto3" json:"executor_url,omitempty"`
+	WorkerUrl   string `protobuf:"bytes,6,opt,name=worker_url,json=workerUrl,proto3" json:"worker_url,omitempty"`
+	// props_asked says the executor asked for its properties
+	// (RetrieveSparkProps) on the same connection just before and did not wait
+	// for them: the driver registers it once it answered that call, so that
+	// its properties are always retrieved first.
+	PropsAsked    bool `protobuf:"varint,7,opt,name=props_asked,json=propsAsked,proto3" json:"props_asked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +272,13 @@ func (x *RegisterExecutorRequest) GetWorkerUrl() string {
 		return x.WorkerUrl
 	}
 	return ""
+}
+
+func (x *RegisterExecutorRequest) GetPropsAsked() bool {
+	if x != nil {
+		return x.PropsAsked
+	}
+	return false
 }
 
 type RegisterExecutorResponse struct {
@@ -1128,7 +1140,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"properties\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\x01\n" +
 	"\x17RegisterExecutorRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
@@ -1137,7 +1149,9 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x05cores\x18\x04 \x01(\x05R\x05cores\x12!\n" +
 	"\fexecutor_url\x18\x05 \x01(\tR\vexecutorUrl\x12\x1d\n" +
 	"\n" +
-	"worker_url\x18\x06 \x01(\tR\tworkerUrl\"\x1a\n" +
+	"worker_url\x18\x06 \x01(\tR\tworkerUrl\x12\x1f\n" +
+	"\vprops_asked\x18\a \x01(\bR\n" +
+	"propsAsked\"\x1a\n" +
 	"\x18RegisterExecutorResponse\":\n" +
 	"\x17LaunchedExecutorRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\x05R\n" +
