@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -67,14 +66,14 @@ func newMasterCommand(g *globals) *cobra.Command {
 }
 
 // etcdClient connects to --etcd-endpoints.
-func (f *masterFlags) etcdClient() (*clientv3.Client, error) {
+func (f *masterFlags) etcdClient() (*etcd.Client, error) {
 	endpoints, err := rpc.ParseURLs(f.etcdEndpoints)
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcd.New(endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}
 	return cli, nil
 }
@@ -201,13 +200,13 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 	var m service
 	if f.recoveryMode == "etcd" {
-		etcd, err := f.etcdClient()
+		cli, err := f.etcdClient()
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		defer etcd.Close()
-		m, err = master.NewHA(master.HAConfig{Master: cfg, Etcd: etcd, Prefix: f.etcdPrefix, LeaseTTL: f.etcdLeaseTTL})
+		defer cli.Close()
+		m, err = master.NewHA(master.HAConfig{Master: cfg, Etcd: cli, Prefix: f.etcdPrefix, LeaseTTL: f.etcdLeaseTTL})
 	} else {
 		m, err = master.New(cfg)
 	}

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -14,8 +15,29 @@ import (
 // and process collectors. Each process (and each test) has its own.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(&runtimeCollectors{})
 	return reg
+}
+
+// runtimeCollectors are the Go runtime and process collectors, made at the
+// first scrape: making the Go collector matches every runtime metric's name
+// against its rules, work an executor would otherwise do at start, on the
+// launch path. It describes nothing (an unchecked collector), since
+// describing would make them.
+type runtimeCollectors struct {
+	made sync.Once
+	all  []prometheus.Collector
+}
+
+func (r *runtimeCollectors) Describe(chan<- *prometheus.Desc) {}
+
+func (r *runtimeCollectors) Collect(ch chan<- prometheus.Metric) {
+	r.made.Do(func() {
+		r.all = []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	})
+	for _, c := range r.all {
+		c.Collect(ch)
+	}
 }
 
 // MetricsHandler serves reg at /metrics, in OpenMetrics when the scraper asks

@@ -16,8 +16,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -69,14 +67,14 @@ func Setup(ctx context.Context, service string, attrs ...attribute.KeyValue) (tr
 // NewTracerProvider returns a tracer provider for service that batches spans
 // to the OTLP endpoint named by OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, over the protocol named by
-// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf by default, or grpc).
+// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf, the only one).
 // With no endpoint it returns a no-op provider that still passes incoming
 // trace context on, and a shutdown that does nothing.
 func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
-	exporter, err := newExporter(ctx)
+	exporter, err := newExporter()
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
 	}
@@ -88,18 +86,15 @@ func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.K
 	return tp, tp.Shutdown, nil
 }
 
-func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
+func newExporter() (sdktrace.SpanExporter, error) {
+	protocol := otlpEnv("PROTOCOL")
 	switch protocol {
 	case "", "http/protobuf":
-		return otlptracehttp.New(ctx)
+		return newOTLPExporter()
 	case "grpc":
-		return otlptracegrpc.New(ctx)
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL grpc: Glint exports over http/protobuf only (gRPC is not linked, so that every process starts cheaply): use the collector's OTLP/HTTP port, 4318 by default")
 	default:
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want http/protobuf or grpc", protocol)
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want http/protobuf", protocol)
 	}
 }
 

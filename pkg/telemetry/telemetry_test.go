@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -87,5 +89,20 @@ func TestUnknownOTLPProtocolIsAnError(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
 	if _, _, err := NewTracerProvider(context.Background(), ServiceMaster); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// The Go runtime and process collectors, made at the first scrape, are in
+// every scrape.
+func TestARegistryServesTheGoRuntimeAndProcessMetrics(t *testing.T) {
+	h := MetricsHandler(NewRegistry())
+	for range 2 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+			if !strings.Contains(rec.Body.String(), "\n"+name+" ") {
+				t.Errorf("scrape has no %s", name)
+			}
+		}
 	}
 }

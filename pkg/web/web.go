@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -25,8 +26,12 @@ import (
 //go:embed templates/*.html templates/glint.css
 var files embed.FS
 
-// pages are the templates a Site renders, each with the layout.
-var pages = parsePages("error", "login", "master", "app", "worker", "log")
+// pages are the templates a Site renders, each with the layout, parsed on
+// first use: every glint process links this package, and an executor, which
+// renders no page, should not pay for parsing them at start.
+var pages = sync.OnceValue(func() map[string]*template.Template {
+	return parsePages("error", "login", "master", "app", "worker", "log")
+})
 
 // funcs are the helpers templates use.
 var funcs = template.FuncMap{
@@ -93,7 +98,7 @@ func (s *Site) Render(w http.ResponseWriter, r *http.Request, status int, name, 
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails on Linux
 	vw := view{Title: title, Service: s.cfg.Service, Viewer: v, Page: data, Nonce: base64.RawStdEncoding.EncodeToString(nonce)}
-	if err := pages[name].ExecuteTemplate(&buf, "layout.html", vw); err != nil {
+	if err := pages()[name].ExecuteTemplate(&buf, "layout.html", vw); err != nil {
 		http.Error(w, fmt.Sprintf("render %s: %v", name, err), http.StatusInternalServerError)
 		return
 	}

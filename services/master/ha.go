@@ -13,11 +13,10 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -32,7 +31,7 @@ type HAConfig struct {
 	// Epoch are set then.
 	Master Config
 	// Etcd is the client of the etcd cluster; Prefix the keys' prefix.
-	Etcd   *clientv3.Client
+	Etcd   *etcd.Client
 	Prefix string
 	// LeaseTTL is how long a leader that stopped renewing its lease (it
 	// died, paused or lost etcd) leads on; a standby takes over after it.
@@ -124,82 +123,82 @@ func (h *HA) serveStandbyJSON(w http.ResponseWriter, _ *http.Request) {
 // leadership is lost (an error).
 func (h *HA) Run(ctx context.Context) error {
 	log := h.cfg.Master.Logger
-	session, err := concurrency.NewSession(h.cfg.Etcd, concurrency.WithTTL(int(h.cfg.LeaseTTL.Round(time.Second)/time.Second)),
-		concurrency.WithContext(ctx))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("master: etcd session: %w", err)
-	}
-	defer session.Close()
-	election := concurrency.NewElection(session, h.cfg.Prefix+"/leader")
+	election := h.cfg.Prefix + "/leader"
 	observing, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
 	go h.observe(observing, election)
 
 	log.Info("standing by for election", "prefix", h.cfg.Prefix)
-	// Campaign, stopped while etcd cannot be reached, resigns with the
-	// client's context and waits for etcd: a standby stops without it.
-	campaign := make(chan error, 1)
-	go func() { campaign <- election.Campaign(ctx, h.cfg.Master.URL) }()
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-campaign:
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("master: campaign for leadership: %w", err)
-		}
+	session, won, err := h.elect(ctx, election)
+	if err != nil {
+		return nil // asked to stop
 	}
 	stopObserving()
-	epoch := election.Rev()
+	epoch := int64(won.Rev)
 	cfg := h.cfg.Master
 	cfg.Epoch = epoch
-	cfg.Store = NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, election.Key(), epoch)
+	cfg.Store = NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, string(won.Key), epoch)
 	m, err := New(cfg)
 	if err != nil {
-		return err
+		return errors.Join(err, session.Close())
 	}
 	log.Info("elected leader", "epoch", epoch, "status", m.clusterState().GetStatus())
 	handler := m.Handler()
 	h.handler.Store(&handler)
 
-	leading, stopLeading := context.WithCancel(ctx)
-	defer stopLeading()
-	lost := make(chan struct{})
-	go func() {
-		select {
-		case <-session.Done():
-			close(lost)
-			stopLeading()
-		case <-leading.Done():
-		}
-	}()
-	err = m.Run(leading)
-	select {
-	case <-lost:
+	// The master leads while the session holds: it stops when the lease may
+	// have lapsed, or when asked to.
+	err = m.Run(session.Context())
+	if ctx.Err() == nil && session.Context().Err() != nil {
 		return errors.Join(err, fmt.Errorf("master: lost the leadership of epoch %d (its etcd lease lapsed); stepping down", epoch))
-	default:
 	}
-	if ctx.Err() == nil {
-		return err
-	}
-	// Leave at once, so a standby takes over without waiting out the lease.
-	resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), etcdTimeout)
-	defer cancel()
-	return errors.Join(err, election.Resign(resign))
+	// Leave at once (revoking the lease deletes the leader's key), so a
+	// standby takes over without waiting out the lease.
+	return errors.Join(err, session.Close())
 }
 
-// observe keeps the leader's URL for a standby's answers.
-func (h *HA) observe(ctx context.Context, election *concurrency.Election) {
-	for resp := range election.Observe(ctx) {
-		if len(resp.Kvs) > 0 {
+// electionRetry is how long a standby that could not stand for election
+// (etcd unreachable, its lease lapsed while waiting) waits to try again.
+const electionRetry = time.Second
+
+// elect stands for election until this master leads, with a session whose
+// lease holds the leadership, or ctx ends (its error).
+func (h *HA) elect(ctx context.Context, election string) (*etcd.Session, etcd.Leader, error) {
+	for {
+		session, err := etcd.NewSession(ctx, h.cfg.Etcd, h.cfg.LeaseTTL)
+		if err == nil {
+			var won etcd.Leader
+			if won, err = h.cfg.Etcd.Campaign(session.Context(), election, session.Lease(), h.cfg.Master.URL); err == nil {
+				return session, won, nil
+			}
+			// If etcd cannot be told, the lease lapses by itself.
+			_ = session.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, etcd.Leader{}, ctx.Err()
+		}
+		h.cfg.Master.Logger.Warn("cannot stand for election; trying again", "err", err, "in", electionRetry)
+		select {
+		case <-ctx.Done():
+			return nil, etcd.Leader{}, ctx.Err()
+		case <-time.After(electionRetry):
+		}
+	}
+}
+
+// observe keeps the leader's URL for a standby's answers, following the
+// election again after a break until ctx ends.
+func (h *HA) observe(ctx context.Context, election string) {
+	for ctx.Err() == nil {
+		err := h.cfg.Etcd.Observe(ctx, election, func(leader string) {
 			h.mu.Lock()
-			h.leader = string(resp.Kvs[0].Value)
+			h.leader = leader
 			h.mu.Unlock()
+		})
+		h.cfg.Master.Logger.Debug("observe the election", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(electionRetry):
 		}
 	}
 }

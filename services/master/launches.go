@@ -54,6 +54,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	// A pass without demand — most passes, as every registration and
 	// executor end asks for one — does not look at the workers.
 	if len(snap.Drivers) > 0 || slices.ContainsFunc(snap.Apps, AppDemand.wantsExecutors) {
+		snap.Workers = make([]WorkerSlot, 0, s.workers.len())
 		for w := range s.workers.all() {
 			if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
 				snap.Workers = append(snap.Workers, WorkerSlot{

@@ -1,14 +1,14 @@
 package master
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"sort"
+	"strconv"
 
 	"github.com/glint-cluster/glint/pkg/resources"
 )
 
-// WorkerSlot is a worker as schedule sees it: its size and what is still free.
+// WorkerSlot is a worker as schedule sees it: its size and what is still free
+// (never more than its size).
 type WorkerSlot struct {
 	ID            string
 	Cores         int32
@@ -79,14 +79,18 @@ type Plan struct {
 // drivers first, each on the first worker (in shuffled round-robin order) with
 // enough free cores and memory; then executors, FIFO over the waiting
 // applications. rng shuffles the workers for drivers.
+//
+// Executors cost O(workers) once per pass, to note what every worker has
+// free and order the workers by free cores, then O(log workers) for each
+// worker an application takes or looks past: an application wanting a few
+// executors does not look at the other workers.
 func schedule(s Snapshot, rng *rand.Rand) Plan {
-	workers := make([]WorkerSlot, len(s.Workers))
-	copy(workers, s.Workers)
-	plan := Plan{Waiting: map[string]string{}}
-	plan.Drivers = placeDrivers(workers, s.Drivers, rng)
+	drivers, left := placeDrivers(s.Workers, s.Drivers, rng)
+	plan := Plan{Drivers: drivers, Waiting: map[string]string{}}
+	p := newPass(s.Workers, left)
 	for _, a := range s.Apps {
-		execs, reason := placeExecutors(workers, a, s.SpreadOut)
-		plan.Executors = append(plan.Executors, execs...)
+		var reason string
+		plan.Executors, reason = p.placeExecutors(plan.Executors, a, s.SpreadOut)
 		if reason != "" {
 			plan.Waiting[a.ID] = reason
 		}
@@ -94,98 +98,152 @@ func schedule(s Snapshot, rng *rand.Rand) Plan {
 	return plan
 }
 
+// room is what a worker has free during a pass.
+type room struct {
+	cores     int32
+	memoryMiB int64
+}
+
 // placeDrivers places drivers on a shuffled order of workers, resuming the
-// round robin where the previous driver's search stopped, and takes their
-// resources from workers.
-func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) []DriverPlacement {
+// round robin where the previous driver's search stopped, and returns what
+// each worker has left after them.
+func placeDrivers(workers []WorkerSlot, drivers []DriverDemand, rng *rand.Rand) (out []DriverPlacement, left []room) {
+	left = make([]room, len(workers))
+	for i, w := range workers {
+		left[i] = room{cores: w.CoresFree, memoryMiB: w.MemoryFreeMiB}
+	}
 	if len(workers) == 0 || len(drivers) == 0 {
-		return nil
+		return nil, left
 	}
 	order := rng.Perm(len(workers))
-	var out []DriverPlacement
 	pos := 0
 	for _, d := range drivers {
 		for visited := 0; visited < len(order); visited++ {
-			w := &workers[order[pos]]
+			i := order[pos]
 			pos = (pos + 1) % len(order)
-			if w.CoresFree >= d.Cores && w.MemoryFreeMiB >= d.MemoryMiB {
-				w.CoresFree -= d.Cores
-				w.MemoryFreeMiB -= d.MemoryMiB
-				out = append(out, DriverPlacement{DriverID: d.ID, WorkerID: w.ID})
+			if w := &left[i]; w.cores >= d.Cores && w.memoryMiB >= d.MemoryMiB {
+				w.cores -= d.Cores
+				w.memoryMiB -= d.MemoryMiB
+				out = append(out, DriverPlacement{DriverID: d.ID, WorkerID: workers[i].ID})
 				break
 			}
 		}
 	}
-	return out
+	return out, left
+}
+
+// pass is what one schedule pass places executors from: the workers, what
+// each has left, the workers ordered as Spark orders usable ones, and what
+// the workers' sizes allow, for the waiting reasons.
+type pass struct {
+	workers []WorkerSlot
+	left    []room
+	free    byFreeCores
+	// The largest worker sizes, and by cores per executor the most memory of
+	// a worker with at least that many cores.
+	maxCores   int32
+	maxMemory  int64
+	mostMemory map[int32]int64
+	// Scratch for one application: the workers it took from free and, of
+	// those, the usable ones and what they can take.
+	popped, usable []int
+	capacity       []int64
+}
+
+// newPass orders workers by their free cores in left and notes the largest
+// worker sizes.
+func newPass(workers []WorkerSlot, left []room) *pass {
+	p := &pass{workers: workers, left: left, free: make(byFreeCores, len(workers)), mostMemory: map[int32]int64{}}
+	for i, w := range workers {
+		p.maxCores, p.maxMemory = max(p.maxCores, w.Cores), max(p.maxMemory, w.MemoryMiB)
+		p.free[i] = freeWorker{coresFree: left[i].cores, index: i}
+	}
+	p.free.init()
+	return p
 }
 
 // placeExecutors is Spark's startExecutorsOnWorkers for one application:
 // scheduleExecutorsOnWorkers decides how many cores each usable worker gives,
-// allocateWorkerResourceToExecutors turns them into executors. It takes the
-// resources from workers and returns why the app got nothing, if it did not.
-func placeExecutors(workers []WorkerSlot, a AppDemand, spreadOut bool) ([]ExecutorPlacement, string) {
+// allocateWorkerResourceToExecutors turns them into executors. It appends
+// them to out, takes their resources from the workers, and says why the app
+// got nothing, if it did not.
+//
+// Usable workers — enough free memory and cores for one executor — come from
+// p.free, most free cores first, and only as many as get a unit: spread out,
+// the first `units` of them; consolidated, each takes all it can until the
+// units run out. So an application takes no more workers from p.free than it
+// gets executors, plus those with the free cores but not the free memory for
+// one, which it looks past and puts back. Those can make one application look
+// at every worker with free cores, O(log workers) each, when memory, not
+// cores, is what the cluster lacks; an application no worker is big enough
+// for looks at none.
+func (p *pass) placeExecutors(out []ExecutorPlacement, a AppDemand, spreadOut bool) ([]ExecutorPlacement, string) {
 	minCores := max(a.CoresPerExecutor, 1)
 	if a.CoresLeft < minCores {
-		return nil, ""
+		return out, ""
 	}
 	if a.ExecutorsLeft <= 0 {
-		return nil, "executor limit reached (dynamic allocation)"
+		return out, "executor limit reached (dynamic allocation)"
 	}
-	var usable []int
-	for i, w := range workers {
-		if w.MemoryFreeMiB >= a.MemoryPerExecutorMiB && w.CoresFree >= minCores {
-			usable = append(usable, i)
-		}
+	if !p.fits(minCores, a.MemoryPerExecutorMiB) {
+		return out, p.waitingReason(a, minCores)
 	}
-	sort.SliceStable(usable, func(i, j int) bool { return workers[usable[i]].CoresFree > workers[usable[j]].CoresFree })
 
 	oneExecutorPerWorker := a.CoresPerExecutor == 0
 	// Cores are handed out in units of minCores. Spark hands them one unit at
 	// a time; the same result is computed in bulk, so the work does not grow
-	// with how many cores workers advertise. Sums are in 64 bits.
-	var coresFree int64
-	for _, i := range usable {
-		coresFree += int64(workers[i].CoresFree)
-	}
-	units := min(int64(a.CoresLeft), coresFree) / int64(minCores)
-	if !oneExecutorPerWorker {
+	// with how many cores workers advertise. Counts are in 64 bits; units
+	// beyond what the usable workers can take are left over.
+	units := int64(a.CoresLeft / minCores)
+	most := units // usable workers that can get a unit
+	if oneExecutorPerWorker {
+		// Every worker that gets cores starts one executor; the executor
+		// limit lets only the first ExecutorsLeft start one.
+		most = min(most, int64(a.ExecutorsLeft))
+	} else {
 		units = min(units, int64(a.ExecutorsLeft)) // each unit is an executor
+		most = units
 	}
-	capacity := make([]int64, len(usable))
-	for pos, i := range usable {
-		w := workers[i]
-		capacity[pos] = int64(w.CoresFree / minCores)
-		switch {
-		case oneExecutorPerWorker && pos >= a.ExecutorsLeft:
-			// Every worker that gets cores starts one executor; the executor
-			// limit lets only the first ExecutorsLeft start one.
-			capacity[pos] = 0
-		case !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0:
-			capacity[pos] = min(capacity[pos], w.MemoryFreeMiB/a.MemoryPerExecutorMiB)
+	p.popped, p.usable, p.capacity = p.popped[:0], p.usable[:0], p.capacity[:0]
+	var canTake int64
+	for int64(len(p.usable)) < most && (spreadOut || canTake < units) {
+		i, ok := p.free.pop(minCores)
+		if !ok {
+			break
 		}
-	}
-	assigned := assignUnits(capacity, units, spreadOut)
-
-	var out []ExecutorPlacement
-	for pos, i := range usable {
-		if assigned[pos] == 0 {
+		p.popped = append(p.popped, i)
+		w := p.left[i]
+		if w.memoryMiB < a.MemoryPerExecutorMiB {
 			continue
 		}
-		w := &workers[i]
+		c := int64(w.cores / minCores)
+		if !oneExecutorPerWorker && a.MemoryPerExecutorMiB > 0 {
+			c = min(c, w.memoryMiB/a.MemoryPerExecutorMiB)
+		}
+		p.usable, p.capacity, canTake = append(p.usable, i), append(p.capacity, c), canTake+c
+	}
+	assigned := assignUnits(p.capacity, units, spreadOut)
+
+	placed := len(out)
+	for pos, i := range p.usable {
+		w := &p.left[i]
 		n, cores := int64(1), int32(assigned[pos])*minCores
 		if !oneExecutorPerWorker {
 			n, cores = assigned[pos], a.CoresPerExecutor
 		}
 		for range n {
-			w.CoresFree -= cores
-			w.MemoryFreeMiB -= a.MemoryPerExecutorMiB
-			out = append(out, ExecutorPlacement{AppID: a.ID, WorkerID: w.ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
+			w.cores -= cores
+			w.memoryMiB -= a.MemoryPerExecutorMiB
+			out = append(out, ExecutorPlacement{AppID: a.ID, WorkerID: p.workers[i].ID, Cores: cores, MemoryMiB: a.MemoryPerExecutorMiB})
 		}
 	}
-	if len(out) > 0 {
+	for _, i := range p.popped {
+		p.free.push(freeWorker{coresFree: p.left[i].cores, index: i})
+	}
+	if len(out) > placed {
 		return out, ""
 	}
-	return nil, waitingReason(workers, a, minCores)
+	return out, p.waitingReason(a, minCores)
 }
 
 // assignUnits hands out units among workers that can take capacity[pos]
@@ -235,27 +293,108 @@ func assignUnits(capacity []int64, units int64, spreadOut bool) []int64 {
 	return assigned
 }
 
+// fits reports whether some worker is big enough for one executor of cores
+// cores and memoryMiB. Each distinct cores per executor costs one look at
+// every worker per pass.
+func (p *pass) fits(cores int32, memoryMiB int64) bool {
+	most, ok := p.mostMemory[cores]
+	if !ok {
+		most = -1
+		for _, w := range p.workers {
+			if w.Cores >= cores {
+				most = max(most, w.MemoryMiB)
+			}
+		}
+		p.mostMemory[cores] = most
+	}
+	return most >= memoryMiB
+}
+
 // waitingReason explains why an application got no executor: either no worker is
 // big enough for one executor (it will wait forever unless a bigger worker joins),
 // or the workers that are big enough are busy.
-func waitingReason(workers []WorkerSlot, a AppDemand, minCores int32) string {
-	var maxCores int32
-	var maxMemory int64
-	fits := false
-	for _, w := range workers {
-		maxCores, maxMemory = max(maxCores, w.Cores), max(maxMemory, w.MemoryMiB)
-		if w.Cores >= minCores && w.MemoryMiB >= a.MemoryPerExecutorMiB {
-			fits = true
-		}
-	}
-	need := fmt.Sprintf("%d core(s) and %s per executor", minCores, resources.FormatMiB(a.MemoryPerExecutorMiB))
+// Like resources.FormatMiB it formats without fmt, so that its allocations
+// can be counted under -race.
+func (p *pass) waitingReason(a AppDemand, minCores int32) string {
+	need := formatCores(minCores) + " and " + resources.FormatMiB(a.MemoryPerExecutorMiB) + " per executor"
 	switch {
-	case len(workers) == 0:
+	case len(p.workers) == 0:
 		return "no alive workers"
-	case !fits:
-		return fmt.Sprintf("requires more resources than any worker has: %s; workers have at most %d core(s) and %s",
-			need, maxCores, resources.FormatMiB(maxMemory))
+	case !p.fits(minCores, a.MemoryPerExecutorMiB):
+		return "requires more resources than any worker has: " + need +
+			"; workers have at most " + formatCores(p.maxCores) + " and " + resources.FormatMiB(p.maxMemory)
 	default:
-		return fmt.Sprintf("waiting for free resources: %s", need)
+		return "waiting for free resources: " + need
+	}
+}
+
+// formatCores renders n cores as the waiting reasons do: "4 core(s)".
+func formatCores(n int32) string { return strconv.FormatInt(int64(n), 10) + " core(s)" }
+
+// freeWorker is a worker in byFreeCores: its free cores and its index in the
+// snapshot.
+type freeWorker struct {
+	coresFree int32
+	index     int
+}
+
+// before is Spark's order of usable workers: most free cores first, and,
+// as its stable sort leaves them, in snapshot order among equals.
+func (w freeWorker) before(o freeWorker) bool {
+	return w.coresFree > o.coresFree || w.coresFree == o.coresFree && w.index < o.index
+}
+
+// byFreeCores is a binary heap of workers in the order of before.
+type byFreeCores []freeWorker
+
+// init makes h a heap.
+func (h byFreeCores) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// pop removes and returns the index of the first worker if it has at least
+// cores free cores.
+func (h *byFreeCores) pop(cores int32) (int, bool) {
+	q := *h
+	if len(q) == 0 || q[0].coresFree < cores {
+		return 0, false
+	}
+	first, last := q[0], len(q)-1
+	q[0] = q[last]
+	*h = q[:last]
+	h.down(0)
+	return first.index, true
+}
+
+// push adds w.
+func (h *byFreeCores) push(w freeWorker) {
+	*h = append(*h, w)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q[i].before(q[parent]) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+// down moves the worker at i down to its place.
+func (h byFreeCores) down(i int) {
+	for {
+		first := i
+		for _, child := range [2]int{2*i + 1, 2*i + 2} {
+			if child < len(h) && h[child].before(h[first]) {
+				first = child
+			}
+		}
+		if first == i {
+			return
+		}
+		h[i], h[first] = h[first], h[i]
+		i = first
 	}
 }

@@ -1,9 +1,12 @@
 package master
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -67,5 +70,60 @@ func TestScheduleWorkDoesNotGrowWithAdvertisedCores(t *testing.T) {
 				t.Errorf("spreadOut=%v cores per executor %d: allocations by advertised cores %v, want equal", spreadOut, perExecutor, allocs)
 			}
 		}
+	}
+}
+
+// TestSchedulePassWorkDoesNotGrowWithWorkers: a pass serving applications
+// that want a few executors each — spread out or consolidated, with and
+// without cores per executor, one bigger than every worker — makes as many
+// allocations at 10,000 workers as at 100. A pass that scanned, sorted or
+// passed over the workers for each application, or kept a list of them, made
+// more. (Ordering the workers once per pass is one allocation.)
+func TestSchedulePassWorkDoesNotGrowWithWorkers(t *testing.T) {
+	apps := []AppDemand{
+		{ID: "too-big", CoresLeft: 4, CoresPerExecutor: 1, MemoryPerExecutorMiB: 1 << 20, ExecutorsLeft: math.MaxInt},
+		{ID: "per-executor", CoresLeft: 4, CoresPerExecutor: 2, MemoryPerExecutorMiB: 1 << 10, ExecutorsLeft: math.MaxInt},
+		{ID: "one-per-worker", CoresLeft: math.MaxInt32, MemoryPerExecutorMiB: 1 << 10, ExecutorsLeft: 3},
+		{ID: "limited", CoresLeft: math.MaxInt32, CoresPerExecutor: 1, MemoryPerExecutorMiB: 1 << 10, ExecutorsLeft: 5},
+	}
+	for _, spreadOut := range []bool{true, false} {
+		allocs := map[int]float64{}
+		for _, n := range []int{100, 10_000} {
+			s := Snapshot{Workers: idleWorkers(n, 16, 64<<10), Apps: apps, SpreadOut: spreadOut}
+			allocs[n] = testing.AllocsPerRun(20, func() { schedule(s, rand.New(rand.NewPCG(1, 2))) })
+		}
+		if allocs[100] != allocs[10_000] {
+			t.Errorf("spreadOut=%v: allocations by workers %v, want equal", spreadOut, allocs)
+		}
+	}
+}
+
+// TestTheMastersPassAllocatesAsMuchAtAnyClusterSize: the master's schedule
+// pass for an application waiting for a worker big enough — the snapshot of
+// the alive workers, schedule, the status message — makes as many
+// allocations with 3,000 workers as with 100: the snapshot is one slice
+// sized once, not grown worker by worker.
+func TestTheMastersPassAllocatesAsMuchAtAnyClusterSize(t *testing.T) {
+	c := newCluster(t, Config{})
+	app := c.registerApp(t, newPeer(t), appDesc(512, 8))
+	pass := func() {
+		c.srv.mu.Lock()
+		c.srv.needSchedule = true
+		c.srv.scheduleAndUnlock(context.Background())
+	}
+	allocs := map[int]float64{}
+	for _, n := range []int{100, 3000} {
+		c.srv.mu.Lock()
+		for i := c.srv.workers.len(); i < n; i++ {
+			c.srv.workers.add(newWorkerInfo(fmt.Sprintf("worker-%d", i), "10.0.0.1", int32(i), "http://10.0.0.1:1", 4, 4096, c.clock.Now()))
+		}
+		c.srv.mu.Unlock()
+		allocs[n] = testing.AllocsPerRun(10, pass)
+	}
+	if allocs[100] != allocs[3000] {
+		t.Errorf("allocations by workers %v, want equal", allocs)
+	}
+	if msg := c.app(t, app).GetStatusMessage(); !strings.Contains(msg, "requires more resources than any worker has") {
+		t.Errorf("status message %q, want the app told no worker is big enough", msg)
 	}
 }

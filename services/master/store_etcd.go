@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/etcd"
 )
 
 // etcdTimeout bounds one store operation.
@@ -24,7 +24,7 @@ var ErrDeposed = errors.New("this master no longer leads (its election key is go
 // election key still exists with the revision it won with, so a deposed
 // leader — paused, partitioned, not yet aware — cannot change the state.
 type EtcdStore struct {
-	cli       *clientv3.Client
+	cli       *etcd.Client
 	prefix    string
 	leaderKey string
 	leaderRev int64
@@ -34,7 +34,7 @@ var _ Store = (*EtcdStore)(nil)
 
 // NewEtcdStore keeps state under prefix, fenced by the election key
 // leaderKey created at leaderRev.
-func NewEtcdStore(cli *clientv3.Client, prefix, leaderKey string, leaderRev int64) *EtcdStore {
+func NewEtcdStore(cli *etcd.Client, prefix, leaderKey string, leaderRev int64) *EtcdStore {
 	return &EtcdStore{cli: cli, prefix: strings.TrimSuffix(prefix, "/") + "/state/", leaderKey: leaderKey, leaderRev: leaderRev}
 }
 
@@ -42,12 +42,12 @@ func NewEtcdStore(cli *clientv3.Client, prefix, leaderKey string, leaderRev int6
 func (e *EtcdStore) Load() (*Recovered, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithPrefix())
+	kvs, err := e.cli.GetPrefix(ctx, e.prefix)
 	if err != nil {
 		return nil, fmt.Errorf("load state from etcd: %w", err)
 	}
 	r := &Recovered{Counters: &masterv1.PersistedCounters{}}
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		kind, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), e.prefix), "/")
 		var err error
 		switch kind {
@@ -80,16 +80,14 @@ func appendRecord[T any, P interface {
 }
 
 // commit applies op if the writer still leads.
-func (e *EtcdStore) commit(op clientv3.Op) error {
+func (e *EtcdStore) commit(op etcd.Op) error {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
 	defer cancel()
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.leaderKey), "=", e.leaderRev)).
-		Then(op).Commit()
+	applied, err := e.cli.IfCreatedAt(ctx, e.leaderKey, e.leaderRev, op)
 	if err != nil {
 		return err
 	}
-	if !resp.Succeeded {
+	if !applied {
 		return ErrDeposed
 	}
 	return nil
@@ -100,11 +98,11 @@ func (e *EtcdStore) put(kind, id string, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	return e.commit(clientv3.OpPut(e.prefix+kind+"/"+id, string(v)))
+	return e.commit(etcd.Put(e.prefix+kind+"/"+id, v))
 }
 
 func (e *EtcdStore) delete(kind, id string) error {
-	return e.commit(clientv3.OpDelete(e.prefix + kind + "/" + id))
+	return e.commit(etcd.Delete(e.prefix + kind + "/" + id))
 }
 
 func (e *EtcdStore) PutWorker(w *masterv1.PersistedWorker) error {

@@ -10,10 +10,25 @@ import (
 
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/etcd"
 )
 
+// glintEtcd is Glint's own client of the etcd at endpoint. The tests elect
+// with etcd's Go client (concurrency.Election) and write with Glint's, so
+// they also show the two interoperate.
+func glintEtcd(t testing.TB, endpoint string) *etcd.Client {
+	t.Helper()
+	cli, err := etcd.New([]string{endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cli.Close)
+	return cli
+}
+
 func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
-	cli := etcdtest.Client(t, etcdtest.Start(t))
+	endpoint := etcdtest.Start(t)
+	cli, ours := etcdtest.Client(t, endpoint), glintEtcd(t, endpoint)
 	ctx := context.Background()
 	elect := func() (*concurrency.Session, *concurrency.Election) {
 		s, err := concurrency.NewSession(cli, concurrency.WithTTL(5))
@@ -27,7 +42,7 @@ func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
 	if err := e1.Campaign(ctx, "http://a"); err != nil {
 		t.Fatal(err)
 	}
-	old := NewEtcdStore(cli, "/glint-test", e1.Key(), e1.Rev())
+	old := NewEtcdStore(ours, "/glint-test", e1.Key(), e1.Rev())
 	if err := old.PutWorker(&masterv1.PersistedWorker{Id: "w1"}); err != nil {
 		t.Fatalf("the leader's write: %v", err)
 	}
@@ -42,7 +57,7 @@ func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
 	if err := old.PutWorker(&masterv1.PersistedWorker{Id: "w2"}); !errors.Is(err, ErrDeposed) {
 		t.Fatalf("the deposed leader's write: %v, want ErrDeposed", err)
 	}
-	current := NewEtcdStore(cli, "/glint-test", e2.Key(), e2.Rev())
+	current := NewEtcdStore(ours, "/glint-test", e2.Key(), e2.Rev())
 	if err := current.PutApplication(&masterv1.PersistedApplication{Id: "app-20261130120000-0000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +73,8 @@ func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
 // BenchmarkEtcdStateWritePerLaunch is what --recovery-mode etcd adds to one
 // executor launch: one fenced transaction on a real (embedded, one-member) etcd.
 func BenchmarkEtcdStateWritePerLaunch(b *testing.B) {
-	cli := etcdtest.Client(b, etcdtest.Start(b))
-	s, err := concurrency.NewSession(cli)
+	endpoint := etcdtest.Start(b)
+	s, err := concurrency.NewSession(etcdtest.Client(b, endpoint))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +83,7 @@ func BenchmarkEtcdStateWritePerLaunch(b *testing.B) {
 	if err := e.Campaign(context.Background(), "http://a"); err != nil {
 		b.Fatal(err)
 	}
-	st := NewEtcdStore(cli, "/glint-bench", e.Key(), e.Rev())
+	st := NewEtcdStore(glintEtcd(b, endpoint), "/glint-bench", e.Key(), e.Rev())
 	p := &masterv1.PersistedApplication{Id: "app-20261130120000-0000", Description: appDesc(512, 1), DriverUrl: "http://127.0.0.1:1", AppToken: "t"}
 	for b.Loop() {
 		p.NextExecutorId++
@@ -90,7 +105,7 @@ func TestAStandbyStopsWhenAskedThoughItsEtcdIsGone(t *testing.T) {
 	if err := concurrency.NewElection(s, "/glint-test/leader").Campaign(context.Background(), "http://leader"); err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHA(HAConfig{Master: Config{URL: "http://standby:7077"}, Etcd: etcdtest.Client(t, endpoint), Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
+	h, err := NewHA(HAConfig{Master: Config{URL: "http://standby:7077"}, Etcd: glintEtcd(t, endpoint), Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
