@@ -49,6 +49,12 @@ func TestAssignUnitsInBulkIsSparksLoop(t *testing.T) {
 // up to an executor limit). The one-core-at-a-time loop took 2^31 steps here.
 // (With cores per executor set and no limit, one placement per executor is
 // inherent; registration caps a worker's cores at resources.MaxCores.)
+// sameAllocs compares allocations per run of one pass at two sizes: equal
+// but for at most two, which the runtime may add to a run on a loaded machine
+// under the race detector (seen: 31 against 32). Work that grew with the
+// size would add at least one per growth of a slice, a dozen or more here.
+func sameAllocs(a, b float64) bool { return math.Abs(a-b) <= 2 }
+
 func TestScheduleWorkDoesNotGrowWithAdvertisedCores(t *testing.T) {
 	snapshot := func(cores int32, coresPerExecutor int32, spreadOut bool) Snapshot {
 		return Snapshot{SpreadOut: spreadOut,
@@ -66,7 +72,7 @@ func TestScheduleWorkDoesNotGrowWithAdvertisedCores(t *testing.T) {
 				s := snapshot(cores, perExecutor, spreadOut)
 				allocs[cores] = testing.AllocsPerRun(20, func() { schedule(s, rand.New(rand.NewPCG(1, 2))) })
 			}
-			if allocs[1<<30] != allocs[8] || allocs[4096] != allocs[8] {
+			if !sameAllocs(allocs[1<<30], allocs[8]) || !sameAllocs(allocs[4096], allocs[8]) {
 				t.Errorf("spreadOut=%v cores per executor %d: allocations by advertised cores %v, want equal", spreadOut, perExecutor, allocs)
 			}
 		}
@@ -92,7 +98,7 @@ func TestSchedulePassWorkDoesNotGrowWithWorkers(t *testing.T) {
 			s := Snapshot{Workers: idleWorkers(n, 16, 64<<10), Apps: apps, SpreadOut: spreadOut}
 			allocs[n] = testing.AllocsPerRun(20, func() { schedule(s, rand.New(rand.NewPCG(1, 2))) })
 		}
-		if allocs[100] != allocs[10_000] {
+		if !sameAllocs(allocs[100], allocs[10_000]) {
 			t.Errorf("spreadOut=%v: allocations by workers %v, want equal", spreadOut, allocs)
 		}
 	}
@@ -120,7 +126,7 @@ func TestTheMastersPassAllocatesAsMuchAtAnyClusterSize(t *testing.T) {
 		c.srv.mu.Unlock()
 		allocs[n] = testing.AllocsPerRun(10, pass)
 	}
-	if allocs[100] != allocs[3000] {
+	if !sameAllocs(allocs[100], allocs[3000]) {
 		t.Errorf("allocations by workers %v, want equal", allocs)
 	}
 	if msg := c.app(t, app).GetStatusMessage(); !strings.Contains(msg, "requires more resources than any worker has") {

@@ -362,13 +362,16 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
+	// Stamped before the claim is sent, for the same reason as a started
+	// process: the claimed one may reach its driver before SendClaim returns.
+	claimed := l.now()
 	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
 		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
 		return nil
 	}
-	l.claimed, l.startedAt = &c, l.now()
+	l.claimed, l.startedAt = &c, claimed
 	return nil
 }
 

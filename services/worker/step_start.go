@@ -79,10 +79,14 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		cmd.Env = append(cmd.Env, child.ListenFDEnv+"=3")
 		url = u
 	}
+	// Stamped before the fork: once started, the process may reach its driver
+	// (whose stamps follow this one on the launch's timeline) before Start
+	// returns here.
+	started := l.now()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	l.cmd, l.startedAt, l.url = cmd, l.now(), url
+	l.cmd, l.startedAt, l.url = cmd, started, url
 	span.SetAttributes(semconv.ProcessPID(cmd.Process.Pid))
 	return nil
 }
