@@ -441,7 +441,7 @@ func TestBenchParallelLaunch(t *testing.T) {
 // one-core executors and back) and 7b (the same with tracing to Jaeger at the
 // default task sampling against off). Off and on take turns.
 func TestBenchTaskDispatch(t *testing.T) {
-	tasks, reps := 10_000, 10
+	tasks, reps := 10_000, 30
 	if benchtable.Start(t) {
 		tasks, reps = 500, 1
 	}
