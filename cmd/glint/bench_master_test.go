@@ -24,13 +24,14 @@ import (
 const benchConnections = 8
 
 // onConnections runs call(client, i) for i in [0, n) spread over
-// benchConnections clients of url, each on its own connection.
+// benchConnections clients of url, each on its own connection, over HTTP/1.1
+// as workers call their master.
 func onConnections(t testing.TB, url string, n int, call func(masterv1connect.MasterServiceClient, int) error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, benchConnections)
 	for c := range benchConnections {
-		client := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
+		client := masterv1connect.NewMasterServiceClient(rpc.NewHTTP1Client(), url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
 		wg.Go(func() {
 			for i := c; i < n; i += benchConnections {
 				if err := call(client, i); err != nil {

@@ -171,3 +171,36 @@ func TestServeStopsWithoutWaitingForIdleClientsButFinishesRequests(t *testing.T)
 		t.Fatal("Serve did not return after the last request finished")
 	}
 }
+
+func TestClientsSpeakTheirProtocolToOneServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) }))
+	}()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, c := range []struct {
+		client *http.Client
+		want   string
+	}{{NewHTTPClient(), "HTTP/2.0"}, {NewHTTP1Client(), "HTTP/1.1"}} {
+		resp, err := c.client.Get("http://" + ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != c.want {
+			t.Errorf("server saw %s, want %s", b, c.want)
+		}
+		c.client.CloseIdleConnections()
+	}
+}
