@@ -208,6 +208,12 @@ func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 			waitForSample(t, target, "glint_executor_tasks_running", 1)
 		}
 		p := scrape(t, target)
+		if g.Labels["role"] == "executor" {
+			// One core: as many Ps, whatever the machine has.
+			if v, _ := sample(t, p, "go_sched_gomaxprocs_threads", nil); v != 1 {
+				t.Errorf("executor %s: GOMAXPROCS %v, want its one core", target, v)
+			}
+		}
 		promtoolCheck(t, g.Labels["role"]+" "+target, p)
 		if g.Labels["role"] == "worker" {
 			if v, _ := sample(t, p, "glint_worker_cores", map[string]string{"state": "used"}); int(v) != perWorker[g.Labels["worker"]] {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -118,5 +120,41 @@ func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) 
 	})
 	if claims := count(tr, func(s jaeger.Span) bool { return s.OperationName == "claim" }); claims != 2 || claimed != 2 {
 		t.Errorf("%d claim spans with %d executors' first calls under them, want 2 and 2", claims, claimed)
+	}
+}
+
+func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T) {
+	t.Parallel()
+	c := startSizedCluster(t, nil, 1, 2, []string{"--prestart-executors", "1"})
+	standby := idleStandby(t, c)
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", standby))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(string(env), "\x00"), "GOMAXPROCS=1") {
+		t.Errorf("the prestarted process's environment has no GOMAXPROCS=1")
+	}
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "2",
+		"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "hold", release, "1")
+	var executors []sdGroup
+	waitUntil(t, "the executor listed for scraping", func() bool {
+		executors = byRole(discover(t, c.master.url), "executor")
+		return len(executors) == 1
+	})
+	target := "http://" + executors[0].Targets[0]
+	// Its task runs once it registered: it has taken its cores by then.
+	waitForSample(t, target, "glint_executor_tasks_running", 1)
+	if v, ok := sample(t, scrape(t, target), "go_sched_gomaxprocs_threads", nil); v != 2 {
+		t.Errorf("the claimed two-core executor's GOMAXPROCS is %v (found: %v), want 2", v, ok)
+	}
+	if kids := childrenOf(c.workers[0].cmd.Process.Pid); !slices.Contains(kids, standby) {
+		t.Errorf("the worker's children %v do not include the prestarted process %d: it was not claimed", kids, standby)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := wait(); err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -49,7 +50,15 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				// with the process at the latest.
 				defer func() { _ = claim.Settle() }()
 				g.stderr = claim.Hold(g.stderr)
-				cfg.Settle, cfg.Registered = claim.Settle, claim.Registered
+				// It was started on one core (GOMAXPROCS=1): it takes its
+				// cores once registered, off its launch's path.
+				cfg.Settle = claim.Settle
+				cfg.Registered = func() {
+					claim.Registered()
+					if cores := int(args.Cores); cores > 0 && cores != runtime.GOMAXPROCS(0) {
+						runtime.GOMAXPROCS(cores)
+					}
+				}
 				fs := pflag.NewFlagSet("executor", pflag.ContinueOnError)
 				args = child.ExecutorArgs{}
 				args.Flags(fs)

@@ -60,6 +60,7 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 		spec: launch{
 			dir:      dir,
 			template: desc.GetCommand(),
+			defaults: coresEnv(desc.GetCores()),
 			vars:     map[string]string{child.VarDriverID: id, child.VarWorkerURL: s.cfg.URL},
 			env: append(child.WorkerEnv(s.cfg.TLS),
 				child.WorkDirEnv+"="+dir,

@@ -68,7 +68,7 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			if tt.kill {
 				waitFileContains(t, filepath.Join(dir, "stdout"), "env GLINT_DRIVER_ID="+id+"\n",
 					"env GLINT_WORK_DIR="+dir+"\n", `"--driver-id" "`+id+`" "--worker-url" "`+c.worker.url+`"`,
-					"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()))
+					"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()), "env GOMAXPROCS=1\n")
 				if _, err := c.master.KillDriver(ctx, connect.NewRequest(&masterv1.KillDriverRequest{DriverId: id})); err != nil {
 					t.Fatalf("kill driver: %v", err)
 				}

@@ -50,6 +50,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 		spec: launch{
 			dir:      dir,
 			template: m.GetDescription().GetCommand(),
+			defaults: coresEnv(m.GetCores()),
 			vars: map[string]string{
 				child.VarExecutorID: execID,
 				child.VarHostname:   s.host,

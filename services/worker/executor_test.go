@@ -69,7 +69,7 @@ func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
 			waitFileContains(t, filepath.Join(dir, "stdout"), args,
 				"env GLINT_WORK_DIR="+dir+"\n", "env GLINT_APP_ID="+appID+"\n", "env GLINT_EXECUTOR_ID=0\n",
 				"env GLINT_WORKER_URL="+c.worker.url+"\n", fmt.Sprintf("env GLINT_WORKER_PID=%d\n", os.Getpid()),
-				"env GLINT_TOKEN_FILE=\n")
+				"env GLINT_TOKEN_FILE=\n", "env GOMAXPROCS=1\n")
 			waitFileContains(t, filepath.Join(dir, "stderr"), "child hold stderr")
 
 			running, _ := c.worker.executor(t, appID, 0)

@@ -173,6 +173,9 @@ func (p *prestart) start() (*standby, error) {
 			child.WorkerURLEnv + "=" + p.s.cfg.URL,
 			child.ListenFDEnv + "=3",
 			child.ClaimFDEnv + "=4",
+			// Its cores come with the claim; it starts on one, and takes
+			// them once registered.
+			"GOMAXPROCS=1",
 		}),
 		Dir:         p.s.cfg.WorkDir,
 		ExtraFiles:  []*os.File{socket, theirs},

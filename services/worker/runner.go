@@ -35,6 +35,9 @@ type launch struct {
 	template *masterv1.Command // the command as the master sent it
 	vars     map[string]string // template variables: "APP_ID" replaces {{APP_ID}}
 	env      []string          // GLINT_* variables, "KEY=value"
+	// defaults are variables the command's environment may replace: the
+	// process's GOMAXPROCS, its cores (coresEnv).
+	defaults []string
 	now      func() time.Time
 	attrs    []attribute.KeyValue // span attributes naming the process (glint.app.id, …)
 	// redaction hides secret values where a step shows the command (the

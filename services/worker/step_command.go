@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -23,7 +24,8 @@ type commandStep struct{}
 func (commandStep) Name() string { return "command" }
 
 // Run fills in l.argv and l.environ: the worker's environment, then the
-// command's, then the GLINT_* variables, a later value replacing an earlier one.
+// launch's defaults, then the command's environment, then the GLINT_*
+// variables, a later value replacing an earlier one.
 func (commandStep) Run(_ context.Context, l *launch) error {
 	argv := child.Substitute(l.template.GetArgs(), l.vars)
 	cmdEnv := make([]string, 0, len(l.template.GetEnv()))
@@ -31,8 +33,20 @@ func (commandStep) Run(_ context.Context, l *launch) error {
 		cmdEnv = append(cmdEnv, k+"="+l.template.GetEnv()[k])
 	}
 	l.argv = argv
-	l.environ = mergeEnv(os.Environ(), cmdEnv, l.env)
+	l.environ = mergeEnv(os.Environ(), l.defaults, cmdEnv, l.env)
 	return nil
+}
+
+// coresEnv is the default environment of a process given cores: a Go
+// process (glint's executors and drivers) runs as many threads of Go code as
+// it has cores, not as the machine has — Spark's executor runs as many tasks,
+// and the Go runtime's own share (its garbage collector takes a quarter of
+// GOMAXPROCS) stays within the cores too.
+func coresEnv(cores int32) []string {
+	if cores <= 0 {
+		return nil
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(int(cores))}
 }
 
 // mergeEnv concatenates "KEY=value" lists; a later value of a key replaces an

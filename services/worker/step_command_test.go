@@ -84,3 +84,28 @@ func TestValidateCommandDoesNotQuoteAMalformedKey(t *testing.T) {
 		t.Errorf("validateCommand = %v, want an error on the name that does not quote it", err)
 	}
 }
+
+func TestCommandStepGivesGOMAXPROCSTheCoresUnlessTheCommandSetsIt(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "16") // the worker's own
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{{nil, "3"}, {map[string]string{"GOMAXPROCS": "8"}, "8"}} {
+		l := &launch{template: &masterv1.Command{Args: []string{"glint"}, Env: tt.env}, defaults: coresEnv(3)}
+		if err := (commandStep{}).Run(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, kv := range l.environ {
+			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+				got = append(got, v)
+			}
+		}
+		if !slices.Equal(got, []string{tt.want}) {
+			t.Errorf("command environment %v: GOMAXPROCS %q, want exactly %s", tt.env, got, tt.want)
+		}
+	}
+	if coresEnv(0) != nil {
+		t.Errorf("coresEnv(0) = %q, want nothing", coresEnv(0))
+	}
+}
