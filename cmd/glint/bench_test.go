@@ -40,10 +40,54 @@ type benchCluster struct {
 	cpu time.Duration
 }
 
-// tracedAndNot starts two identical two-worker clusters, one exporting every
-// span to a real Jaeger (and its drivers, in this process, too) and one with
-// tracing off; workers have cores workers' cores each.
-func tracedAndNot(t testing.TB, cores int) (off, on *benchCluster) {
+// benchGroup is identical clusters that take turns. One run's clusters differ
+// from one another by a few percent, whatever is measured on them (two
+// identical clusters' launches were 0.93–1.04× each other's in one run:
+// where the scheduler keeps their processes), so rows that compare two kinds
+// of cluster, or a cluster with the floor, take turns over several of each.
+type benchGroup struct {
+	clusters []*benchCluster
+	turn     int
+}
+
+// groupOf starts n clusters with start.
+func groupOf(n int, start func() *benchCluster) *benchGroup {
+	g := &benchGroup{}
+	for range n {
+		g.clusters = append(g.clusters, start())
+	}
+	return g
+}
+
+// next is the cluster whose turn it is.
+func (g *benchGroup) next() *benchCluster {
+	c := g.clusters[g.turn%len(g.clusters)]
+	g.turn++
+	return c
+}
+
+// cpu is the CPU measured on all the group's clusters.
+func (g *benchGroup) cpu() time.Duration {
+	var total time.Duration
+	for _, c := range g.clusters {
+		total += c.cpu
+	}
+	return total
+}
+
+// benchClusters is how many clusters of each kind a group has: one in quick
+// mode.
+func benchClusters(quick bool) int {
+	if quick {
+		return 1
+	}
+	return 3
+}
+
+// tracedAndNot starts two groups of n identical two-worker clusters, one
+// exporting every span to a real Jaeger (and its drivers, in this process,
+// too) and one with tracing off; workers have cores cores each.
+func tracedAndNot(t testing.TB, n, cores int) (off, on *benchGroup) {
 	j := startJaeger(t)
 	// The drivers' provider is made as every glint process makes its own,
 	// from the OTEL variables, which are set only while it is made: the
@@ -58,8 +102,12 @@ func tracedAndNot(t testing.TB, cores int) (off, on *benchCluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = shutdown(context.Background()) })
-	off = &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, nil), tp: noop.NewTracerProvider()}
-	on = &benchCluster{testCluster: startSizedCluster(t, j.env(), 2, cores, nil), tp: tp}
+	off = groupOf(n, func() *benchCluster {
+		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, nil), tp: noop.NewTracerProvider()}
+	})
+	on = groupOf(n, func() *benchCluster {
+		return &benchCluster{testCluster: startSizedCluster(t, j.env(), 2, cores, nil), tp: tp}
+	})
 	return off, on
 }
 
@@ -295,8 +343,8 @@ func buildFloor(t testing.TB) string {
 // executor's memory). Floor, untraced and traced launches take turns, so
 // the ratios hold when the machine's speed drifts.
 func TestBenchLaunch(t *testing.T) {
-	launches := 50
-	if benchtable.Start(t) {
+	launches, quick := 50, benchtable.Start(t)
+	if quick {
 		launches = 3
 	}
 	f, err := floor.New(buildFloor(t))
@@ -304,8 +352,10 @@ func TestBenchLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	off, on := tracedAndNot(t, 2)
-	warm := &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, []string{"--prestart-executors", "1"}), tp: noop.NewTracerProvider()}
+	off, on := tracedAndNot(t, benchClusters(quick), 2)
+	warm := groupOf(benchClusters(quick), func() *benchCluster {
+		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, []string{"--prestart-executors", "1"}), tp: noop.NewTracerProvider()}
+	})
 	var floors []time.Duration
 	var offTimelines, onTimelines, warmTimelines []driver.Timeline
 	for range launches {
@@ -314,9 +364,9 @@ func TestBenchLaunch(t *testing.T) {
 			t.Fatal(err)
 		}
 		floors = append(floors, d)
-		offTimelines = append(offTimelines, launchOne(t, off))
-		onTimelines = append(onTimelines, launchOne(t, on))
-		warmTimelines = append(warmTimelines, warmLaunch(t, warm))
+		offTimelines = append(offTimelines, launchOne(t, off.next()))
+		onTimelines = append(onTimelines, launchOne(t, on.next()))
+		warmTimelines = append(warmTimelines, warmLaunch(t, warm.next()))
 	}
 	offs, ons := sinceLaunched(offTimelines), sinceLaunched(onTimelines)
 	fp50, fp99 := benchtable.Percentile(floors, 50), benchtable.Percentile(floors, 99)
@@ -342,14 +392,14 @@ func TestBenchLaunch(t *testing.T) {
 	})
 	onP50 := benchtable.Percentile(ons, 50)
 	latency := float64(onP50) / float64(p50)
-	cpu := float64(on.cpu) / float64(off.cpu)
+	cpu := float64(on.cpu()) / float64(off.cpu())
 	benchtable.Record(t, benchtable.Row{
 		ID: "7a", What: "tracing overhead on row 2: every span exported to a real Jaeger vs tracing off",
 		Result: fmt.Sprintf("p50 %.2f ms vs %.2f ms: %.2f× latency; %.2f× CPU (%.1f vs %.1f ms per launch, Jaeger's own CPU not counted)",
-			benchtable.Ms(onP50), benchtable.Ms(p50), latency, cpu, benchtable.Ms(on.cpu)/float64(launches), benchtable.Ms(off.cpu)/float64(launches)),
+			benchtable.Ms(onP50), benchtable.Ms(p50), latency, cpu, benchtable.Ms(on.cpu())/float64(launches), benchtable.Ms(off.cpu())/float64(launches)),
 		Target: "≤ 1.05× latency, ≤ 1.10× CPU", Met: benchtable.Check(max(latency-0.05, cpu-0.10), 1.0, true),
 		Figures: map[string]float64{"latency_ratio": latency, "cpu_ratio": cpu, "on_p50_ms": benchtable.Ms(onP50), "off_p50_ms": benchtable.Ms(p50),
-			"on_cpu_ms_per_launch": benchtable.Ms(on.cpu) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(off.cpu) / float64(launches)},
+			"on_cpu_ms_per_launch": benchtable.Ms(on.cpu()) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(off.cpu()) / float64(launches)},
 	})
 
 	warmP50, warmP99 := benchtable.Percentile(sinceLaunched(warmTimelines), 50), benchtable.Percentile(sinceLaunched(warmTimelines), 99)
@@ -370,8 +420,9 @@ func TestBenchLaunch(t *testing.T) {
 
 	// Idle executors: four registered executors before their first task.
 	var rss, anon []int
+	idleCluster := off.clusters[0]
 	idle := &app.App{Name: examples.Sleep().Name, Tasks: examples.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
-		for _, w := range off.workers {
+		for _, w := range idleCluster.workers {
 			for _, pid := range childrenOf(w.cmd.Process.Pid) {
 				rss = append(rss, procStatusKiB(t, pid, "VmRSS"))
 				anon = append(anon, procStatusKiB(t, pid, "RssAnon"))
@@ -380,7 +431,7 @@ func TestBenchLaunch(t *testing.T) {
 		_, err := ac.RunTasks(ctx, "sleep", [][]byte{[]byte("0s")})
 		return err
 	}}
-	runOnExecutors(t, off, 4, idle)
+	runOnExecutors(t, idleCluster, 4, idle)
 	if len(rss) != 4 {
 		t.Fatalf("read the memory of %d executors, want 4", len(rss))
 	}
@@ -441,11 +492,11 @@ func TestBenchParallelLaunch(t *testing.T) {
 // one-core executors and back) and 7b (the same with tracing to Jaeger at the
 // default task sampling against off). Off and on take turns.
 func TestBenchTaskDispatch(t *testing.T) {
-	tasks, reps := 10_000, 30
-	if benchtable.Start(t) {
+	tasks, reps, quick := 10_000, 30, benchtable.Start(t)
+	if quick {
 		tasks, reps = 500, 1
 	}
-	off, on := tracedAndNot(t, 2)
+	off, on := tracedAndNot(t, benchClusters(quick), 2)
 	var offTime, onTime time.Duration
 	// Each turn is a pair, off then on or on then off in turn (the drivers
 	// share this process, so the second of a pair may pay for the first's
@@ -454,9 +505,10 @@ func TestBenchTaskDispatch(t *testing.T) {
 	ratios := make([]float64, reps)
 	for i := range reps {
 		var offTurn, onTurn time.Duration
+		o, n := off.next(), on.next()
 		turns := []func(){
-			func() { off.measure(t, func() { offTurn = dispatch(t, off, tasks) }) },
-			func() { on.measure(t, func() { onTurn = dispatch(t, on, tasks) }) },
+			func() { o.measure(t, func() { offTurn = dispatch(t, o, tasks) }) },
+			func() { n.measure(t, func() { onTurn = dispatch(t, n, tasks) }) },
 		}
 		turns[i%2]()
 		turns[1-i%2]()
@@ -472,7 +524,7 @@ func TestBenchTaskDispatch(t *testing.T) {
 	})
 	slices.Sort(ratios)
 	latency := ratios[reps/2]
-	cpu := float64(on.cpu) / float64(off.cpu)
+	cpu := float64(on.cpu()) / float64(off.cpu())
 	benchtable.Record(t, benchtable.Row{
 		ID: "7b", What: "tracing overhead on row 4: spans to a real Jaeger (default task sampling) vs off",
 		Result: fmt.Sprintf("%.0f vs %.0f tasks/s: %.2f× time (median of %d paired turns); %.2f× CPU (Jaeger's own CPU not counted)", onRate, offRate, latency, reps, cpu),
