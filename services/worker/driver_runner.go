@@ -70,6 +70,7 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 			),
 			now:       s.cfg.Now,
 			redaction: s.cfg.Redaction,
+			spare:     s.spare,
 			attrs: []attribute.KeyValue{
 				telemetry.DriverID.String(id), telemetry.WorkerID.String(s.id),
 				telemetry.Cores.Int(int(desc.GetCores())), telemetry.MemoryMiB.Int64(desc.GetMemoryMib()),

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"net/http"
-	"os"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -51,8 +50,8 @@ func FuzzWorkerHandlers(f *testing.F) {
 				t.Fatalf("an unregistered worker holds %d cores, %d MiB, %d executors, %d drivers",
 					s.coresUsed, s.memoryUsedMiB, len(s.executors), len(s.drivers))
 			}
-			if entries, _ := os.ReadDir(s.cfg.WorkDir); len(entries) != 0 {
-				t.Fatalf("work dir holds %d entries", len(entries))
+			if names := madeByLaunches(t, s.cfg.WorkDir); len(names) != 0 {
+				t.Fatalf("work dir holds %v", names)
 			}
 		},
 	})

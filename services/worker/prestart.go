@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,17 +49,11 @@ type standby struct {
 	cmd   *exec.Cmd
 	claim *os.File // the worker's end of the claim channel
 	url   string   // where it will serve, from the socket it holds
-	// dir is a work directory made with the process, in the worker's work
-	// dir, holding its log files stdout and stderr (open): the workdir step
-	// of its launch moves it into place (place), so that a claim makes no
+	// launchDir is a work directory made with the process: the workdir
+	// step of its launch moves it into place, so that a claim makes no
 	// files.
-	dir            string
-	stdout, stderr *os.File
+	launchDir
 }
-
-// prestartDirPrefix names the work directories of prestarted processes; a
-// worker removes those left by an earlier run when it starts.
-const prestartDirPrefix = ".prestart-"
 
 // newPrestart returns the worker's prestart, or nil when it keeps none.
 func newPrestart(s *Server) (*prestart, error) {
@@ -71,9 +62,6 @@ func newPrestart(s *Server) (*prestart, error) {
 	}
 	path, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("prestart executors: %w", err)
-	}
-	if err := removeStaleDirs(s.cfg.WorkDir); err != nil {
 		return nil, fmt.Errorf("prestart executors: %w", err)
 	}
 	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors, warming: map[*standby]bool{}}, nil
@@ -144,15 +132,11 @@ var errPrestartClosed = errors.New("the worker is stopping")
 // of the channel fd 4; its output goes nowhere until the claim hands it its
 // log files, which are made with it.
 func (p *prestart) start() (*standby, error) {
-	dir, err := os.MkdirTemp(p.s.cfg.WorkDir, prestartDirPrefix)
+	d, err := makeLaunchDir(p.s.cfg.WorkDir)
 	if err != nil {
-		return nil, fmt.Errorf("prestarted executor's work dir: %w", err)
-	}
-	sb := &standby{dir: dir}
-	if sb.stdout, sb.stderr, err = openLogs(dir); err != nil {
-		sb.removeDir()
 		return nil, err
 	}
+	sb := &standby{launchDir: d}
 	socket, url, err := openListener(p.s.host)
 	if err != nil {
 		sb.removeDir()
@@ -188,59 +172,6 @@ func (p *prestart) start() (*standby, error) {
 	}
 	sb.cmd, sb.claim, sb.url = cmd, mine, url
 	return sb, nil
-}
-
-// place moves the directory made with sb to dir, its launch's work
-// directory, and returns its log files; false, with the directory removed,
-// if it cannot (dir exists and is not empty: an executor of that id ran here
-// before), and the launch makes its own.
-func (sb *standby) place(dir string) (stdout, stderr *os.File, ok bool) {
-	err := os.MkdirAll(filepath.Dir(dir), 0o750)
-	if err == nil {
-		err = os.Rename(sb.dir, dir)
-	}
-	if err != nil {
-		sb.removeDir()
-		return nil, nil, false
-	}
-	stdout, stderr = sb.stdout, sb.stderr
-	sb.dir, sb.stdout, sb.stderr = "", nil, nil
-	return stdout, stderr, true
-}
-
-// removeDir closes and removes the directory made with sb, unless its
-// launch took it.
-func (sb *standby) removeDir() {
-	for _, f := range []*os.File{sb.stdout, sb.stderr} {
-		if f != nil {
-			f.Close()
-		}
-	}
-	if sb.dir != "" {
-		_ = os.RemoveAll(sb.dir)
-	}
-	sb.dir, sb.stdout, sb.stderr = "", nil, nil
-}
-
-// removeStaleDirs removes the prestarted processes' work directories a
-// worker that stopped before ending them left in workDir.
-func removeStaleDirs(workDir string) error {
-	root, err := os.OpenRoot(workDir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	entries, err := fs.ReadDir(root.FS(), ".")
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prestartDirPrefix) {
-			errs = append(errs, root.RemoveAll(e.Name()))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // claim is the step that claims an idle process for l, when its command is

@@ -92,15 +92,11 @@ func TestAPrestartedProcessIsOfferedToLaunchesOnlyOnceItSaysItIsReadyAndItsDirIs
 // made with.
 func prestartedDir(t *testing.T, workDir string) *standby {
 	t.Helper()
-	dir, err := os.MkdirTemp(workDir, prestartDirPrefix)
+	d, err := makeLaunchDir(workDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := &standby{dir: dir}
-	if sb.stdout, sb.stderr, err = openLogs(dir); err != nil {
-		t.Fatal(err)
-	}
-	return sb
+	return &standby{launchDir: d}
 }
 
 func TestAClaimedLaunchsWorkDirIsTheOneMadeWithItsProcess(t *testing.T) {
@@ -153,7 +149,7 @@ func TestAClaimedLaunchMakesItsOwnWorkDirWhereAnEarlierOneLeftFiles(t *testing.T
 	}
 }
 
-func TestAWorkerRemovesThePrestartedDirsAnEarlierRunLeft(t *testing.T) {
+func TestAWorkerRemovesTheDirsMadeAheadThatAnEarlierRunLeft(t *testing.T) {
 	workDir := t.TempDir()
 	left := prestartedDir(t, workDir)
 	left.stdout.Close()

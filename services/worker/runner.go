@@ -49,6 +49,9 @@ type launch struct {
 	// prestart, when set, offers a prestarted process to claim in place of
 	// process.start (executors).
 	prestart *prestart
+	// spare, when set, is a work directory made ahead that the workdir step
+	// moves into place instead of making one.
+	spare *spare
 
 	// Filled in by the steps.
 	argv           []string // the substituted arguments (command)
@@ -289,6 +292,9 @@ func (r *runner[S]) run() {
 			reportStep{running: r.running},
 		}
 		timings, err := runSteps(r.ctx, r.s.tracer, r.log, steps, &l)
+		// The next launch's work dir is made once this one's process
+		// started (or its launch failed): not on its way.
+		r.s.spare.fill()
 		if err != nil {
 			if r.ctx.Err() != nil {
 				r.finish(r.ctx, r.kind.killed, fmt.Sprintf("%v before its process started", context.Cause(r.ctx)), nil)

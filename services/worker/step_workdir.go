@@ -13,12 +13,19 @@ type workdirStep struct{}
 // Name is "workdir".
 func (workdirStep) Name() string { return "workdir" }
 
-// Run creates l.dir and its parents; for a claimed process, it moves the
-// directory made with it there, with its log files (standby.place).
+// Run creates l.dir and its parents: it moves the directory made with a
+// claimed process there, or else the worker's spare, with its log files
+// (launchDir.place); it makes one if neither can be.
 func (workdirStep) Run(_ context.Context, l *launch) error {
+	var ahead *launchDir
 	if l.claimed != nil {
+		ahead = &l.claimed.standby.launchDir
+	} else {
+		ahead = l.spare.take(l.dir)
+	}
+	if ahead != nil {
 		var ok bool
-		if l.stdout, l.stderr, ok = l.claimed.standby.place(l.dir); ok {
+		if l.stdout, l.stderr, ok = ahead.place(l.dir); ok {
 			return nil
 		}
 	}

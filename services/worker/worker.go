@@ -149,7 +149,9 @@ type Server struct {
 	coresUsed     int32
 	memoryUsedMiB int64
 	// prestart keeps idle executor processes ready (--prestart-executors).
-	prestart  *prestart
+	prestart *prestart
+	// spare is a work directory made ahead of the next launch.
+	spare     *spare
 	executors map[executorKey]*executorRunner
 	// launched are the executor ids of each application this worker was
 	// told to launch (bounded: launchedIDs), so a launch the master retries
@@ -216,6 +218,10 @@ func New(cfg Config) (*Server, error) {
 		drivers:    map[string]*driverRunner{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
+	if err := removeStaleDirs(cfg.WorkDir); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	s.spare = &spare{workDir: cfg.WorkDir, log: s.log}
 	if s.prestart, err = newPrestart(s); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
@@ -321,6 +327,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("run worker %s: already running", s.id)
 	}
 	s.prestart.fill()
+	s.spare.fill()
 	cleanCtx, stopCleaning := context.WithCancel(ctx)
 	cleaning := make(chan struct{})
 	go func() {
@@ -349,6 +356,7 @@ func (s *Server) shutdown() {
 	s.mu.Unlock()
 	s.prestart.close()
 	s.runners.Wait()
+	s.spare.close()
 	delivered := make(chan struct{})
 	go func() {
 		s.reports.Wait()

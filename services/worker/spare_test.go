@@ -1,0 +1,83 @@
+package worker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+)
+
+// readySpare waits until the worker's spare is made and returns its directory.
+func readySpare(t *testing.T, s *Server) string {
+	t.Helper()
+	var dir string
+	eventually(t, "a spare work dir", func() bool {
+		s.spare.mu.Lock()
+		defer s.spare.mu.Unlock()
+		if s.spare.ready != nil {
+			dir = s.spare.ready.dir
+		}
+		return dir != ""
+	})
+	return dir
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+func TestALaunchMovesTheSpareWorkDirIntoPlaceAndTheWorkerMakesTheNext(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	spare := readySpare(t, c.worker.Server)
+	made := inode(t, spare)
+	appID := c.registerApp(t, executorCommand(t, "hold", 0), 1)
+	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	dir := filepath.Join(c.worker.cfg.WorkDir, appID, "0")
+	if got := inode(t, dir); got != made {
+		t.Errorf("the executor's work dir is inode %d, the spare was %d: it was not moved into place", got, made)
+	}
+	waitFileContains(t, filepath.Join(dir, "stderr"), "Launch command:", "child hold stderr")
+	if next := readySpare(t, c.worker.Server); next == spare {
+		t.Errorf("the next spare is the one taken, %s", next)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.worker.waitFinishedExecutor(t, appID, 0)
+	if err := c.worker.stop(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(c.worker.cfg.WorkDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), spareDirPrefix) {
+			t.Errorf("the stopped worker left its spare %s", e.Name())
+		}
+	}
+}
+
+func TestTheSpareIsNotTakenForAWorkDirThatExists(t *testing.T) {
+	workDir := t.TempDir()
+	d, err := makeLaunchDir(workDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &spare{workDir: workDir, ready: &d}
+	defer sp.close()
+	if got := sp.take(workDir); got != nil {
+		t.Errorf("took the spare for %s, which exists (a restarted driver's)", workDir)
+	}
+	if got := sp.take(filepath.Join(workDir, "app-20260101000000-0000", "0")); got != &d {
+		t.Errorf("took %v for a new work dir, want the spare", got)
+	}
+}
