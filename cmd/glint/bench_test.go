@@ -160,6 +160,22 @@ func selfCPU(t testing.TB) time.Duration {
 // cores are free again.
 func runOnExecutors(t testing.TB, c *benchCluster, n int, a *app.App, args ...string) (*driver.Driver, time.Time) {
 	t.Helper()
+	d := benchDriver(t, c, n, a, args...)
+	ctx, span := c.tp.Tracer("bench").Start(context.Background(), "submit")
+	start := time.Now()
+	err := d.Run(ctx)
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitForCoresFree(t)
+	return d, start
+}
+
+// benchDriver is an in-process driver of a with args on n one-core executors
+// of c, which runs a once all registered.
+func benchDriver(t testing.TB, c *benchCluster, n int, a *app.App, args ...string) *driver.Driver {
+	t.Helper()
 	var d *driver.Driver
 	// The worker's launch times reach the driver with the master's
 	// ExecutorUpdated, which may come after the executor registered.
@@ -181,13 +197,12 @@ func runOnExecutors(t testing.TB, c *benchCluster, n int, a *app.App, args ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, span := c.tp.Tracer("bench").Start(context.Background(), "submit")
-	start := time.Now()
-	err = d.Run(ctx)
-	span.End()
-	if err != nil {
-		t.Fatal(err)
-	}
+	return d
+}
+
+// waitForCoresFree waits until c's master and workers have no core in use.
+func (c *benchCluster) waitForCoresFree(t testing.TB) {
+	t.Helper()
 	c.waitFor(t, "cores free again", func(s masterJSON) bool {
 		for _, w := range s.Workers {
 			if w.CoresUsed != 0 {
@@ -207,7 +222,6 @@ func runOnExecutors(t testing.TB, c *benchCluster, n int, a *app.App, args ...st
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	return d, start
 }
 
 func workerCoresUsed(t testing.TB, c *benchCluster, w *proc) int {
@@ -497,6 +511,10 @@ func TestBenchTaskDispatch(t *testing.T) {
 		tasks, reps = 500, 1
 	}
 	off, on := tracedAndNot(t, benchClusters(quick), 2)
+	dispatchers := map[*benchCluster]*dispatcher{}
+	for _, c := range append(slices.Clone(off.clusters), on.clusters...) {
+		dispatchers[c] = startDispatcher(t, c)
+	}
 	var offTime, onTime time.Duration
 	// Each turn is a pair, off then on or on then off in turn (the drivers
 	// share this process, so the second of a pair may pay for the first's
@@ -507,13 +525,16 @@ func TestBenchTaskDispatch(t *testing.T) {
 		var offTurn, onTurn time.Duration
 		o, n := off.next(), on.next()
 		turns := []func(){
-			func() { o.measure(t, func() { offTurn = dispatch(t, o, tasks) }) },
-			func() { n.measure(t, func() { onTurn = dispatch(t, n, tasks) }) },
+			func() { o.measure(t, func() { offTurn = dispatchers[o].turn(t, tasks) }) },
+			func() { n.measure(t, func() { onTurn = dispatchers[n].turn(t, tasks) }) },
 		}
 		turns[i%2]()
 		turns[1-i%2]()
 		offTime, onTime = offTime+offTurn, onTime+onTurn
 		ratios[i] = onTurn.Seconds() / offTurn.Seconds()
+	}
+	for _, p := range dispatchers {
+		p.stop(t)
 	}
 	offRate := float64(reps*tasks) / offTime.Seconds()
 	onRate := float64(reps*tasks) / onTime.Seconds()
@@ -533,21 +554,64 @@ func TestBenchTaskDispatch(t *testing.T) {
 	})
 }
 
-// dispatch runs tasks no-op tasks (the sleep app's task with 0s) on four
-// one-core executors of c and returns how long RunTasks took.
-func dispatch(t testing.TB, c *benchCluster, tasks int) time.Duration {
-	var took time.Duration
+// dispatcher is an application of an in-process driver on four one-core
+// executors of a cluster that runs no-op tasks (the sleep app's task with
+// 0s) once per turn: its executors are launched once, so that a turn times
+// dispatch alone, not a launch and the export of its spans.
+type dispatcher struct {
+	turns chan int
+	took  chan time.Duration
+	done  chan error
+}
+
+func startDispatcher(t testing.TB, c *benchCluster) *dispatcher {
+	t.Helper()
+	p := &dispatcher{turns: make(chan int), took: make(chan time.Duration), done: make(chan error, 1)}
 	sleep := examples.Sleep()
-	timed := &app.App{Name: sleep.Name, Tasks: sleep.Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
-		inputs := make([][]byte, tasks)
-		for i := range inputs {
-			inputs[i] = []byte("0s")
+	d := benchDriver(t, c, 4, &app.App{Name: sleep.Name, Tasks: sleep.Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
+		for tasks := range p.turns {
+			inputs := make([][]byte, tasks)
+			for i := range inputs {
+				inputs[i] = []byte("0s")
+			}
+			start := time.Now()
+			if _, err := ac.RunTasks(ctx, "sleep", inputs); err != nil {
+				return err
+			}
+			p.took <- time.Since(start)
 		}
-		start := time.Now()
-		_, err := ac.RunTasks(ctx, "sleep", inputs)
-		took = time.Since(start)
-		return err
-	}}
-	runOnExecutors(t, c, 4, timed)
-	return took
+		return nil
+	}})
+	go func() {
+		ctx, span := c.tp.Tracer("bench").Start(context.Background(), "submit")
+		defer span.End()
+		p.done <- d.Run(ctx)
+	}()
+	return p
+}
+
+// turn runs tasks no-op tasks and returns how long RunTasks took.
+func (p *dispatcher) turn(t testing.TB, tasks int) time.Duration {
+	t.Helper()
+	select {
+	case p.turns <- tasks:
+	case err := <-p.done:
+		t.Fatalf("the dispatching application ended: %v", err)
+	}
+	select {
+	case took := <-p.took:
+		return took
+	case err := <-p.done:
+		t.Fatalf("the dispatching application ended: %v", err)
+	}
+	return 0
+}
+
+// stop ends the application.
+func (p *dispatcher) stop(t testing.TB) {
+	t.Helper()
+	close(p.turns)
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
 }
