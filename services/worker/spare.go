@@ -113,11 +113,14 @@ func (sp *spare) take(dir string) *launchDir {
 	if sp == nil {
 		return nil
 	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.ready == nil {
+		return nil
+	}
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	d := sp.ready
 	sp.ready = nil
 	return d
