@@ -89,19 +89,7 @@ func benchClusters(quick bool) int {
 // too) and one with tracing off; workers have cores cores each.
 func tracedAndNot(t testing.TB, n, cores int) (off, on *benchGroup) {
 	j := startJaeger(t)
-	// The drivers' provider is made as every glint process makes its own,
-	// from the OTEL variables, which are set only while it is made: the
-	// clusters started later in a test inherit this process's environment.
-	for _, kv := range j.env() {
-		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
-		defer os.Unsetenv(k)
-	}
-	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceDriver)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	tp := tracedDrivers(t, j)
 	off = groupOf(n, func() *benchCluster {
 		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, nil), tp: noop.NewTracerProvider()}
 	})
@@ -109,6 +97,27 @@ func tracedAndNot(t testing.TB, n, cores int) (off, on *benchGroup) {
 		return &benchCluster{testCluster: startSizedCluster(t, j.env(), 2, cores, nil), tp: tp}
 	})
 	return off, on
+}
+
+// tracedDrivers is the tracer provider of the traced clusters' drivers (in
+// this process), made as every glint process makes its own: from the OTEL
+// variables, set only while it is made, as the processes of every cluster
+// inherit this process's environment — the untraced ones too.
+func tracedDrivers(t testing.TB, j *jaegerServer) trace.TracerProvider {
+	for _, kv := range j.env() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceDriver)
+	for _, kv := range j.env() {
+		k, _, _ := strings.Cut(kv, "=")
+		os.Unsetenv(k)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	return tp
 }
 
 // measure runs f, adding the CPU c's processes and this one used meanwhile
