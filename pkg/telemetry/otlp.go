@@ -16,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,7 +40,7 @@ type otlpExporter struct {
 	headers  http.Header
 	gzip     bool
 	timeout  time.Duration
-	client   *http.Client
+	client   func() *http.Client
 	shutdown atomic.Bool
 }
 
@@ -94,13 +95,18 @@ func newOTLPExporter() (*otlpExporter, error) {
 	default:
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION %q: want gzip or none", v)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
+	var tlsConfig *tls.Config
 	if u.Scheme == "https" {
-		if transport.TLSClientConfig, err = otlpTLS(); err != nil {
+		if tlsConfig, err = otlpTLS(); err != nil {
 			return nil, err
 		}
 	}
-	e.client = &http.Client{Transport: transport}
+	// The client is made at the first export, off the process's start.
+	e.client = sync.OnceValue(func() *http.Client {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.TLSClientConfig = tlsConfig
+		return &http.Client{Transport: transport}
+	})
 	return e, nil
 }
 
@@ -209,7 +215,7 @@ func (e *otlpExporter) post(ctx context.Context, body []byte) (retry time.Durati
 	if e.gzip {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
-	resp, err := e.client.Do(req)
+	resp, err := e.client().Do(req)
 	if err != nil {
 		return time.Nanosecond, fmt.Errorf("OTLP export to %s: %w", e.url, err)
 	}
@@ -233,7 +239,7 @@ func (e *otlpExporter) post(ctx context.Context, body []byte) (retry time.Durati
 // Shutdown stops further exports; nothing is held to flush.
 func (e *otlpExporter) Shutdown(context.Context) error {
 	e.shutdown.Store(true)
-	e.client.CloseIdleConnections()
+	e.client().CloseIdleConnections()
 	return nil
 }
 

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -103,6 +107,44 @@ func TestARegistryServesTheGoRuntimeAndProcessMetrics(t *testing.T) {
 			if !strings.Contains(rec.Body.String(), "\n"+name+" ") {
 				t.Errorf("scrape has no %s", name)
 			}
+		}
+	}
+}
+
+// The resource names what the SDK's own detectors name (host, SDK,
+// environment), with Glint's attributes, and a new instance id per process.
+func TestTheResourceIsWhatTheSDKsDetectorsWouldMake(t *testing.T) {
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,service.name=from-attributes")
+	for _, serviceName := range []string{"", "from-env"} {
+		t.Setenv("OTEL_SERVICE_NAME", serviceName)
+		ctx := context.Background()
+		attrs := []attribute.KeyValue{AppID.String("app-20260101000000-0000")}
+		got, err := newResource(ctx, ServiceExecutor, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := newResource(ctx, ServiceExecutor, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := got.Set().Value(semconv.ServiceInstanceIDKey)
+		other, _ := again.Set().Value(semconv.ServiceInstanceIDKey)
+		if u, err := uuid.Parse(id.AsString()); err != nil || u.Version() != 4 || id == other {
+			t.Errorf("instance ids %q and %q: want two different version 4 UUIDs", id.AsString(), other.AsString())
+		}
+		want, err := resource.New(ctx,
+			resource.WithSchemaURL(semconv.SchemaURL),
+			resource.WithAttributes(semconv.ServiceName(ServiceExecutor), semconv.ServiceVersion(version()), semconv.ServiceInstanceID(id.AsString())),
+			resource.WithAttributes(attrs...),
+			resource.WithHost(),
+			resource.WithTelemetrySDK(),
+			resource.WithFromEnv(),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Equivalent() != want.Equivalent() || got.SchemaURL() != want.SchemaURL() {
+			t.Errorf("OTEL_SERVICE_NAME=%q: resource\n%v\nwant\n%v", serviceName, got, want)
 		}
 	}
 }
