@@ -97,11 +97,18 @@ func TestBenchMasterScale(t *testing.T) {
 		return err
 	}
 	onConnections(t, m.url, workers, heartbeat)
-	cpuBefore := procCPU(t, pid)
+	cpuBefore, err := procCPU(pid, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	began = time.Now()
 	onConnections(t, m.url, workers, heartbeat)
 	wall := time.Since(began)
-	cpu := procCPU(t, pid) - cpuBefore
+	cpuAfter, err := procCPU(pid, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := cpuAfter - cpuBefore
 	perThousand := benchtable.Ms(cpu) * 1000 / float64(workers)
 	// At the default --worker-timeout (60 s) workers heartbeat every 15 s.
 	share := perThousand / 1000 * 10_000 / 15 / 1000 * 100

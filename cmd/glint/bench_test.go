@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,13 +32,14 @@ import (
 // them; BENCHMARKS.md says how). Each is a Test that skips unless the
 // harness runs it, and reports ratios and rates measured in one run.
 
-// benchCluster is a cluster of the launch rows with the CPU it used so far
-// (master, workers and the executors they reaped, and this process, which
-// runs the drivers).
+// benchCluster is a cluster of the launch rows with the CPU it used: this
+// process's during the cluster's turns (it runs the drivers), and that of the
+// cluster's processes since the row started (startCPU).
 type benchCluster struct {
 	*testCluster
-	tp  trace.TracerProvider
-	cpu time.Duration
+	tp         trace.TracerProvider
+	selfCPU    time.Duration
+	cpuAtStart time.Duration
 }
 
 // benchGroup is identical clusters that take turns. One run's clusters differ
@@ -66,11 +68,33 @@ func (g *benchGroup) next() *benchCluster {
 	return c
 }
 
-// cpu is the CPU measured on all the group's clusters.
-func (g *benchGroup) cpu() time.Duration {
+// startCPU starts measuring the CPU of g's clusters' processes.
+func (g *benchGroup) startCPU(t testing.TB) {
+	for _, c := range g.clusters {
+		c.cpuAtStart = c.procsCPU(t)
+	}
+}
+
+// stopCPU ends g's row: it stops g's clusters and returns the CPU g used
+// since startCPU. That is all its clusters' processes used until they
+// exited — executors included, and the spans a traced process exports
+// whenever its batch is due or as it exits — and this process's during the
+// clusters' turns and while it flushes the spans of their drivers.
+func (g *benchGroup) stopCPU(t testing.TB) time.Duration {
 	var total time.Duration
 	for _, c := range g.clusters {
-		total += c.cpu
+		if tp, ok := c.tp.(interface{ ForceFlush(context.Context) error }); ok {
+			c.measure(t, func() {
+				if err := tp.ForceFlush(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		total += c.selfCPU - c.cpuAtStart
+		for _, p := range append(slices.Clone(c.workers), c.master) {
+			p.stop(t)
+			total += p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime() // and its reaped children's
+		}
 	}
 	return total
 }
@@ -85,8 +109,9 @@ func benchClusters(quick bool) int {
 }
 
 // tracedAndNot starts two groups of n identical two-worker clusters, one
-// exporting every span to a real Jaeger (and its drivers, in this process,
-// too) and one with tracing off; workers have cores cores each.
+// exporting every span to a real Jaeger with the exporter's defaults, as
+// deployed (and its drivers, in this process, too), and one with tracing
+// off; workers have cores cores each.
 func tracedAndNot(t testing.TB, n, cores int) (off, on *benchGroup) {
 	j := startJaeger(t)
 	tp := tracedDrivers(t, j)
@@ -94,23 +119,33 @@ func tracedAndNot(t testing.TB, n, cores int) (off, on *benchGroup) {
 		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, nil), tp: noop.NewTracerProvider()}
 	})
 	on = groupOf(n, func() *benchCluster {
-		return &benchCluster{testCluster: startSizedCluster(t, j.env(), 2, cores, nil), tp: tp}
+		return &benchCluster{testCluster: startSizedCluster(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.otlp}, 2, cores, nil), tp: tp}
 	})
+	for _, c := range off.clusters {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", c.master.cmd.Process.Pid))
+		if err != nil || bytes.Contains(env, []byte("OTEL_EXPORTER_OTLP")) {
+			t.Fatalf("an untraced cluster's master has OTEL_EXPORTER_OTLP… in its environment (%v)", err)
+		}
+	}
 	return off, on
 }
 
 // tracedDrivers is the tracer provider of the traced clusters' drivers (in
 // this process), made as every glint process makes its own: from the OTEL
 // variables, set only while it is made, as the processes of every cluster
-// inherit this process's environment — the untraced ones too.
+// inherit this process's environment — the untraced ones too. It exports
+// only when flushed (stopCPU), so that its exports count as the traced
+// clusters' CPU, whichever cluster's turn it is.
 func tracedDrivers(t testing.TB, j *jaegerServer) trace.TracerProvider {
-	for _, kv := range j.env() {
-		k, v, _ := strings.Cut(kv, "=")
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": j.otlp, "OTEL_BSP_SCHEDULE_DELAY": "3600000",
+		"OTEL_BSP_MAX_QUEUE_SIZE": "1000000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1000000",
+	}
+	for k, v := range env {
 		os.Setenv(k, v)
 	}
 	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceDriver)
-	for _, kv := range j.env() {
-		k, _, _ := strings.Cut(kv, "=")
+	for k := range env {
 		os.Unsetenv(k)
 	}
 	if err != nil {
@@ -120,39 +155,55 @@ func tracedDrivers(t testing.TB, j *jaegerServer) trace.TracerProvider {
 	return tp
 }
 
-// measure runs f, adding the CPU c's processes and this one used meanwhile
-// to c.cpu.
+// measure runs f, adding the CPU this process used meanwhile to c.selfCPU.
 func (c *benchCluster) measure(t testing.TB, f func()) {
-	before := c.cpuNow(t)
+	before := selfCPU(t)
 	f()
-	c.cpu += c.cpuNow(t) - before
+	c.selfCPU += selfCPU(t) - before
 }
 
-func (c *benchCluster) cpuNow(t testing.TB) time.Duration {
-	total := selfCPU(t)
+// procsCPU is the CPU c's processes used so far: master, workers, the
+// executors the workers reaped and those they run.
+func (c *benchCluster) procsCPU(t testing.TB) time.Duration {
+	var total time.Duration
 	for _, p := range append([]*proc{c.master}, c.workers...) {
-		total += procCPU(t, p.cmd.Process.Pid)
+		cpu, err := procCPU(p.cmd.Process.Pid, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += cpu
+	}
+	for _, w := range c.workers {
+		for _, pid := range childrenOf(w.cmd.Process.Pid) {
+			if cpu, err := procCPU(pid, false); err == nil { // one that just ended is in its worker's
+				total += cpu
+			}
+		}
 	}
 	return total
 }
 
-// procCPU is the user and system time of pid and of its reaped children.
-func procCPU(t testing.TB, pid int) time.Duration {
-	t.Helper()
+// procCPU is the user and system time of pid, and of the children it reaped
+// if reaped.
+func procCPU(pid int, reaped bool) (time.Duration, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	times := fields[11:13] // utime, stime
+	if reaped {
+		times = fields[11:15] // and cutime, cstime
+	}
 	var ticks int64
-	for _, f := range fields[11:15] { // utime, stime, cutime, cstime
+	for _, f := range times {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			t.Fatal(err)
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
 		ticks += n
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }
 
 func selfCPU(t testing.TB) time.Duration {
@@ -221,14 +272,17 @@ func (c *benchCluster) waitForCoresFree(t testing.TB) {
 		return len(s.ActiveApps) == 0
 	})
 	// The master frees an application's cores when it ends, the workers once
-	// its executors exited: the next launch waits for both.
+	// its executors exited: the next launch waits for both. Each look costs
+	// the worker CPU that the rows count as the cluster's, and a traced
+	// executor takes longer to exit (it exports its spans first): looking
+	// every 20 ms keeps that cost small against the launch's.
 	for _, w := range c.workers {
 		deadline := time.Now().Add(30 * time.Second)
 		for workerCoresUsed(t, c, w) != 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("worker %s still has cores in use after 30 s", w.url)
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
@@ -352,6 +406,34 @@ func sinceLaunched(tls []driver.Timeline) []time.Duration {
 	return ds
 }
 
+// idleExecutorRSS is row 8b: the memory of four registered executors on c
+// before their first task.
+func idleExecutorRSS(t testing.TB, c *benchCluster) {
+	var rss, anon []int
+	idle := &app.App{Name: examples.Sleep().Name, Tasks: examples.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
+		for _, w := range c.workers {
+			for _, pid := range childrenOf(w.cmd.Process.Pid) {
+				rss = append(rss, procStatusKiB(t, pid, "VmRSS"))
+				anon = append(anon, procStatusKiB(t, pid, "RssAnon"))
+			}
+		}
+		_, err := ac.RunTasks(ctx, "sleep", [][]byte{[]byte("0s")})
+		return err
+	}}
+	runOnExecutors(t, c, 4, idle)
+	if len(rss) != 4 {
+		t.Fatalf("read the memory of %d executors, want 4", len(rss))
+	}
+	peak := float64(max(rss[0], rss[1], rss[2], rss[3])) / 1024
+	peakAnon := float64(max(anon[0], anon[1], anon[2], anon[3])) / 1024
+	benchtable.Record(t, benchtable.Row{
+		ID: "8b", What: "idle executor RSS (registered, before its first task; largest of 4)",
+		Result: fmt.Sprintf("%.1f MiB, of it %.1f MiB its own (RssAnon); the rest is the glint binary's pages, which every glint process shares", peak, peakAnon),
+		Target: "≤ 20 MiB", Met: benchtable.Check(peak, 20, true),
+		Figures: map[string]float64{"rss_mib": peak, "rss_anon_mib": peakAnon},
+	})
+}
+
 // buildFloor builds cmd/glint-floor, the floor's child.
 func buildFloor(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "glint-floor")
@@ -379,8 +461,11 @@ func TestBenchLaunch(t *testing.T) {
 	warm := groupOf(benchClusters(quick), func() *benchCluster {
 		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, []string{"--prestart-executors", "1"}), tp: noop.NewTracerProvider()}
 	})
+	idleExecutorRSS(t, off.clusters[0])
 	var floors []time.Duration
 	var offTimelines, onTimelines, warmTimelines []driver.Timeline
+	off.startCPU(t)
+	on.startCPU(t)
 	for range launches {
 		d, err := f.Launch(context.Background())
 		if err != nil {
@@ -391,6 +476,7 @@ func TestBenchLaunch(t *testing.T) {
 		onTimelines = append(onTimelines, launchOne(t, on.next()))
 		warmTimelines = append(warmTimelines, warmLaunch(t, warm.next()))
 	}
+	onCPU, offCPU := on.stopCPU(t), off.stopCPU(t)
 	offs, ons := sinceLaunched(offTimelines), sinceLaunched(onTimelines)
 	fp50, fp99 := benchtable.Percentile(floors, 50), benchtable.Percentile(floors, 99)
 	benchtable.Record(t, benchtable.Row{
@@ -415,14 +501,14 @@ func TestBenchLaunch(t *testing.T) {
 	})
 	onP50 := benchtable.Percentile(ons, 50)
 	latency := float64(onP50) / float64(p50)
-	cpu := float64(on.cpu()) / float64(off.cpu())
+	cpu := float64(onCPU) / float64(offCPU)
 	benchtable.Record(t, benchtable.Row{
 		ID: "7a", What: "tracing overhead on row 2: every span exported to a real Jaeger vs tracing off",
 		Result: fmt.Sprintf("p50 %.2f ms vs %.2f ms: %.2f× latency; %.2f× CPU (%.1f vs %.1f ms per launch, Jaeger's own CPU not counted)",
-			benchtable.Ms(onP50), benchtable.Ms(p50), latency, cpu, benchtable.Ms(on.cpu())/float64(launches), benchtable.Ms(off.cpu())/float64(launches)),
+			benchtable.Ms(onP50), benchtable.Ms(p50), latency, cpu, benchtable.Ms(onCPU)/float64(launches), benchtable.Ms(offCPU)/float64(launches)),
 		Target: "≤ 1.05× latency, ≤ 1.10× CPU", Met: benchtable.Check(max(latency-0.05, cpu-0.10), 1.0, true),
 		Figures: map[string]float64{"latency_ratio": latency, "cpu_ratio": cpu, "on_p50_ms": benchtable.Ms(onP50), "off_p50_ms": benchtable.Ms(p50),
-			"on_cpu_ms_per_launch": benchtable.Ms(on.cpu()) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(off.cpu()) / float64(launches)},
+			"on_cpu_ms_per_launch": benchtable.Ms(onCPU) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(offCPU) / float64(launches)},
 	})
 
 	warmP50, warmP99 := benchtable.Percentile(sinceLaunched(warmTimelines), 50), benchtable.Percentile(sinceLaunched(warmTimelines), 99)
@@ -441,31 +527,6 @@ func TestBenchLaunch(t *testing.T) {
 		}),
 	})
 
-	// Idle executors: four registered executors before their first task.
-	var rss, anon []int
-	idleCluster := off.clusters[0]
-	idle := &app.App{Name: examples.Sleep().Name, Tasks: examples.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
-		for _, w := range idleCluster.workers {
-			for _, pid := range childrenOf(w.cmd.Process.Pid) {
-				rss = append(rss, procStatusKiB(t, pid, "VmRSS"))
-				anon = append(anon, procStatusKiB(t, pid, "RssAnon"))
-			}
-		}
-		_, err := ac.RunTasks(ctx, "sleep", [][]byte{[]byte("0s")})
-		return err
-	}}
-	runOnExecutors(t, idleCluster, 4, idle)
-	if len(rss) != 4 {
-		t.Fatalf("read the memory of %d executors, want 4", len(rss))
-	}
-	peak := float64(max(rss[0], rss[1], rss[2], rss[3])) / 1024
-	peakAnon := float64(max(anon[0], anon[1], anon[2], anon[3])) / 1024
-	benchtable.Record(t, benchtable.Row{
-		ID: "8b", What: "idle executor RSS (registered, before its first task; largest of 4)",
-		Result: fmt.Sprintf("%.1f MiB, of it %.1f MiB its own (RssAnon); the rest is the glint binary's pages, which every glint process shares", peak, peakAnon),
-		Target: "≤ 20 MiB", Met: benchtable.Check(peak, 20, true),
-		Figures: map[string]float64{"rss_mib": peak, "rss_anon_mib": peakAnon},
-	})
 }
 
 // TestBenchParallelLaunch is row 3: submit → every executor registered, for
@@ -533,6 +594,8 @@ func TestBenchTaskDispatch(t *testing.T) {
 	// garbage); the overhead is the median of the pairs' ratios, so a turn
 	// the shared machine slowed does not decide it.
 	ratios := make([]float64, reps)
+	off.startCPU(t)
+	on.startCPU(t)
 	for i := range reps {
 		var offTurn, onTurn time.Duration
 		o, n := off.next(), on.next()
@@ -548,6 +611,7 @@ func TestBenchTaskDispatch(t *testing.T) {
 	for _, p := range dispatchers {
 		p.stop(t)
 	}
+	onCPU, offCPU := on.stopCPU(t), off.stopCPU(t)
 	offRate := float64(reps*tasks) / offTime.Seconds()
 	onRate := float64(reps*tasks) / onTime.Seconds()
 	benchtable.Record(t, benchtable.Row{
@@ -557,7 +621,7 @@ func TestBenchTaskDispatch(t *testing.T) {
 	})
 	slices.Sort(ratios)
 	latency := ratios[reps/2]
-	cpu := float64(on.cpu()) / float64(off.cpu())
+	cpu := float64(onCPU) / float64(offCPU)
 	benchtable.Record(t, benchtable.Row{
 		ID: "7b", What: "tracing overhead on row 4: spans to a real Jaeger (default task sampling) vs off",
 		Result: fmt.Sprintf("%.0f vs %.0f tasks/s: %.2f× time (median of %d paired turns); %.2f× CPU (Jaeger's own CPU not counted)", onRate, offRate, latency, reps, cpu),
