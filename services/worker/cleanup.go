@@ -49,15 +49,11 @@ func (s *Server) cleanupLoop(ctx context.Context) {
 // followed, and everything is done inside the work dir (os.Root), so no name
 // or link in it can make the worker remove anything outside it.
 func (s *Server) cleanWorkDir(now time.Time) error {
-	root, err := os.OpenRoot(s.cfg.WorkDir)
+	root, entries, err := openWorkDir(s.cfg.WorkDir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	entries, err := fs.ReadDir(root.FS(), ".")
-	if err != nil {
-		return err
-	}
 	cutoff := now.Add(-s.cfg.CleanupTTL)
 	var errs []error
 	for _, e := range entries {
@@ -86,6 +82,21 @@ func (s *Server) cleanWorkDir(now time.Time) error {
 		s.log.Info("removed the work dir of a finished application or driver", "dir", name, "ttl", s.cfg.CleanupTTL.String())
 	}
 	return errors.Join(errs...)
+}
+
+// openWorkDir opens workDir as an os.Root, through which nothing done leaves
+// it, and lists its entries; the caller closes the root.
+func openWorkDir(workDir string) (*os.Root, []fs.DirEntry, error) {
+	root, err := os.OpenRoot(workDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return root, entries, nil
 }
 
 // ownDir says whether name is what the worker names a directory: an

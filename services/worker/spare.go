@@ -72,15 +72,11 @@ func (d *launchDir) removeDir() {
 // removeStaleDirs removes the directories made ahead of their launch that a
 // worker which stopped before using them left in workDir.
 func removeStaleDirs(workDir string) error {
-	root, err := os.OpenRoot(workDir)
+	root, entries, err := openWorkDir(workDir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	entries, err := fs.ReadDir(root.FS(), ".")
-	if err != nil {
-		return err
-	}
 	var errs []error
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), spareDirPrefix) {
