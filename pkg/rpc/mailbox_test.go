@@ -2,8 +2,11 @@ package rpc
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestAMailboxForAPeerThatDoesNotAnswerHoldsAtMostMaxQueued(t *testing.T) {
@@ -27,5 +30,108 @@ func TestAMailboxForAPeerThatDoesNotAnswerHoldsAtMostMaxQueued(t *testing.T) {
 	m.Wait()
 	if got := delivered.Load(); got < MaxQueued || got > MaxQueued+1 {
 		t.Fatalf("%d messages delivered once the peer answered, want the %d it kept", got, MaxQueued)
+	}
+}
+
+// flight records the messages of a test on their way at once.
+type flight struct {
+	mu       sync.Mutex
+	now, max int
+	ended    map[string]bool
+}
+
+// send is a message named name that waits for release (nil: none), and
+// checks that the messages named in after ended before it began.
+func (f *flight) send(t *testing.T, name string, release <-chan struct{}, after ...string) func(context.Context) {
+	return func(context.Context) {
+		f.mu.Lock()
+		for _, a := range after {
+			if !f.ended[a] {
+				t.Errorf("%s began before %s ended", name, a)
+			}
+		}
+		f.now++
+		f.max = max(f.max, f.now)
+		f.mu.Unlock()
+		if release != nil {
+			<-release
+		}
+		f.mu.Lock()
+		f.now--
+		f.ended[name] = true
+		f.mu.Unlock()
+	}
+}
+
+func (f *flight) maxInFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.max
+}
+
+func newFlight() *flight { return &flight{ended: map[string]bool{}} }
+
+func TestMessagesPostedAlongsideGoTogetherUpToMaxAlongside(t *testing.T) {
+	m := NewMailbox(context.Background())
+	f := newFlight()
+	release := make(chan struct{})
+	for i := range MaxAlongside + 1 {
+		m.PostAlongside(context.Background(), f.send(t, fmt.Sprint("launch ", i), release))
+	}
+	waitUntil(t, func() bool { return f.maxInFlight() >= MaxAlongside }, "MaxAlongside messages on their way at once")
+	close(release)
+	m.Wait()
+	if got := f.maxInFlight(); got != MaxAlongside {
+		t.Fatalf("%d messages on their way at once, want at most MaxAlongside (%d)", got, MaxAlongside)
+	}
+}
+
+func TestAMessagePostedInOrderWaitsForTheMessagesAlongsideBeforeIt(t *testing.T) {
+	m := NewMailbox(context.Background())
+	f := newFlight()
+	first, second := make(chan struct{}), make(chan struct{})
+	m.PostAlongside(context.Background(), f.send(t, "launch 0", first))
+	m.PostAlongside(context.Background(), f.send(t, "launch 1", second))
+	m.Post(context.Background(), f.send(t, "kill", nil, "launch 0", "launch 1"))
+	waitUntil(t, func() bool { return f.maxInFlight() == 2 }, "both launches on their way")
+	close(first)
+	close(second)
+	m.Wait()
+}
+
+func TestAMessagePostedAlongsideWaitsForTheMessageInOrderBeforeIt(t *testing.T) {
+	m := NewMailbox(context.Background())
+	f := newFlight()
+	release := make(chan struct{})
+	m.Post(context.Background(), f.send(t, "finished", release))
+	m.PostAlongside(context.Background(), f.send(t, "launch 0", nil, "finished"))
+	m.PostAlongside(context.Background(), f.send(t, "launch 1", nil, "finished"))
+	close(release)
+	m.Wait()
+	if got := f.maxInFlight(); got != 1 {
+		t.Fatalf("%d messages on their way at once, want one at a time", got)
+	}
+}
+
+func TestMessagesPostedInOrderGoOneAtATime(t *testing.T) {
+	m := NewMailbox(context.Background())
+	f := newFlight()
+	release := make(chan struct{})
+	m.Post(context.Background(), f.send(t, "0", release))
+	m.Post(context.Background(), f.send(t, "1", nil, "0"))
+	m.Post(context.Background(), f.send(t, "2", nil, "1"))
+	close(release)
+	m.Wait()
+}
+
+// waitUntil waits for cond, failing after a minute.
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after a minute", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -18,7 +18,7 @@ func TestDecommissioningAWorkerReleasesItsExecutorsCoresSoReplacementsLandElsewh
 	desc.MaxCores = ptr[int32](2)
 	desc.InitialExecutorLimit = ptr[int32](2)
 	app := c.registerApp(t, dp, desc)
-	first.expect(t, "LaunchExecutor "+app+"/1")
+	first.expectAll(t, "LaunchExecutor "+app+"/0", "LaunchExecutor "+app+"/1")
 	c.registerWorker(t, second, 7079, 2, 4096)
 
 	resp, err := c.client.DecommissionWorker(context.Background(), connect.NewRequest(&masterv1.DecommissionWorkerRequest{WorkerId: w1}))
@@ -30,7 +30,7 @@ func TestDecommissioningAWorkerReleasesItsExecutorsCoresSoReplacementsLandElsewh
 	// The cores of executors 0 and 1 are the app's again at once, and they
 	// no longer count against its executor limit: their replacements start
 	// on the other worker while they finish.
-	second.expect(t, "LaunchExecutor "+app+"/3")
+	second.expectAll(t, "LaunchExecutor "+app+"/2", "LaunchExecutor "+app+"/3")
 	if a := c.app(t, app); a.GetCoresGranted() != 2 {
 		t.Errorf("app holds %d cores, want 2 (the replacements')", a.GetCoresGranted())
 	}

@@ -155,15 +155,30 @@ func (s *Server) scheduleSpan(ctx context.Context, parent trace.SpanContext, sta
 // is first sent something: most workers of a large cluster may never be. A
 // deposed master sends nothing.
 func (s *Server) postToWorker(ctx context.Context, w *workerInfo, send func(context.Context, workerv1connect.WorkerServiceClient)) {
+	if c, m := s.toWorker(w); m != nil {
+		m.Post(ctx, func(ctx context.Context) { send(ctx, c) })
+	}
+}
+
+// launchOnWorker is postToWorker for a launch: the launches posted one
+// after another go to w together (rpc.Mailbox.PostAlongside).
+func (s *Server) launchOnWorker(ctx context.Context, w *workerInfo, send func(context.Context, workerv1connect.WorkerServiceClient)) {
+	if c, m := s.toWorker(w); m != nil {
+		m.PostAlongside(ctx, func(ctx context.Context) { send(ctx, c) })
+	}
+}
+
+// toWorker is w's client and mailbox, made on first use; no mailbox if the
+// master was deposed.
+func (s *Server) toWorker(w *workerInfo) (workerv1connect.WorkerServiceClient, *rpc.Mailbox) {
 	if s.status == statusDeposed {
-		return
+		return nil, nil
 	}
 	if w.client == nil {
 		w.client = workerv1connect.NewWorkerServiceClient(s.http, w.url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 		w.mailbox = rpc.NewMailbox(s.ctx)
 	}
-	c := w.client
-	w.mailbox.Post(ctx, func(ctx context.Context) { send(ctx, c) })
+	return w.client, w.mailbox
 }
 
 // postToDriver posts send to a's driver's mailbox, unless the master was deposed.
@@ -182,7 +197,7 @@ func (s *Server) postToDriver(ctx context.Context, a *appInfo, send func(context
 // reached ends the driver in ERROR.
 func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo) {
 	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
-	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+	s.launchOnWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if _, err := c.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
 			s.mu.Lock()
@@ -225,7 +240,7 @@ func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry 
 		MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
 		AppToken: a.appToken,
 	}
-	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+	s.launchOnWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if retry > 0 && !s.launching(e) {
 			return
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +60,31 @@ func (p *peer) expect(t *testing.T, prefix string) string {
 				return m
 			}
 		case <-deadline:
-			t.Fatalf("no message %q within 5s", prefix)
+			t.Fatalf("no message %q within 30s", prefix)
+		}
+	}
+}
+
+// expectAll waits for a message starting with each of prefixes, in any
+// order (launches go to a worker together), skipping others.
+func (p *peer) expectAll(t *testing.T, prefixes ...string) {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, prefix := range prefixes {
+		missing[prefix] = true
+	}
+	deadline := time.After(30 * time.Second)
+	for len(missing) > 0 {
+		select {
+		case m := <-p.messages:
+			for prefix := range missing {
+				if strings.HasPrefix(m, prefix) {
+					delete(missing, prefix)
+					break
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no messages %v within 30s", slices.Collect(maps.Keys(missing)))
 		}
 	}
 }
@@ -561,7 +587,7 @@ func TestDecommissionedWorkerGetsNoExecutorsAndItsKilledExecutorsDoNotFailTheApp
 	wp, dp := newPeer(t), newPeer(t)
 	worker := c.registerWorker(t, wp, 7078, 2, 4096)
 	app := c.registerApp(t, dp, appDesc(512, 1))
-	wp.expect(t, "LaunchExecutor "+app+"/1")
+	wp.expectAll(t, "LaunchExecutor "+app+"/0", "LaunchExecutor "+app+"/1")
 	if _, err := c.client.WorkerDecommissioning(context.Background(), connect.NewRequest(&masterv1.WorkerDecommissioningRequest{WorkerId: worker})); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +186,48 @@ func TestOnlyTheApplicationsOwnDriverKeepsItAlive(t *testing.T) {
 	}
 	if a := c.app(t, genuine); a.GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED {
 		t.Errorf("app whose driver answers: FAILED %q", a.GetStatusMessage())
+	}
+}
+
+// togetherWorker answers the launches sent to it once want of them are on
+// their way at once.
+type togetherWorker struct {
+	workerPeer
+	want     int32
+	inFlight atomic.Int32
+	once     sync.Once
+	all      chan struct{}
+}
+
+func (w *togetherWorker) LaunchExecutor(ctx context.Context, _ *connect.Request[workerv1.LaunchExecutorRequest]) (*connect.Response[workerv1.LaunchExecutorResponse], error) {
+	defer w.inFlight.Add(-1)
+	if w.inFlight.Add(1) == w.want {
+		w.once.Do(func() { close(w.all) })
+	}
+	select {
+	case <-w.all:
+		return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+	}
+}
+
+func TestAnApplicationsLaunchesGoToAWorkerTogether(t *testing.T) {
+	c := newCluster(t, Config{})
+	w := &togetherWorker{want: 4, all: make(chan struct{})}
+	w.peer = &peer{messages: make(chan string, 100)}
+	mux := http.NewServeMux()
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config = rpc.NewServer(mux)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	w.url = srv.URL
+	c.registerWorker(t, w.peer, 7078, 4, 4096)
+	c.registerApp(t, newPeer(t), appDesc(512, 1))
+	select {
+	case <-w.all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("at most %d of the application's 4 launches on their way to the worker at once, want all 4", w.inFlight.Load())
 	}
 }

@@ -95,9 +95,7 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	waitFor(t, "the master ALIVE", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
 	// Executor 0 was adopted; 1 to 3 ended while the master was down, so
 	// three new executors take their cores, under ids never given before.
-	for _, want := range []string{"/4", "/5", "/6"} {
-		wp.expect(t, "LaunchExecutor "+app+want)
-	}
+	wp.expectAll(t, "LaunchExecutor "+app+"/4", "LaunchExecutor "+app+"/5", "LaunchExecutor "+app+"/6")
 	a := c.app(t, app)
 	var got []string
 	for _, e := range a.GetExecutors() {

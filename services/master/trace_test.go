@@ -154,12 +154,13 @@ func TestScheduleOncePerEvent(t *testing.T) {
 	if len(relaunched) != 1 || relaunched[0].GetWorkerId() != keptID {
 		t.Fatalf("active drivers %v, want the relaunched one on %s", relaunched, keptID)
 	}
-	kept.expect(t, "LaunchDriver "+relaunched[0].GetId())
 	want := map[string]bool{string(telemetry.DriverID) + "=" + relaunched[0].GetId(): true}
+	launches := []string{"LaunchDriver " + relaunched[0].GetId()}
 	for _, app := range apps {
-		kept.expect(t, "LaunchExecutor "+app+"/1")
+		launches = append(launches, "LaunchExecutor "+app+"/1")
 		want[string(telemetry.AppID)+"="+app] = true
 	}
+	kept.expectAll(t, launches...)
 	var pass []sdktrace.ReadOnlySpan
 	for _, s := range recorder.Ended()[spansBefore:] {
 		if s.Name() == "schedule" {
