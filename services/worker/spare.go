@@ -16,23 +16,32 @@ import (
 // earlier run left when it starts.
 const spareDirPrefix = ".spare-"
 
-// launchDir is a work directory made ahead of its launch, in the worker's
-// work dir, holding its log files stdout and stderr (open): the workdir step
-// of the launch that takes it moves it into place (place), so that the
-// launch makes neither directory nor files before its process starts.
+// launchDir is a work directory made ahead of its launch: dir, holding its
+// log files stdout and stderr (open), in a directory of its own, root, in
+// the worker's work dir. The workdir step of the launch that takes it moves
+// it into place (place), so that the launch makes neither directory nor
+// files before its process starts: root becomes the directory of a new
+// application (the launch's parent), and dir, in it, the launch's. Making a
+// directory is what costs on ext4 (it allocates an inode: 0.15 ms at the
+// median, 0.4 ms at the 90th percentile on this project's test machine), a
+// rename a tenth of that.
 type launchDir struct {
-	dir            string
+	root, dir      string
 	stdout, stderr *os.File
 }
 
 // makeLaunchDir makes a launchDir in workDir.
 func makeLaunchDir(workDir string) (launchDir, error) {
-	dir, err := os.MkdirTemp(workDir, spareDirPrefix)
+	root, err := os.MkdirTemp(workDir, spareDirPrefix)
 	if err != nil {
 		return launchDir{}, fmt.Errorf("work dir made ahead: %w", err)
 	}
-	d := launchDir{dir: dir}
-	if d.stdout, d.stderr, err = openLogs(dir); err != nil {
+	d := launchDir{root: root, dir: filepath.Join(root, "run")}
+	if err := os.Mkdir(d.dir, 0o750); err != nil {
+		d.removeDir()
+		return launchDir{}, fmt.Errorf("work dir made ahead: %w", err)
+	}
+	if d.stdout, d.stderr, err = openLogs(d.dir); err != nil {
 		d.removeDir()
 		return launchDir{}, err
 	}
@@ -41,18 +50,30 @@ func makeLaunchDir(workDir string) (launchDir, error) {
 
 // place moves d to dir, its launch's work directory, and returns its log
 // files; false, with d removed, if it cannot (dir exists and is not empty:
-// a process of that id ran here before), and the launch makes its own.
+// a process of that id ran here before), and the launch makes its own. Its
+// root becomes dir's parent if that does not exist yet (an application's
+// first process on this worker); else dir moves there alone and root is
+// removed.
 func (d *launchDir) place(dir string) (stdout, stderr *os.File, ok bool) {
-	err := os.MkdirAll(filepath.Dir(dir), 0o750)
-	if err == nil {
+	parent := filepath.Dir(dir)
+	var err error
+	if os.Rename(d.root, parent) == nil {
+		d.root, d.dir = "", filepath.Join(parent, filepath.Base(d.dir))
+		err = os.Rename(d.dir, dir)
+	} else if err = os.MkdirAll(parent, 0o750); err == nil {
 		err = os.Rename(d.dir, dir)
 	}
 	if err != nil {
 		d.removeDir()
 		return nil, nil, false
 	}
+	if d.root != "" {
+		// Empty now; a worker that stops before removing it removes it
+		// when it starts again (removeStaleDirs).
+		_ = os.Remove(d.root)
+	}
 	stdout, stderr = d.stdout, d.stderr
-	d.dir, d.stdout, d.stderr = "", nil, nil
+	d.root, d.dir, d.stdout, d.stderr = "", "", nil, nil
 	return stdout, stderr, true
 }
 
@@ -63,10 +84,13 @@ func (d *launchDir) removeDir() {
 			f.Close()
 		}
 	}
-	if d.dir != "" {
+	switch {
+	case d.root != "":
+		_ = os.RemoveAll(d.root)
+	case d.dir != "":
 		_ = os.RemoveAll(d.dir)
 	}
-	d.dir, d.stdout, d.stderr = "", nil, nil
+	d.root, d.dir, d.stdout, d.stderr = "", "", nil, nil
 }
 
 // removeStaleDirs removes the directories made ahead of their launch that a
@@ -87,9 +111,9 @@ func removeStaleDirs(workDir string) error {
 }
 
 // spare keeps one launchDir ready for the next launch that starts a process:
-// making a directory and two files is three file-system operations, a
-// quarter of a millisecond on ext4 and two thirds of one on a loaded machine,
-// where moving one into place is one. A launch takes it (take); the next is
+// making the application's directory, the process's and two files is four
+// file-system operations, up to a millisecond on a loaded machine, where
+// moving them into place is two renames. A launch takes it (take); the next is
 // made once that launch's process started (fill). Methods of a nil *spare do
 // nothing: every launch makes its own.
 type spare struct {

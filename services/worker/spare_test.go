@@ -81,3 +81,46 @@ func TestTheSpareIsNotTakenForAWorkDirThatExists(t *testing.T) {
 		t.Errorf("took %v for a new work dir, want the spare", got)
 	}
 }
+
+func TestAnApplicationsFirstWorkDirHereIsTheSparesAndItsNextIsMovedInAlone(t *testing.T) {
+	workDir := t.TempDir()
+	app := filepath.Join(workDir, "app-20260101000000-0000")
+	first, err := makeLaunchDir(workDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, run := inode(t, first.root), inode(t, first.dir)
+	stdout, stderr, ok := first.place(filepath.Join(app, "0"))
+	if !ok {
+		t.Fatal("the spare was not placed for the application's first process")
+	}
+	stdout.Close()
+	stderr.Close()
+	if got := inode(t, app); got != root {
+		t.Errorf("the application's dir is inode %d, the spare's own dir was %d: the launch made a directory", got, root)
+	}
+	if got := inode(t, filepath.Join(app, "0")); got != run {
+		t.Errorf("the process's dir is inode %d, the spare's was %d", got, run)
+	}
+	next, err := makeLaunchDir(workDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = inode(t, next.dir)
+	nextRoot := next.root
+	stdout, stderr, ok = next.place(filepath.Join(app, "1"))
+	if !ok {
+		t.Fatal("the spare was not placed for the application's second process")
+	}
+	stdout.Close()
+	stderr.Close()
+	if got := inode(t, filepath.Join(app, "1")); got != run {
+		t.Errorf("the second process's dir is inode %d, the spare's was %d", got, run)
+	}
+	if _, err := os.Stat(filepath.Join(app, "0", "stdout")); err != nil {
+		t.Errorf("the first process's dir lost its log: %v", err)
+	}
+	if _, err := os.Stat(nextRoot); !os.IsNotExist(err) {
+		t.Errorf("the spare's own dir %s is left after its dir moved into an existing application's (%v)", nextRoot, err)
+	}
+}
