@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ func TestYourOwnApplicationRunsOnARealCluster(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "montecarlo")
 	build := exec.Command("go", "build", "-o", bin, "./montecarlo")
 	build.Dir = filepath.Join("..", "..", "examples")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the example: %v\n%s", err, out)
 	}
