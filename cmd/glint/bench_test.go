@@ -468,7 +468,7 @@ func inTurns(rounds int, kinds []func()) {
 // executor's memory). Floor, untraced and traced launches take turns, so
 // the ratios hold when the machine's speed drifts.
 func TestBenchLaunch(t *testing.T) {
-	launches, quick := 50, benchtable.Start(t)
+	launches, quick := 200, benchtable.Start(t)
 	if quick {
 		launches = 3
 	}
@@ -555,7 +555,7 @@ func TestBenchLaunch(t *testing.T) {
 // TestBenchParallelLaunch is row 3: submit → every executor registered, for
 // 1, 4, 16 and 64 one-core executors on two workers of 32 cores.
 func TestBenchParallelLaunch(t *testing.T) {
-	sizes, reps, quick := []int{1, 4, 16, 64}, 5, benchtable.Start(t)
+	sizes, reps, quick := []int{1, 4, 16, 64}, 9, benchtable.Start(t)
 	if quick {
 		sizes, reps = []int{1, 4}, 1
 	}
@@ -606,7 +606,7 @@ func TestBenchParallelLaunch(t *testing.T) {
 // one-core executors and back) and 7b (the same with tracing to Jaeger at the
 // default task sampling against off). Off and on take turns.
 func TestBenchTaskDispatch(t *testing.T) {
-	tasks, reps, quick := 10_000, 30, benchtable.Start(t)
+	tasks, reps, quick := 10_000, 60, benchtable.Start(t)
 	if quick {
 		tasks, reps = 500, 1
 	}
