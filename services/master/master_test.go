@@ -47,6 +47,18 @@ func newPeer(t *testing.T) *peer {
 	return p
 }
 
+// serveWorker serves w on a real loopback socket and returns its URL.
+func serveWorker(t *testing.T, w workerv1connect.WorkerServiceHandler) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config = rpc.NewServer(mux)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func (p *peer) record(format string, args ...any) { p.messages <- fmt.Sprintf(format, args...) }
 
 // expect waits for a message starting with prefix, skipping others.

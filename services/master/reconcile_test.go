@@ -118,13 +118,7 @@ func TestALaunchRefusedForWantOfFreeCoresIsSentAgain(t *testing.T) {
 	c := newCluster(t, Config{})
 	w := &busyWorker{}
 	w.peer = &peer{messages: make(chan string, 100)}
-	mux := http.NewServeMux()
-	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	w.url = srv.URL
+	w.url = serveWorker(t, w)
 	c.registerWorker(t, w.peer, 7078, 1, 4096)
 	c.registerApp(t, newPeer(t), appDesc(512, 1))
 	ok := c.srv.metrics.executorLaunches.WithLabelValues(launchOK)
@@ -216,13 +210,7 @@ func TestAnApplicationsLaunchesGoToAWorkerTogether(t *testing.T) {
 	c := newCluster(t, Config{})
 	w := &togetherWorker{want: 4, all: make(chan struct{})}
 	w.peer = &peer{messages: make(chan string, 100)}
-	mux := http.NewServeMux()
-	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	w.url = srv.URL
+	w.url = serveWorker(t, w)
 	c.registerWorker(t, w.peer, 7078, 4, 4096)
 	c.registerApp(t, newPeer(t), appDesc(512, 1))
 	select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -16,9 +15,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/redact"
-	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // secrets are the values the commands below carry under secret names.
@@ -109,13 +106,7 @@ func TestShownStateHidesSecretsOfCommands(t *testing.T) {
 	// The state shown did not change what the master keeps: the worker is
 	// sent the whole commands.
 	wp := &launchPeer{workerPeer: workerPeer{newPeer(t)}, commands: make(chan *masterv1.Command, 10)}
-	mux := http.NewServeMux()
-	mux.Handle(workerv1connect.NewWorkerServiceHandler(wp))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c.registerWorker(t, &peer{url: srv.URL}, 7078, 4, 4096)
+	c.registerWorker(t, &peer{url: serveWorker(t, wp)}, 7078, 4, 4096)
 	var got []*masterv1.Command
 	for range 2 {
 		select {
