@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -441,9 +441,7 @@ func idleExecutorRSS(t testing.TB, c *benchCluster) {
 // machine), which a Go child does not need.
 func buildFloor(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "glint-floor")
-	build := exec.Command("go", "build", "-o", bin, "../glint-floor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
+	if out, err := staticBuild(bin, "../glint-floor").CombinedOutput(); err != nil {
 		t.Fatalf("build glint-floor: %v\n%s", err, out)
 	}
 	return bin
@@ -464,9 +462,9 @@ func inTurns(rounds int, kinds []func()) {
 }
 
 // TestBenchLaunch is rows 1 (the floor), 2 (one executor's launch against
-// it), 7a (the launch with tracing to Jaeger against off) and 8b (an idle
-// executor's memory). Floor, untraced and traced launches take turns, so
-// the ratios hold when the machine's speed drifts.
+// it), 7a (the launch with tracing to Jaeger against off), 8b (an idle
+// executor's memory) and 9 (the launch claiming a prestarted executor). Floor, untraced, traced and warm launches take turns
+// in rounds (inTurns), so the ratios hold when the machine's speed drifts.
 func TestBenchLaunch(t *testing.T) {
 	launches, quick := 200, benchtable.Start(t)
 	if quick {
@@ -716,5 +714,20 @@ func (p *dispatcher) stop(t testing.TB) {
 	close(p.turns)
 	if err := <-p.done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestGlintAndTheFloorsChildAreBuiltStaticallyLinked(t *testing.T) {
+	for _, bin := range []string{glintBin, buildFloor(t)} {
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s is dynamically linked (it names a program interpreter): the image's glint is not", bin)
+			}
+		}
+		f.Close()
 	}
 }

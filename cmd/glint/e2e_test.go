@@ -32,6 +32,15 @@ func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
+// staticBuild is `go build -o out pkg` as the Dockerfile builds glint,
+// statically linked (CGO_ENABLED=0): what a cluster runs, with no dynamic
+// loader at each process's start.
+func staticBuild(out, pkg string) *exec.Cmd {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
+}
+
 func runTests(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "glint-e2e-")
 	if err != nil {
@@ -40,10 +49,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	glintBin = filepath.Join(dir, "glint")
-	// Built as the Dockerfile builds it, statically linked (CGO_ENABLED=0):
-	// what a cluster runs, and no dynamic loader at each process's start.
-	build := exec.Command("go", "build", "-o", glintBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build := staticBuild(glintBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build glint:", err)

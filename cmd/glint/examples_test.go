@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,9 +16,8 @@ import (
 func TestYourOwnApplicationRunsOnARealCluster(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "montecarlo")
-	build := exec.Command("go", "build", "-o", bin, "./montecarlo")
+	build := staticBuild(bin, "./montecarlo")
 	build.Dir = filepath.Join("..", "..", "examples")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the example: %v\n%s", err, out)
 	}
