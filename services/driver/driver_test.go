@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,23 +48,14 @@ func startDriver(t testing.TB, a *app.App, conf map[string]string) *driver.Drive
 // and returns a function that waits for it to end.
 func startExecutor(t testing.TB, d *driver.Driver, a *app.App, id, cores int32) (wait func() error) {
 	t.Helper()
-	apps, err := app.NewRegistry(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := executorConfig(t, d, a, id, cores)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var runErr error
 	ln, _ := servicetest.Listen(t)
 	go func() {
 		defer close(done)
-		runErr = servicetest.RunExecutor(ctx, ln, executor.Config{
-			ExecutorArgs: child.ExecutorArgs{
-				DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
-				WorkerURL: "http://127.0.0.1:1",
-			},
-			Apps: apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond,
-		})
+		runErr = servicetest.RunExecutor(ctx, ln, cfg)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -73,6 +66,22 @@ func startExecutor(t testing.TB, d *driver.Driver, a *app.App, id, cores int32) 
 		}
 	})
 	return func() error { <-done; return runErr }
+}
+
+// executorConfig is the configuration of executor id of d running a.
+func executorConfig(t testing.TB, d *driver.Driver, a *app.App, id, cores int32) executor.Config {
+	t.Helper()
+	apps, err := app.NewRegistry(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return executor.Config{
+		ExecutorArgs: child.ExecutorArgs{
+			DriverURL: d.URL(), ExecutorID: id, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
+			WorkerURL: "http://127.0.0.1:1",
+		},
+		Apps: apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond,
+	}
 }
 
 func echoApp(task app.TaskFunc) *app.App {
@@ -189,6 +198,71 @@ func TestTasksSpreadOverExecutorsAndResultsKeepInputOrder(t *testing.T) {
 	if len(seen) != 50 {
 		t.Errorf("%d distinct tasks ran, want 50", len(seen))
 	}
+}
+
+// An executor closes its connections once its callers hung up after its last
+// answer, or a grace period after it: the driver hangs up on the executors it
+// stopped, so that they exit at once and free their cores.
+func TestTheDriverHangsUpOnTheExecutorsItStopped(t *testing.T) {
+	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
+	d := startDriver(t, a, nil)
+	ln, url := servicetest.Listen(t)
+	peers := &hangUps{Listener: ln, hungUp: make(chan struct{})}
+	cfg := executorConfig(t, d, a, 0, 1)
+	cfg.URL = url
+	s, err := executor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rpc.Serve(serveCtx, peers, s.Handler()) }()
+	defer func() { stopServing(); <-served }()
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+	if _, err := d.RunTasks(context.Background(), "task", inputs(1)); err != nil {
+		t.Fatal(err)
+	}
+	d.Stop(context.Background())
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	// The executor still serves: its shutdown (a GOAWAY that ends the
+	// driver's connection if it comes while a call is open) cannot be what
+	// made the driver hang up.
+	select {
+	case <-peers.hungUp:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the driver did not hang up on the executor it stopped")
+	}
+}
+
+// hangUps is a listener whose hungUp closes when a peer closes a connection.
+type hangUps struct {
+	net.Listener
+	hungUp chan struct{}
+	once   sync.Once
+}
+
+func (l *hangUps) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &hangUpConn{Conn: c, l: l}, nil
+}
+
+type hangUpConn struct {
+	net.Conn
+	l *hangUps
+}
+
+func (c *hangUpConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, io.EOF) {
+		c.l.once.Do(func() { close(c.l.hungUp) })
+	}
+	return n, err
 }
 
 func TestTaskFailingMaxFailuresTimesFailsTheJob(t *testing.T) {

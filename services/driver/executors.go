@@ -165,7 +165,7 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), telemetry.Cores.Int(int(m.GetCores())))
 	e.registered, e.url, e.cores = true, url, m.GetCores()
-	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.appToken)...)
+	e.client = executorv1connect.NewExecutorServiceClient(d.toExecutors, url, rpc.ClientOptions(d.cfg.TracerProvider, d.appToken)...)
 	e.mailbox = rpc.NewMailbox(context.Background())
 	e.timeline.Registered = time.Now()
 	e.trace = trace.SpanContextFromContext(ctx)
@@ -248,7 +248,10 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 	d.makeOffersLocked(ctx)
 }
 
-// stopExecutors tells every ready executor to stop (Spark's StopExecutors).
+// stopExecutors tells every ready executor to stop (Spark's StopExecutors),
+// then hangs up on them: an executor closes its connections and exits once
+// its callers hung up after its last answer (rpc.Serve), or a grace period
+// after it, which would keep its cores from the next application.
 func (d *Driver) stopExecutors(ctx context.Context) {
 	d.mu.Lock()
 	var execs []*executorData
@@ -269,6 +272,7 @@ func (d *Driver) stopExecutors(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	d.toExecutors.CloseIdleConnections()
 }
 
 // observeLaunchLocked records e's launch phases once all their times are known:
