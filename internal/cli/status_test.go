@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -13,7 +12,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/redact"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 )
 
 // leakyMaster answers GetClusterState with commands whose secrets are not
@@ -48,10 +47,7 @@ func (leakyMaster) GetClusterState(context.Context, *connect.Request[masterv1.Ge
 func TestStatusHidesSecretsOfCommands(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(masterv1connect.NewMasterServiceHandler(leakyMaster{}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
+	url := rpctest.Serve(t, mux)
 
 	for _, args := range [][]string{
 		{},
@@ -64,7 +60,7 @@ func TestStatusHidesSecretsOfCommands(t *testing.T) {
 		t.Run(strings.Join(append([]string{"status"}, args...), " "), func(t *testing.T) {
 			var out bytes.Buffer
 			cmd := newStatusCommand(&globals{stdout: &out, stderr: &out})
-			cmd.SetArgs(append([]string{"--master", srv.URL}, args...))
+			cmd.SetArgs(append([]string{"--master", url}, args...))
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)
 			if err := cmd.ExecuteContext(context.Background()); err != nil {

@@ -3,7 +3,6 @@ package driver_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -18,7 +17,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
@@ -58,11 +57,7 @@ func startAllocationMaster(t *testing.T) (*allocationMaster, string) {
 	m := &allocationMaster{targets: make(chan int32, 100), killing: make(chan []int32, 2), proceed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(masterv1connect.NewMasterServiceHandler(m))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return m, srv.URL
+	return m, rpctest.Serve(t, mux)
 }
 
 // allocatingConf turns dynamic allocation on with short timeouts.

@@ -24,6 +24,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 )
 
 // peer is a worker and driver endpoint on a real loopback socket that records
@@ -39,11 +40,7 @@ func newPeer(t *testing.T) *peer {
 	mux := http.NewServeMux()
 	mux.Handle(workerv1connect.NewWorkerServiceHandler(&workerPeer{p}))
 	mux.Handle(driverv1connect.NewDriverServiceHandler(&driverPeer{p}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	p.url = srv.URL
+	p.url = rpctest.Serve(t, mux)
 	return p
 }
 
@@ -52,11 +49,7 @@ func serveWorker(t *testing.T, w workerv1connect.WorkerServiceHandler) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return rpctest.Serve(t, mux)
 }
 
 func (p *peer) record(format string, args ...any) { p.messages <- fmt.Sprintf(format, args...) }
@@ -199,12 +192,9 @@ func newCluster(t *testing.T, cfg Config) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.cancel)
-	hs := httptest.NewUnstartedServer(s.Handler())
-	hs.Config = rpc.NewServer(s.Handler())
-	hs.Start()
-	t.Cleanup(hs.Close)
-	return &cluster{srv: s, clock: c, url: hs.URL,
-		client: masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), hs.URL)}
+	url := rpctest.Serve(t, s.Handler())
+	return &cluster{srv: s, clock: c, url: url,
+		client: masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), url)}
 }
 
 func (c *cluster) registerWorker(t *testing.T, p *peer, port int32, cores int32, memoryMiB int64) string {

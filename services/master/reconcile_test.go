@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +17,6 @@ import (
 	"github.com/glint-cluster/glint/internal/faultproxy"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -67,13 +64,7 @@ func TestALaunchWhoseAnswerWasLostIsSentAgainAndTheWorkersRefusalCountsAsLaunche
 	c := newCluster(t, Config{})
 	w := &answerLostWorker{arrived: make(chan struct{}), release: make(chan struct{})}
 	w.peer = &peer{messages: make(chan string, 100)}
-	srv := httptest.NewUnstartedServer(nil)
-	mux := http.NewServeMux()
-	mux.Handle(workerv1connect.NewWorkerServiceHandler(w))
-	srv.Config = rpc.NewServer(mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	proxy := faultproxy.New(t, strings.TrimPrefix(srv.URL, "http://"))
+	proxy := faultproxy.New(t, strings.TrimPrefix(serveWorker(t, w), "http://"))
 	w.url = proxy.URL
 	c.registerWorker(t, w.peer, 7078, 2, 4096)
 	app := c.registerApp(t, newPeer(t), appDesc(512, 2))

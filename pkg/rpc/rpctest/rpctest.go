@@ -1,5 +1,6 @@
-// Package rpctest fuzzes a Glint process's Connect handler: any bytes, as a
-// protobuf or a JSON body, posted to any procedure of its service.
+// Package rpctest serves handlers in tests as Glint's processes do (Serve),
+// and fuzzes a Glint process's Connect handler: any bytes, as a protobuf or a
+// JSON body, posted to any procedure of its service.
 package rpctest
 
 import (
@@ -16,7 +17,20 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
+
+// Serve serves h on a loopback port with rpc.NewServer's protocols and
+// limits until the test ends, and returns its URL.
+func Serve(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config = rpc.NewServer(h)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
 
 // Target is what Fuzz calls.
 type Target struct {
