@@ -166,13 +166,13 @@ func newHTTPClient(http2 bool) *http.Client {
 // its calls are traced through tp and carry token as their bearer token
 // ("" sends none).
 func ClientOptions(tp trace.TracerProvider, token string) []connect.ClientOption {
-	return []connect.ClientOption{connect.WithInterceptors(append(telemetry.Interceptors(tp), bearer(token))...)}
+	return []connect.ClientOption{connect.WithInterceptors(telemetry.Interceptor(tp), bearer(token))}
 }
 
 // handlerOptions are the options every Connect handler in Glint is built with:
 // its calls are traced through tp, as children of the caller's span.
 func handlerOptions(tp trace.TracerProvider) []connect.HandlerOption {
-	return []connect.HandlerOption{connect.WithInterceptors(telemetry.Interceptors(tp)...)}
+	return []connect.HandlerOption{connect.WithInterceptors(telemetry.Interceptor(tp))}
 }
 
 // NormalizeURL turns "host:port", "glint://host:port", "spark://host:port"

@@ -2,15 +2,24 @@ package telemetry
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/otelconnect"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
@@ -19,16 +28,14 @@ import (
 )
 
 // seen is what a call's handler, or the innermost client interceptor, saw:
-// its span context and whether otelconnect ran (it puts a labeler in the
-// context).
+// its span context and whether it runs in a span being recorded.
 type seen struct {
-	sc       trace.SpanContext
-	labelled bool
+	sc        trace.SpanContext
+	recording bool
 }
 
 func see(ctx context.Context) seen {
-	_, labelled := otelconnect.LabelerFromContext(ctx)
-	return seen{trace.SpanContextFromContext(ctx), labelled}
+	return seen{trace.SpanContextFromContext(ctx), trace.SpanFromContext(ctx).IsRecording()}
 }
 
 type statusHandler struct {
@@ -58,19 +65,19 @@ func (c clientSees) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 }
 
 // A call in a trace that is not sampled passes its trace context on without
-// otelconnect on either side, and records nothing; a sampled call is traced
+// a span on either side, and records nothing; a sampled call is traced
 // on both sides, the server's span the child of the client's.
 func TestUnsampledCallsPassTheirTraceOnWithoutSpans(t *testing.T) {
 	clientSpans, serverSpans := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
 	clientTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(clientSpans))
 	serverTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans))
 	handler := statusHandler{seen: make(chan seen, 1)}
-	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptors(serverTP)...))
+	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptor(serverTP)))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	client := clientSees{seen: make(chan seen, 1)}
 	driver := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL,
-		connect.WithInterceptors(append(Interceptors(clientTP), client)...))
+		connect.WithInterceptors(Interceptor(clientTP), client))
 	call := func(ctx context.Context) (onClient, onServer seen) {
 		t.Helper()
 		if _, err := driver.StatusUpdate(ctx, connect.NewRequest(&driverv1.StatusUpdateRequest{})); err != nil {
@@ -81,8 +88,8 @@ func TestUnsampledCallsPassTheirTraceOnWithoutSpans(t *testing.T) {
 
 	unsampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}})
 	onClient, onServer := call(trace.ContextWithSpanContext(context.Background(), unsampled))
-	if onClient.labelled || onServer.labelled {
-		t.Errorf("otelconnect ran on an unsampled call: client %v, server %v", onClient.labelled, onServer.labelled)
+	if onClient.recording || onServer.recording {
+		t.Errorf("an unsampled call was recorded: client %v, server %v", onClient.recording, onServer.recording)
 	}
 	if onServer.sc.TraceID() != unsampled.TraceID() || onServer.sc.IsSampled() || !onServer.sc.IsRemote() {
 		t.Errorf("the handler runs in %v, want the caller's unsampled trace %v as its remote parent", onServer.sc, unsampled.TraceID())
@@ -94,8 +101,8 @@ func TestUnsampledCallsPassTheirTraceOnWithoutSpans(t *testing.T) {
 	ctx, parent := clientTP.Tracer("t").Start(context.Background(), "parent")
 	onClient, onServer = call(ctx)
 	parent.End()
-	if !onClient.labelled || !onServer.labelled {
-		t.Errorf("otelconnect did not run on a sampled call: client %v, server %v", onClient.labelled, onServer.labelled)
+	if !onClient.recording || !onServer.recording {
+		t.Errorf("a sampled call was not recorded: client %v, server %v", onClient.recording, onServer.recording)
 	}
 	cs, ss := clientSpans.Ended(), serverSpans.Ended()
 	if len(cs) != 2 || len(ss) != 1 || ss[0].Parent().SpanID() != cs[0].SpanContext().SpanID() ||
@@ -119,7 +126,7 @@ func (h heartbeatHandler) Heartbeat(ctx context.Context, _ *connect.Request[mast
 func TestUntracedCallsAreLeftAlone(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
 	handler := heartbeatHandler{seen: make(chan seen, 1)}
-	_, h := masterv1connect.NewMasterServiceHandler(handler, connect.WithInterceptors(Interceptors(tp)...))
+	_, h := masterv1connect.NewMasterServiceHandler(handler, connect.WithInterceptors(Interceptor(tp)))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	master := masterv1connect.NewMasterServiceClient(http.DefaultClient, srv.URL)
@@ -128,7 +135,152 @@ func TestUntracedCallsAreLeftAlone(t *testing.T) {
 	if _, err := master.Heartbeat(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-handler.seen; got.sc.IsValid() || got.labelled {
-		t.Errorf("a heartbeat's handler runs in %v (otelconnect: %v), want no trace context", got.sc, got.labelled)
+	if got := <-handler.seen; got.sc.IsValid() || got.recording {
+		t.Errorf("a heartbeat's handler runs in %v (recording: %v), want no trace context", got.sc, got.recording)
+	}
+}
+
+type failingHandler struct {
+	driverv1connect.UnimplementedDriverServiceHandler
+	err error
+}
+
+func (h failingHandler) StatusUpdate(context.Context, *connect.Request[driverv1.StatusUpdateRequest]) (*connect.Response[driverv1.StatusUpdateResponse], error) {
+	if h.err != nil {
+		return nil, h.err
+	}
+	return connect.NewResponse(&driverv1.StatusUpdateResponse{}), nil
+}
+
+// callSpans makes one StatusUpdate call answered with err (nil: success) and
+// returns the client's and the server's span of it.
+func callSpans(t *testing.T, err error) (client, server sdktrace.ReadOnlySpan, addr string) {
+	t.Helper()
+	clientSpans, serverSpans := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	_, h := driverv1connect.NewDriverServiceHandler(failingHandler{err: err},
+		connect.WithInterceptors(Interceptor(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans)))))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	driver := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL,
+		connect.WithInterceptors(Interceptor(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(clientSpans)))))
+	_, callErr := driver.StatusUpdate(context.Background(), connect.NewRequest(&driverv1.StatusUpdateRequest{}))
+	if (callErr == nil) != (err == nil) {
+		t.Fatalf("call answered %v, want %v", callErr, err)
+	}
+	cs, ss := clientSpans.Ended(), serverSpans.Ended()
+	if len(cs) != 1 || len(ss) != 1 {
+		t.Fatalf("%d client and %d server spans, want one each", len(cs), len(ss))
+	}
+	return cs[0], ss[0], srv.Listener.Addr().String()
+}
+
+func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value.Emit()
+	}
+	return m
+}
+
+// A call's spans are named after its method, of the client's and server's
+// kind, with the RPC conventions' attributes: the server's address on the
+// client's, and the answer's status on both.
+func TestCallSpansCarryTheRPCAttributes(t *testing.T) {
+	client, server, addr := callSpans(t, nil)
+	host, port, _ := net.SplitHostPort(addr)
+	const method = "glint.driver.v1.DriverService/StatusUpdate"
+	want := map[attribute.Key]string{"rpc.system.name": "connect_rpc", "rpc.method": method, "rpc.response.status_code": "OK"}
+	for _, c := range []struct {
+		span  sdktrace.ReadOnlySpan
+		kind  trace.SpanKind
+		extra map[attribute.Key]string
+	}{
+		{client, trace.SpanKindClient, map[attribute.Key]string{"server.address": host, "server.port": port}},
+		{server, trace.SpanKindServer, nil},
+	} {
+		attrs := maps.Clone(want)
+		maps.Copy(attrs, c.extra)
+		if c.span.Name() != method || c.span.SpanKind() != c.kind || !maps.Equal(attrsOf(c.span), attrs) ||
+			c.span.Status().Code != codes.Unset || len(c.span.Events()) != 0 {
+			t.Errorf("span %q, kind %v, attributes %v, status %v, events %v; want %q, %v, %v, unset, none",
+				c.span.Name(), c.span.SpanKind(), attrsOf(c.span), c.span.Status(), c.span.Events(), method, c.kind, attrs)
+		}
+	}
+}
+
+// A failed call's spans carry its code and its error as an exception event;
+// the client's fails on any error, the server's only on the codes that are
+// the server's fault.
+func TestFailedCallSpans(t *testing.T) {
+	for _, c := range []struct {
+		code        connect.Code
+		serverFails bool
+	}{
+		{connect.CodeInternal, true}, {connect.CodeUnavailable, true},
+		{connect.CodeNotFound, false}, {connect.CodePermissionDenied, false},
+	} {
+		client, server, _ := callSpans(t, connect.NewError(c.code, errors.New("no such thing")))
+		name := strings.ToUpper(c.code.String())
+		for _, s := range []sdktrace.ReadOnlySpan{client, server} {
+			attrs := attrsOf(s)
+			if attrs["rpc.response.status_code"] != name || attrs["error.type"] != name {
+				t.Errorf("%s: %v span's attributes %v, want rpc.response.status_code and error.type %s", c.code, s.SpanKind(), attrs, name)
+			}
+			if len(s.Events()) != 1 || s.Events()[0].Name != semconv.ExceptionEventName {
+				t.Errorf("%s: %v span's events %v, want one exception", c.code, s.SpanKind(), s.Events())
+			}
+		}
+		if client.Status() != (sdktrace.Status{Code: codes.Error, Description: "no such thing"}) {
+			t.Errorf("%s: client span's status %v, want Error with the message", c.code, client.Status())
+		}
+		if failed := server.Status().Code == codes.Error; failed != c.serverFails || (failed && server.Status().Description != "no such thing") {
+			t.Errorf("%s: server span's status %v, want failed %v", c.code, server.Status(), c.serverFails)
+		}
+	}
+}
+
+// With tracing off a call costs no more than passing on a trace context: a
+// handler's side allocates only what taking the caller's trace context
+// does, and a trace that passes through an untraced process goes on.
+func TestCallsWithTracingOffOnlyPassTheirTraceOn(t *testing.T) {
+	wrapped := Interceptor(noop.NewTracerProvider()).WrapUnary(func(ctx context.Context, _ connect.AnyRequest) (connect.AnyResponse, error) {
+		return nil, nil
+	})
+	req := connect.NewRequest(&driverv1.StatusUpdateRequest{})
+	extract := testing.AllocsPerRun(100, func() { Propagator.Extract(context.Background(), propagation.HeaderCarrier(req.Header())) })
+	if n := testing.AllocsPerRun(100, func() { _, _ = wrapped(context.Background(), req) }); n > extract {
+		t.Errorf("an untraced handler's interceptor allocates %v times a call, want no more than taking the trace context (%v)", n, extract)
+	}
+
+	handler := statusHandler{seen: make(chan seen, 1)}
+	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptor(noop.NewTracerProvider())))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	driver := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(Interceptor(noop.NewTracerProvider())))
+	sampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	if _, err := driver.StatusUpdate(trace.ContextWithSpanContext(context.Background(), sampled), connect.NewRequest(&driverv1.StatusUpdateRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-handler.seen; got.sc.TraceID() != sampled.TraceID() || !got.sc.IsRemote() || got.recording {
+		t.Errorf("an untraced handler runs in %v (recording: %v), want the caller's trace %v as its remote parent", got.sc, got.recording, sampled.TraceID())
+	}
+}
+
+// Interceptor(nil) traces through the global provider.
+func TestANilProviderIsTheGlobalOne(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	defer otel.SetTracerProvider(otel.GetTracerProvider())
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	handler := statusHandler{seen: make(chan seen, 1)}
+	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptor(nil)))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	driver := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL)
+	if _, err := driver.StatusUpdate(context.Background(), connect.NewRequest(&driverv1.StatusUpdateRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	<-handler.seen
+	if n := len(spans.Ended()); n != 1 {
+		t.Errorf("%d spans through the global provider, want the handler's", n)
 	}
 }

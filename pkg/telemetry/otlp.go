@@ -42,6 +42,15 @@ type otlpExporter struct {
 	timeout  time.Duration
 	client   func() *http.Client
 	shutdown atomic.Bool
+
+	// The buffers an export encodes its request into, kept for the next:
+	// exports are never concurrent (the batcher holds exporting), and the
+	// transport reads a request's body only until its export returns
+	// (sending). A process exporting every few seconds makes no garbage of
+	// its requests.
+	msg    []byte
+	zipped bytes.Buffer
+	zw     *gzip.Writer
 }
 
 var _ sdktrace.SpanExporter = (*otlpExporter)(nil)
@@ -182,21 +191,25 @@ func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 }
 
 // encode is the request body: the spans as an ExportTraceServiceRequest,
-// gzipped if asked for.
+// gzipped if asked for, in e's buffers.
 func (e *otlpExporter) encode(spans []sdktrace.ReadOnlySpan) ([]byte, error) {
-	msg := appendTraceRequest(nil, spans)
+	e.msg = appendTraceRequest(e.msg[:0], spans)
 	if !e.gzip {
-		return msg, nil
+		return e.msg, nil
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(msg); err != nil {
+	e.zipped.Reset()
+	if e.zw == nil {
+		e.zw = gzip.NewWriter(&e.zipped)
+	} else {
+		e.zw.Reset(&e.zipped)
+	}
+	if _, err := e.zw.Write(e.msg); err != nil {
 		return nil, err
 	}
-	if err := zw.Close(); err != nil {
+	if err := e.zw.Close(); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return e.zipped.Bytes(), nil
 }
 
 // post sends one request. A failure that may pass returns a positive retry:
@@ -204,10 +217,14 @@ func (e *otlpExporter) encode(spans []sdktrace.ReadOnlySpan) ([]byte, error) {
 func (e *otlpExporter) post(ctx context.Context, body []byte) (retry time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	sending := &sending{body: body}
+	defer sending.end()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, sending.reader())
 	if err != nil {
 		return 0, err
 	}
+	req.GetBody = func() (io.ReadCloser, error) { return sending.reader(), nil }
+	req.ContentLength = int64(len(body))
 	for k, v := range e.headers {
 		req.Header[k] = v
 	}
@@ -235,6 +252,49 @@ func (e *otlpExporter) post(ctx context.Context, body []byte) (retry time.Durati
 	}
 	return 0, err
 }
+
+// sending is the body of one request, which the transport reads through
+// readers (the first, and one for each resend) until the request is done
+// (end): a transport may read on after post returned — it got the answer
+// before it wrote everything, a cancelled write — but by then the body's
+// bytes are the next export's buffer.
+type sending struct {
+	mu   sync.Mutex
+	body []byte
+	done bool
+}
+
+// errExportDone is what a body read after its request was done gets.
+var errExportDone = errors.New("OTLP export: the request is done")
+
+func (s *sending) reader() io.ReadCloser { return &bodyReader{s: s} }
+
+func (s *sending) end() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+}
+
+type bodyReader struct {
+	s   *sending
+	off int
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if r.s.done {
+		return 0, errExportDone
+	}
+	if r.off == len(r.s.body) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.s.body[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (*bodyReader) Close() error { return nil }
 
 // Shutdown stops further exports; nothing is held to flush.
 func (e *otlpExporter) Shutdown(context.Context) error {

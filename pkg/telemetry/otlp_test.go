@@ -132,7 +132,7 @@ func richSpans(t *testing.T) []sdktrace.ReadOnlySpan {
 
 // TestTheOTLPExporterSendsWhatTheOfficialOneSends: the same spans exported by
 // Glint's exporter and by otlptracehttp decode, with the official protos, to
-// equal requests.
+// equal requests — Glint's after a larger export in the same buffers.
 func TestTheOTLPExporterSendsWhatTheOfficialOneSends(t *testing.T) {
 	ours, theirs := newCollector(t), newCollector(t)
 	spans := richSpans(t)
@@ -142,9 +142,12 @@ func TestTheOTLPExporterSendsWhatTheOfficialOneSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ExportSpans(context.Background(), spans); err != nil {
-		t.Fatal(err)
+	for _, batch := range [][]sdktrace.ReadOnlySpan{append(spans, spans...), spans} {
+		if err := e.ExportSpans(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
 	}
+	ours.got, ours.requests = ours.got[1:], ours.requests[1:]
 	official, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(theirs.URL+"/v1/traces"))
 	if err != nil {
 		t.Fatal(err)
@@ -183,10 +186,13 @@ func TestTheOTLPExporterSendsHeadersGzipAndTheTracesEndpointAsItIs(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ExportSpans(context.Background(), richSpans(t)); err != nil {
-		t.Fatal(err)
+	spans := richSpans(t)
+	for _, batch := range [][]sdktrace.ReadOnlySpan{append(spans, spans...), spans} {
+		if err := e.ExportSpans(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
 	}
-	r := c.requests[0]
+	r := c.requests[1]
 	for k, want := range map[string]string{"Authorization": "Bearer abc", "X-Tenant": "glint", "Content-Encoding": "gzip"} {
 		if got := r.Header.Get(k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
@@ -195,8 +201,62 @@ func TestTheOTLPExporterSendsHeadersGzipAndTheTracesEndpointAsItIs(t *testing.T)
 	if r.URL.Path != "/custom/path" {
 		t.Errorf("posted to %s, want the traces endpoint as given", r.URL.Path)
 	}
-	if n := len(c.got[0].GetResourceSpans()[0].GetScopeSpans()[0].GetSpans()); n != 3 {
-		t.Errorf("%d spans arrived, want 3", n)
+	for i, want := range []int{6, 3} {
+		if n := len(c.got[i].GetResourceSpans()[0].GetScopeSpans()[0].GetSpans()); n != want {
+			t.Errorf("export %d: %d spans arrived, want %d", i, n, want)
+		}
+	}
+}
+
+// An export reuses the buffers of the one before: encoding spans again
+// allocates no more than encoding them into a buffer large enough does,
+// gzipped or not.
+func TestTheOTLPExporterEncodesInItsOwnBuffers(t *testing.T) {
+	spans := richSpans(t)
+	large := make([]byte, 0, 1<<20)
+	inPlace := testing.AllocsPerRun(10, func() { appendTraceRequest(large, spans) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	for _, compression := range []string{"none", "gzip"} {
+		t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
+		e, err := newOTLPExporter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(10, func() {
+			if _, err := e.encode(spans); err != nil {
+				t.Fatal(err)
+			}
+		}); n > inPlace {
+			t.Errorf("compression %s: encoding allocates %v times an export, want no more than in place (%v)", compression, n, inPlace)
+		}
+	}
+}
+
+// keepBodies is a transport that answers 200 at once and keeps each request's
+// body unread, as one may that got its answer before it sent everything.
+type keepBodies struct{ bodies chan io.ReadCloser }
+
+func (k keepBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	k.bodies <- r.Body
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+}
+
+// The transport cannot read an export's body once the export returned: its
+// bytes are then the next export's buffer.
+func TestAnExportsBodyIsDoneWhenTheExportReturns(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	e, err := newOTLPExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport := keepBodies{make(chan io.ReadCloser, 1)}
+	e.client = func() *http.Client { return &http.Client{Transport: transport} }
+	if err := e.ExportSpans(context.Background(), richSpans(t)); err != nil {
+		t.Fatal(err)
+	}
+	body := <-transport.bodies
+	if n, err := body.Read(make([]byte, 64)); n != 0 || !errors.Is(err, errExportDone) {
+		t.Errorf("read %d bytes (%v) of a body after its export returned, want none and errExportDone", n, err)
 	}
 }
 
@@ -263,5 +323,23 @@ func TestOTLPSettingsThatCannotWorkAreErrors(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// An export follows a collector's temporary redirect, sending its body again.
+func TestAnExportFollowsARedirect(t *testing.T) {
+	c := newCollector(t)
+	moved := httptest.NewServer(http.RedirectHandler(c.URL+"/v1/traces", http.StatusTemporaryRedirect))
+	defer moved.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", moved.URL)
+	e, err := newOTLPExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ExportSpans(context.Background(), richSpans(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.got) != 1 || len(c.got[0].GetResourceSpans()[0].GetScopeSpans()[0].GetSpans()) != 3 {
+		t.Errorf("the collector got %v, want the 3 spans", c.got)
 	}
 }
