@@ -33,26 +33,25 @@ func traced(spec connect.Spec) bool {
 }
 
 // Interceptor traces every Connect call through tp (nil: the global
-// provider): a client span around
-// each call, a server span around each handler — the child of the caller's
-// span, whose context it trusts (every peer is part of the cluster) — with
-// the RPC semantic conventions' attributes (rpc.system.name, rpc.method,
-// server.address and server.port on the client, rpc.response.status_code,
-// error.type), and a failed call's error as an exception event; a client
-// span fails on any error, a server span on the codes that are the server's
-// fault, as OpenTelemetry's gRPC instrumentation has them. A call in a trace
-// that is not sampled (most task calls: the driver samples
-// spark.glint.trace.taskSampleRatio of its task batches) only passes its
-// trace context on, as does every call when tp is a no-op provider (tracing
-// off), so that a process that does not trace still carries its callers'
-// traces on to the processes it calls.
+// provider): a client span around each call, a server span around each
+// handler — the child of the caller's span, whose context it trusts (every
+// peer is part of the cluster) — with the RPC semantic conventions'
+// attributes (rpc.system.name, rpc.method, server.address and server.port on
+// the client, rpc.response.status_code, error.type), and a failed call's
+// error as an exception event; a client span fails on any error, a server
+// span on the codes that are the server's fault, as OpenTelemetry's gRPC
+// instrumentation has them. A call in a trace that is not sampled (most
+// task calls: the driver samples spark.glint.trace.taskSampleRatio of its
+// task batches) only passes its trace context on, as does every call when
+// tp is a no-op provider (tracing off), so that a process that does not
+// trace still carries its callers' traces on to the processes it calls.
 //
 // It takes the place of otelconnect, whose spans are the same but which,
-// for each span, builds its attributes twice, a metric attribute set (with
-// metrics off), a labeler and streaming state: on the launch path, where
-// each of ~40 spans runs in a process that has been idle, that was a third
-// of a span's allocations. Glint's services have unary calls only; a
-// streaming one would pass untraced.
+// for each span, also builds its attributes twice, a metric attribute set
+// (with metrics off), a labeler and streaming state: over loopback a traced
+// call made 176 allocations with it and makes 160, an untraced one 160 and
+// 136. Glint's services have unary calls only; a streaming one would pass
+// untraced.
 func Interceptor(tp trace.TracerProvider) connect.Interceptor {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
