@@ -190,13 +190,18 @@ func (s *Server) Run(ctx context.Context) error {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })()
-	if err := s.connect(callCtx); err != nil {
+	switch err := s.connect(callCtx); {
+	case err == nil:
+		if s.cfg.Registered != nil {
+			s.cfg.Registered()
+		}
+		s.log.Info("executor registered", "url", s.cfg.URL, "cores", s.cfg.Cores)
+	case !errors.Is(context.Cause(s.life), context.Canceled):
 		return err
 	}
-	if s.cfg.Registered != nil {
-		s.cfg.Registered()
-	}
-	s.log.Info("executor registered", "url", s.cfg.URL, "cores", s.cfg.Cores)
+	// Stopped, or stopped while it was still starting: the driver may stop
+	// an executor whose LaunchedExecutor it has not answered yet, and that
+	// is an end like any other.
 	<-s.life.Done()
 	s.killAll()
 	s.wg.Wait()

@@ -25,6 +25,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/executor"
@@ -475,6 +476,56 @@ func TestStopExecutorAnswersThenMakesRunReturnNil(t *testing.T) {
 			resp.Body.Close()
 			t.Error("the executor still serves after Run returned")
 		}
+	}
+}
+
+// slowLaunchDriver answers LaunchedExecutor only once the executor that
+// called it ended the call.
+type slowLaunchDriver struct {
+	driverv1connect.UnimplementedDriverServiceHandler
+	launching chan struct{}
+}
+
+func (d *slowLaunchDriver) RetrieveSparkProps(context.Context, *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
+	return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{}), nil
+}
+
+func (d *slowLaunchDriver) RegisterExecutor(context.Context, *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
+	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+}
+
+func (d *slowLaunchDriver) LaunchedExecutor(ctx context.Context, _ *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+	close(d.launching)
+	<-ctx.Done()
+	return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+}
+
+// A driver may stop an executor whose LaunchedExecutor it has not answered
+// yet (a busy machine); that is a stop like any other: Run returns nil.
+func TestStopExecutorWhileLaunchedIsOnItsWayMakesRunReturnNil(t *testing.T) {
+	d := &slowLaunchDriver{launching: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle(driverv1connect.NewDriverServiceHandler(d))
+	durl := rpctest.Serve(t, mux)
+	apps, err := app.NewRegistry(newTestApp(t).app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, url := servicetest.Listen(t)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- servicetest.RunExecutor(context.Background(), ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{DriverURL: durl, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0000"},
+			Apps:         apps,
+		})
+	}()
+	<-d.launching
+	client := executorv1connect.NewExecutorServiceClient(rpc.NewHTTPClient(), url)
+	if _, err := client.StopExecutor(context.Background(), connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
+		t.Fatalf("StopExecutor: %v", err)
+	}
+	if err := <-ran; err != nil {
+		t.Errorf("Run after StopExecutor during LaunchedExecutor = %v, want nil", err)
 	}
 }
 
