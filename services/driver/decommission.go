@@ -3,10 +3,6 @@ package driver
 import (
 	"context"
 	"time"
-
-	"connectrpc.com/connect"
-
-	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 )
 
 // decommissionExecutorLocked is the driver's part of decommissioning a
@@ -49,7 +45,7 @@ func (d *Driver) stopExecutorLocked(ctx context.Context, e *executorData, why st
 	e.stopping = true
 	d.log.Info("stopping executor", "executor", e.id, "reason", why)
 	e.mailbox.Post(ctx, func(ctx context.Context) {
-		if _, err := e.client.StopExecutor(ctx, connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
+		if _, err := e.client.StopExecutor(ctx, stopRequest()); err != nil {
 			d.log.Debug("stop executor", "executor", e.id, "err", err)
 		}
 	})

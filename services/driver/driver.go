@@ -126,9 +126,6 @@ type Driver struct {
 	tracer  trace.Tracer
 	metrics *metrics
 	http    *http.Client
-	// toExecutors is the client of the executors' calls, apart from the
-	// master's, so that stopExecutors can hang up on them alone.
-	toExecutors *http.Client
 	settings
 	// appToken is the application's own token: the driver accepts calls
 	// only with it (from its executors and the master) and calls its
@@ -166,18 +163,17 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
 	d := &Driver{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		tracer:      telemetry.Tracer(cfg.TracerProvider),
-		http:        rpc.NewHTTPClient(),
-		toExecutors: rpc.NewHTTPClient(),
-		settings:    st,
-		appToken:    rpc.NewToken(),
-		tokens:      rpc.NewTokens(),
-		toMaster:    rpc.NewMailbox(context.Background()),
-		registered:  make(chan struct{}),
-		removed:     make(chan struct{}),
-		backend:     newBackend(),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		tracer:     telemetry.Tracer(cfg.TracerProvider),
+		http:       rpc.NewHTTPClient(),
+		settings:   st,
+		appToken:   rpc.NewToken(),
+		tokens:     rpc.NewTokens(),
+		toMaster:   rpc.NewMailbox(context.Background()),
+		registered: make(chan struct{}),
+		removed:    make(chan struct{}),
+		backend:    newBackend(),
 	}
 	d.tokens.Add(rpc.App, d.appToken)
 	d.metrics = newMetrics(cfg.Registry, d)

@@ -202,38 +202,56 @@ func TestTasksSpreadOverExecutorsAndResultsKeepInputOrder(t *testing.T) {
 
 // An executor closes its connections once its callers hung up after its last
 // answer, or a grace period after it: the driver hangs up on the executors it
-// stopped, so that they exit at once and free their cores.
+// stops — all of them as the application ends, one when its worker is
+// decommissioned — so that they exit at once and free their cores.
 func TestTheDriverHangsUpOnTheExecutorsItStopped(t *testing.T) {
-	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
-	d := startDriver(t, a, nil)
-	ln, url := servicetest.Listen(t)
-	peers := &hangUps{Listener: ln, hungUp: make(chan struct{})}
-	cfg := executorConfig(t, d, a, 0, 1)
-	cfg.URL = url
-	s, err := executor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rpc.Serve(serveCtx, peers, s.Handler()) }()
-	defer func() { stopServing(); <-served }()
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(context.Background()) }()
-	if _, err := d.RunTasks(context.Background(), "task", inputs(1)); err != nil {
-		t.Fatal(err)
-	}
-	d.Stop(context.Background())
-	if err := <-ran; err != nil {
-		t.Fatal(err)
-	}
-	// The executor still serves: its shutdown (a GOAWAY that ends the
-	// driver's connection if it comes while a call is open) cannot be what
-	// made the driver hang up.
-	select {
-	case <-peers.hungUp:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the driver did not hang up on the executor it stopped")
+	for _, c := range []struct {
+		name string
+		stop func(t *testing.T, d *driver.Driver)
+	}{
+		{"the application ends", func(_ *testing.T, d *driver.Driver) { d.Stop(context.Background()) }},
+		{"its worker is decommissioned", func(t *testing.T, d *driver.Driver) {
+			client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+			if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(&driverv1.ExecutorUpdatedRequest{
+				AppId: d.AppID(), ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED, Message: "worker decommissioned",
+			})); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
+			d := startDriver(t, a, nil)
+			ln, url := servicetest.Listen(t)
+			peers := &hangUps{Listener: ln, hungUp: make(chan struct{})}
+			cfg := executorConfig(t, d, a, 0, 1)
+			cfg.URL = url
+			s, err := executor.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveCtx, stopServing := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- rpc.Serve(serveCtx, peers, s.Handler()) }()
+			defer func() { stopServing(); <-served }()
+			ran := make(chan error, 1)
+			go func() { ran <- s.Run(context.Background()) }()
+			if _, err := d.RunTasks(context.Background(), "task", inputs(1)); err != nil {
+				t.Fatal(err)
+			}
+			c.stop(t, d)
+			if err := <-ran; err != nil {
+				t.Fatal(err)
+			}
+			// The executor still serves: its shutdown (a GOAWAY that ends
+			// the driver's connection if it comes while a call is open)
+			// cannot be what made the driver hang up.
+			select {
+			case <-peers.hungUp:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the driver did not hang up on the executor it stopped")
+			}
+		})
 	}
 }
 

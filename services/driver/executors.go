@@ -165,7 +165,7 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), telemetry.Cores.Int(int(m.GetCores())))
 	e.registered, e.url, e.cores = true, url, m.GetCores()
-	e.client = executorv1connect.NewExecutorServiceClient(d.toExecutors, url, rpc.ClientOptions(d.cfg.TracerProvider, d.appToken)...)
+	e.client = executorv1connect.NewExecutorServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.appToken)...)
 	e.mailbox = rpc.NewMailbox(context.Background())
 	e.timeline.Registered = time.Now()
 	e.trace = trace.SpanContextFromContext(ctx)
@@ -248,10 +248,7 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 	d.makeOffersLocked(ctx)
 }
 
-// stopExecutors tells every ready executor to stop (Spark's StopExecutors),
-// then hangs up on them: an executor closes its connections and exits once
-// its callers hung up after its last answer (rpc.Serve), or a grace period
-// after it, which would keep its cores from the next application.
+// stopExecutors tells every ready executor to stop (Spark's StopExecutors).
 func (d *Driver) stopExecutors(ctx context.Context) {
 	d.mu.Lock()
 	var execs []*executorData
@@ -266,13 +263,23 @@ func (d *Driver) stopExecutors(ctx context.Context) {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if _, err := e.client.StopExecutor(cctx, connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
+			if _, err := e.client.StopExecutor(cctx, stopRequest()); err != nil {
 				d.log.Debug("stop executor", "executor", e.id, "err", err)
 			}
 		})
 	}
 	wg.Wait()
-	d.toExecutors.CloseIdleConnections()
+}
+
+// stopRequest is a StopExecutor call after which the driver hangs up on the
+// executor: with "Connection: close", its HTTP/2 connection closes as soon as
+// no call is open on it. An executor closes its connections and exits once
+// its callers hung up after its last answer (rpc.Serve), or a grace period
+// after it, which would keep its cores from the next application.
+func stopRequest() *connect.Request[executorv1.StopExecutorRequest] {
+	req := connect.NewRequest(&executorv1.StopExecutorRequest{})
+	req.Header().Set("Connection", "close")
+	return req
 }
 
 // observeLaunchLocked records e's launch phases once all their times are known:
