@@ -74,6 +74,18 @@ func newCollector(t *testing.T, answers ...int) *collector {
 	return c
 }
 
+// exporterTo is an exporter configured by the environment, its endpoint
+// set to endpoint.
+func exporterTo(t *testing.T, endpoint string) *otlpExporter {
+	t.Helper()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+	e, err := newOTLPExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // richSpans are spans using every field and attribute type OTLP carries.
 func richSpans(t *testing.T) []sdktrace.ReadOnlySpan {
 	t.Helper()
@@ -137,11 +149,7 @@ func TestTheOTLPExporterSendsWhatTheOfficialOneSends(t *testing.T) {
 	ours, theirs := newCollector(t), newCollector(t)
 	spans := richSpans(t)
 
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", ours.URL+"/")
-	e, err := newOTLPExporter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := exporterTo(t, ours.URL+"/")
 	for _, batch := range [][]sdktrace.ReadOnlySpan{append(spans, spans...), spans} {
 		if err := e.ExportSpans(context.Background(), batch); err != nil {
 			t.Fatal(err)
@@ -215,13 +223,9 @@ func TestTheOTLPExporterEncodesInItsOwnBuffers(t *testing.T) {
 	spans := richSpans(t)
 	large := make([]byte, 0, 1<<20)
 	inPlace := testing.AllocsPerRun(10, func() { appendTraceRequest(large, spans) })
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	for _, compression := range []string{"none", "gzip"} {
 		t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
-		e, err := newOTLPExporter()
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := exporterTo(t, "http://127.0.0.1:1")
 		if n := testing.AllocsPerRun(10, func() {
 			if _, err := e.encode(spans); err != nil {
 				t.Fatal(err)
@@ -244,11 +248,7 @@ func (k keepBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 // The transport cannot read an export's body once the export returned: its
 // bytes are then the next export's buffer.
 func TestAnExportsBodyIsDoneWhenTheExportReturns(t *testing.T) {
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
-	e, err := newOTLPExporter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := exporterTo(t, "http://127.0.0.1:1")
 	transport := keepBodies{make(chan io.ReadCloser, 1)}
 	e.client = func() *http.Client { return &http.Client{Transport: transport} }
 	if err := e.ExportSpans(context.Background(), richSpans(t)); err != nil {
@@ -262,11 +262,7 @@ func TestAnExportsBodyIsDoneWhenTheExportReturns(t *testing.T) {
 
 func TestTheOTLPExporterRetriesWhileTheCollectorIsBusyButNotOnARefusal(t *testing.T) {
 	busy := newCollector(t, http.StatusServiceUnavailable, http.StatusTooManyRequests)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", busy.URL)
-	e, err := newOTLPExporter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := exporterTo(t, busy.URL)
 	if err := e.ExportSpans(context.Background(), richSpans(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +271,7 @@ func TestTheOTLPExporterRetriesWhileTheCollectorIsBusyButNotOnARefusal(t *testin
 	}
 
 	refusing := newCollector(t, http.StatusBadRequest)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.URL)
-	if e, err = newOTLPExporter(); err != nil {
-		t.Fatal(err)
-	}
+	e = exporterTo(t, refusing.URL)
 	if err := e.ExportSpans(context.Background(), richSpans(t)); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("a refused export returned %v, want the 400", err)
 	}
@@ -288,10 +281,7 @@ func TestTheOTLPExporterRetriesWhileTheCollectorIsBusyButNotOnARefusal(t *testin
 
 	ctx, cancel := context.WithCancel(context.Background())
 	always := newCollector(t, http.StatusServiceUnavailable)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", always.URL)
-	if e, err = newOTLPExporter(); err != nil {
-		t.Fatal(err)
-	}
+	e = exporterTo(t, always.URL)
 	cancel()
 	if err := e.ExportSpans(ctx, richSpans(t)); !errors.Is(err, context.Canceled) {
 		t.Errorf("retrying past the caller's deadline: %v, want it to stop with the context", err)
@@ -331,11 +321,7 @@ func TestAnExportFollowsARedirect(t *testing.T) {
 	c := newCollector(t)
 	moved := httptest.NewServer(http.RedirectHandler(c.URL+"/v1/traces", http.StatusTemporaryRedirect))
 	defer moved.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", moved.URL)
-	e, err := newOTLPExporter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := exporterTo(t, moved.URL)
 	if err := e.ExportSpans(context.Background(), richSpans(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -261,6 +261,29 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	}
 }
 
+// runOn runs an executor (of a test app, one core) of driver, served on
+// loopback, until ctx ends or it stops; it returns the executor's URL and
+// where Run's result arrives.
+func runOn(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler) (string, <-chan error) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(driverv1connect.NewDriverServiceHandler(driver))
+	durl := rpctest.Serve(t, mux)
+	apps, err := app.NewRegistry(newTestApp(t).app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, url := servicetest.Listen(t)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- servicetest.RunExecutor(ctx, ln, executor.Config{
+			ExecutorArgs: child.ExecutorArgs{DriverURL: durl, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0000"},
+			Apps:         apps, RetryInterval: 10 * time.Millisecond,
+		})
+	}()
+	return url, ran
+}
+
 // pipelinedDriver answers RetrieveSparkProps only once RegisterExecutor came:
 // an executor that waited for its properties before registering would never
 // register with it.
@@ -292,28 +315,11 @@ func (d *pipelinedDriver) LaunchedExecutor(context.Context, *connect.Request[dri
 
 func TestAnExecutorRegistersWithoutWaitingForThePropertiesItAskedFor(t *testing.T) {
 	d := &pipelinedDriver{registering: make(chan *driverv1.RegisterExecutorRequest, 1), launched: make(chan struct{})}
-	dln, durl := servicetest.Listen(t)
-	mux := http.NewServeMux()
-	mux.Handle(driverv1connect.NewDriverServiceHandler(d))
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rpc.Serve(ctx, dln, mux) }()
-	apps, err := app.NewRegistry(newTestApp(t).app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := servicetest.Listen(t)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- servicetest.RunExecutor(ctx, ln, executor.Config{
-			ExecutorArgs: child.ExecutorArgs{DriverURL: durl, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0000"},
-			Apps:         apps, RetryInterval: 10 * time.Millisecond,
-		})
-	}()
+	_, ran := runOn(ctx, t, d)
 	defer func() {
 		cancel()
 		<-ran
-		<-served
 	}()
 	select {
 	case <-d.launched:
@@ -504,21 +510,7 @@ func (d *slowLaunchDriver) LaunchedExecutor(ctx context.Context, _ *connect.Requ
 // yet (a busy machine); that is a stop like any other: Run returns nil.
 func TestStopExecutorWhileLaunchedIsOnItsWayMakesRunReturnNil(t *testing.T) {
 	d := &slowLaunchDriver{launching: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.Handle(driverv1connect.NewDriverServiceHandler(d))
-	durl := rpctest.Serve(t, mux)
-	apps, err := app.NewRegistry(newTestApp(t).app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, url := servicetest.Listen(t)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- servicetest.RunExecutor(context.Background(), ln, executor.Config{
-			ExecutorArgs: child.ExecutorArgs{DriverURL: durl, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0000"},
-			Apps:         apps,
-		})
-	}()
+	url, ran := runOn(context.Background(), t, d)
 	<-d.launching
 	client := executorv1connect.NewExecutorServiceClient(rpc.NewHTTPClient(), url)
 	if _, err := client.StopExecutor(context.Background(), connect.NewRequest(&executorv1.StopExecutorRequest{})); err != nil {
