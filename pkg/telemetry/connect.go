@@ -95,7 +95,7 @@ func (r rpcSpans) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (r rpcSpans) start(ctx context.Context, req connect.AnyRequest) (context.Context, trace.Span) {
 	spec, peer := req.Spec(), req.Peer()
 	method := strings.TrimPrefix(spec.Procedure, "/")
-	attrs := make([]attribute.KeyValue, 0, 6) // room for the status ones
+	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, semconv.RPCSystemNameKey.String(rpcSystem(peer.Protocol)), semconv.RPCMethodKey.String(method))
 	kind := trace.SpanKindServer
 	if spec.IsClient {

@@ -284,3 +284,15 @@ func TestANilProviderIsTheGlobalOne(t *testing.T) {
 		t.Errorf("%d spans through the global provider, want the handler's", n)
 	}
 }
+
+// rpc.system.name names the wire protocol as OpenTelemetry's conventions do:
+// Connect's as connect_rpc, gRPC and gRPC-Web both as grpc.
+func TestRPCSystemNames(t *testing.T) {
+	for protocol, want := range map[string]string{
+		connect.ProtocolConnect: "connect_rpc", connect.ProtocolGRPC: "grpc", connect.ProtocolGRPCWeb: "grpc",
+	} {
+		if got := rpcSystem(protocol); got != want {
+			t.Errorf("rpcSystem(%q) = %q, want %q", protocol, got, want)
+		}
+	}
+}
