@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 
@@ -119,16 +118,21 @@ func (t *Tokens) Remove(role Role, token string) {
 // rolesOf returns the roles a presented token is valid for (one token may
 // hold several: the cluster token is also the submit token by default).
 // Tokens are compared as SHA-256 digests in constant time, so neither a
-// token's content nor its length shows in how long the check takes.
-func (t *Tokens) rolesOf(token string) map[Role]bool {
-	presented := sha256.Sum256([]byte(token))
+// token's content nor its length shows in how long the check takes; one
+// longer than MaxTokenBytes is no token, refused at once.
+func (t *Tokens) rolesOf(token string) roleSet {
+	if len(token) > MaxTokenBytes {
+		return 0
+	}
+	var b [MaxTokenBytes]byte
+	presented := sha256.Sum256(b[:copy(b[:], token)])
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	roles := map[Role]bool{}
+	var roles roleSet
 	for r, set := range t.byRole {
 		for h := range set {
 			if subtle.ConstantTimeCompare(presented[:], h[:]) == 1 {
-				roles[r] = true
+				roles |= 1 << r
 			}
 		}
 	}
@@ -142,22 +146,27 @@ func (t *Tokens) Allows(token string, need Role) bool {
 	if t == nil || need == Public {
 		return true
 	}
-	return allows(need, t.rolesOf(token))
+	return t.rolesOf(token).allows(need)
 }
 
-// allows reports whether a token valid for roles have may make a call that
-// needs need.
-func allows(need Role, have map[Role]bool) bool {
-	return have[need] || (need == AnyToken && len(have) > 0)
+// roleSet is a set of roles, a bit for each: what one token is valid for,
+// worked out on every call without allocating.
+type roleSet uint8
+
+// allows reports whether a token valid for s may make a call that needs
+// need.
+func (s roleSet) allows(need Role) bool {
+	return s&(1<<need) != 0 || (need == AnyToken && s != 0)
 }
 
-// names lists roles for an error message.
-func names(roles map[Role]bool) string {
+// String lists the roles for an error message, in Role's order.
+func (s roleSet) String() string {
 	var out []string
-	for r := range roles {
-		out = append(out, r.String())
+	for r := Public; r <= Metrics; r++ {
+		if s&(1<<r) != 0 {
+			out = append(out, r.String())
+		}
 	}
-	slices.Sort(out)
 	return strings.Join(out, " and ")
 }
 
@@ -215,10 +224,10 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 		}
 		have := tokens.rolesOf(token)
 		switch {
-		case len(have) == 0:
+		case have == 0:
 			refuse(w, r, connect.CodeUnauthenticated, errBadToken)
-		case !allows(role, have):
-			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("%w: it needs the %s token, not a %s one", errNotAllowed, role, names(have)))
+		case !have.allows(role):
+			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("%w: it needs the %s token, not a %s one", errNotAllowed, role, have))
 		default:
 			next.ServeHTTP(w, r)
 		}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -49,11 +50,11 @@ func TestTokensRemovedAreRefused(t *testing.T) {
 	tokens.Add(Submit, token)
 	tokens.Add(Submit, token)
 	tokens.Remove(Submit, token)
-	if !tokens.rolesOf(token)[Submit] {
+	if !tokens.Allows(token, Submit) {
 		t.Errorf("a token added twice and removed once is refused")
 	}
 	tokens.Remove(Submit, token)
-	if len(tokens.rolesOf(token)) != 0 {
+	if tokens.rolesOf(token) != 0 {
 		t.Errorf("a removed token is still accepted")
 	}
 }
@@ -84,5 +85,44 @@ func TestMetricsPagesNeedATokenOnlyWithMetricsAuth(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestARefusedTokenIsToldWhatItIsValidFor(t *testing.T) {
+	tokens := NewTokens()
+	token := NewToken()
+	tokens.Add(Submit, token)
+	tokens.Add(Cluster, token)
+	h := authenticate(http.NotFoundHandler(), tokens, func(*http.Request) Role { return App })
+	req := httptest.NewRequest(http.MethodGet, "/x", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	want := "it needs the application token, not a cluster and submit one"
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("%d %q, want 403 saying %q", rec.Code, rec.Body.String(), want)
+	}
+}
+
+// Every call checks its token: the check allocates nothing.
+func TestCheckingATokenAllocatesNothing(t *testing.T) {
+	tokens := NewTokens()
+	token := NewToken()
+	tokens.Add(Cluster, token)
+	tokens.Add(Submit, NewToken())
+	if n := testing.AllocsPerRun(100, func() { tokens.Allows(token, Cluster) }); n != 0 {
+		t.Errorf("a token check allocates %v times", n)
+	}
+}
+
+func TestATokenLongerThanTheLongestIsRefused(t *testing.T) {
+	tokens := NewTokens()
+	longest := strings.Repeat("t", MaxTokenBytes)
+	tokens.Add(Cluster, longest)
+	if !tokens.Allows(longest, Cluster) {
+		t.Fatal("a token of MaxTokenBytes is refused")
+	}
+	if tokens.Allows(longest+"x", Cluster) {
+		t.Error("a token one byte longer than a valid one, and than MaxTokenBytes, is accepted")
 	}
 }
