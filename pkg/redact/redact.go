@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -27,8 +28,10 @@ const Text = "*********(redacted)"
 // confPrefix is the one-argument form of a Spark property, --conf=KEY=VALUE.
 const confPrefix = "--conf="
 
-// defaultRE is DefaultPattern compiled, what a nil *Redactor uses.
-var defaultRE = regexp.MustCompile(DefaultPattern)
+// defaultRE is DefaultPattern compiled, what a nil *Redactor uses: compiled
+// on first use, not at package init, which every glint process (an executor
+// on its launch path too) would pay for whether it redacts or not.
+var defaultRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(DefaultPattern) })
 
 // Redactor decides which values are secret: as Spark's Utils.redact, a
 // KEY=VALUE pair whose key or value the pattern matches anywhere. A nil
@@ -53,7 +56,7 @@ func New(pattern string) (*Redactor, error) {
 
 // Secret reports whether the pair key=value is hidden.
 func (r *Redactor) Secret(key, value string) bool {
-	re := defaultRE
+	re := defaultRE()
 	if r != nil {
 		re = r.re
 	}
