@@ -68,6 +68,9 @@ type globals struct {
 	redaction string
 	// tls is this process's TLS files; zero: unencrypted HTTP/2.
 	tls rpc.TLSFiles
+	// relay sends on the spans of the processes this one starts, once
+	// observe set tracing up (nil when untraced).
+	relay *telemetry.Relay
 }
 
 // redactor compiles --redaction-regex.
@@ -164,6 +167,7 @@ func (g *globals) observe(ctx context.Context, service string, tags map[string]s
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	g.relay = telemetry.RelayOf(tp)
 	flush := flusher(log, shutdown)
 	if g.pyroscope == "" {
 		return log, tp, flush, nil

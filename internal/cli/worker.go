@@ -132,7 +132,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
 		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.tls,
-		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
+		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp}, SpanRelay: g.relay,
 	})
 	if err != nil {
 		ln.Close()

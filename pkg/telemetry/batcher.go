@@ -34,6 +34,9 @@ const (
 // timer fires or a batch is full: an idle process is never woken.
 type batcher struct {
 	exporter sdktrace.SpanExporter
+	// relayTo is exporter when it can send relayed frames with its spans;
+	// a batcher without one queues none.
+	relayTo  relayExporter
 	delay    time.Duration
 	timeout  time.Duration
 	maxQueue int
@@ -45,6 +48,10 @@ type batcher struct {
 	timer   *time.Timer // armed while spans wait for it
 	armed   bool
 	stopped bool
+	// relayed are the frames of attached processes (Relay) waiting for the
+	// next export, joined; relayDropped counts those over relayHeldMax.
+	relayed      []byte
+	relayDropped int
 
 	// exporting is held by whoever exports (a timer's tick, a full batch,
 	// ForceFlush, Shutdown): an exporter is never called concurrently.
@@ -65,6 +72,7 @@ func newBatcher(exporter sdktrace.SpanExporter) *batcher {
 		exporting: make(chan struct{}, 1),
 	}
 	b.maxBatch = min(b.maxBatch, b.maxQueue)
+	b.relayTo, _ = exporter.(relayExporter)
 	return b
 }
 
@@ -101,6 +109,28 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	if len(b.queue) == b.maxBatch {
 		go b.tick()
 	}
+	b.armLocked()
+}
+
+// relay queues a frame of relayed spans for the next export, unless the
+// batcher shut down (or cannot relay), or holds too many already (it is
+// dropped and counted).
+func (b *batcher) relay(frame []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.stopped || b.relayTo == nil:
+		return
+	case len(b.relayed)+len(frame) > relayHeldMax:
+		b.relayDropped++
+		return
+	}
+	b.relayed = append(b.relayed, frame...)
+	b.armLocked()
+}
+
+// armLocked arms the timer of the next export, if it is not armed.
+func (b *batcher) armLocked() {
 	if b.armed {
 		return
 	}
@@ -144,17 +174,32 @@ func (b *batcher) export(ctx context.Context) error {
 		batch := make([]sdktrace.ReadOnlySpan, n)
 		copy(batch, b.queue)
 		b.queue = append(b.queue[:0], b.queue[n:]...)
+		relayed := b.relayed
+		b.relayed = nil
 		b.mu.Unlock()
-		if n == 0 {
+		if n == 0 && len(relayed) == 0 {
 			return errors.Join(errs...)
 		}
 		ectx, cancel := context.WithTimeout(ctx, b.timeout)
-		if err := b.exporter.ExportSpans(ectx, batch); err != nil {
+		if err := b.send(ectx, batch, relayed); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()
 	}
 	return errors.Join(append(errs, ctx.Err())...)
+}
+
+// relayExporter is an exporter that sends relayed frames with its spans.
+type relayExporter interface {
+	exportRelayed(ctx context.Context, spans []sdktrace.ReadOnlySpan, relayed []byte) error
+}
+
+// send exports batch, and relayed with it.
+func (b *batcher) send(ctx context.Context, batch []sdktrace.ReadOnlySpan, relayed []byte) error {
+	if len(relayed) == 0 {
+		return b.exporter.ExportSpans(ctx, batch)
+	}
+	return b.relayTo.exportRelayed(ctx, batch, relayed)
 }
 
 // ForceFlush exports every span queued so far.
@@ -189,6 +234,9 @@ func (b *batcher) Shutdown(ctx context.Context) error {
 	defer b.mu.Unlock()
 	if b.dropped > 0 {
 		err = errors.Join(err, fmt.Errorf("%d spans dropped: the queue of %d was full", b.dropped, b.maxQueue))
+	}
+	if b.relayDropped > 0 {
+		err = errors.Join(err, fmt.Errorf("%d exports of started processes dropped: %d bytes of them were waiting", b.relayDropped, relayHeldMax))
 	}
 	return err
 }

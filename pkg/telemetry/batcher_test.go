@@ -19,6 +19,7 @@ import (
 type batches struct {
 	mu       sync.Mutex
 	names    [][]string
+	relayed  []byte
 	shutdown bool
 	gate     chan struct{}
 	entered  chan struct{}
@@ -37,6 +38,14 @@ func (e *batches) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) 
 	defer e.mu.Unlock()
 	e.names = append(e.names, names)
 	return nil
+}
+
+// exportRelayed records the relayed frames, and the spans as ExportSpans.
+func (e *batches) exportRelayed(ctx context.Context, spans []sdktrace.ReadOnlySpan, relayed []byte) error {
+	e.mu.Lock()
+	e.relayed = append(e.relayed, relayed...)
+	e.mu.Unlock()
+	return e.ExportSpans(ctx, spans)
 }
 
 func (e *batches) Shutdown(context.Context) error {

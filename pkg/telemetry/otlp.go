@@ -42,6 +42,9 @@ type otlpExporter struct {
 	timeout  time.Duration
 	client   func() *http.Client
 	shutdown atomic.Bool
+	// relay, when set, is where the exports go instead of the collector: the
+	// pipe to the worker that started this process (RelayFDEnv).
+	relay io.WriteCloser
 
 	// The buffers an export encodes its request into, kept for the next:
 	// exports are never concurrent (the batcher holds exporting), and the
@@ -104,6 +107,15 @@ func newOTLPExporter() (*otlpExporter, error) {
 	default:
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION %q: want gzip or none", v)
 	}
+	relay, err := relayOut()
+	if err != nil {
+		return nil, err
+	}
+	if relay != nil {
+		// Relayed: no collector is called, no client is made.
+		e.relay = relay
+		return e, nil
+	}
 	var tlsConfig *tls.Config
 	if u.Scheme == "https" {
 		if tlsConfig, err = otlpTLS(); err != nil {
@@ -163,13 +175,24 @@ func otlpTLS() (*tls.Config, error) {
 // ExportSpans sends spans, retrying while the collector answers that it is
 // busy or cannot be reached, until ctx ends.
 func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	return e.exportRelayed(ctx, spans, nil)
+}
+
+// exportRelayed sends spans and the resource_spans entries relayed from
+// started processes in one request — or, in a process whose exports are
+// relayed, writes them to its relay as a frame.
+func (e *otlpExporter) exportRelayed(ctx context.Context, spans []sdktrace.ReadOnlySpan, relayed []byte) error {
 	if e.shutdown.Load() {
 		return errors.New("OTLP exporter: shut down")
 	}
-	if len(spans) == 0 {
+	if len(spans) == 0 && len(relayed) == 0 {
 		return nil
 	}
-	body, err := e.encode(spans)
+	if e.relay != nil {
+		e.msg = append(appendTraceRequest(e.msg[:0], spans), relayed...)
+		return writeFrame(e.relay, e.msg)
+	}
+	body, err := e.encode(spans, relayed)
 	if err != nil {
 		return err
 	}
@@ -191,9 +214,9 @@ func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 }
 
 // encode is the request body: the spans as an ExportTraceServiceRequest,
-// gzipped if asked for, in e's buffers.
-func (e *otlpExporter) encode(spans []sdktrace.ReadOnlySpan) ([]byte, error) {
-	e.msg = appendTraceRequest(e.msg[:0], spans)
+// the relayed entries after them, gzipped if asked for, in e's buffers.
+func (e *otlpExporter) encode(spans []sdktrace.ReadOnlySpan, relayed []byte) ([]byte, error) {
+	e.msg = append(appendTraceRequest(e.msg[:0], spans), relayed...)
 	if !e.gzip {
 		return e.msg, nil
 	}
@@ -296,9 +319,13 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 
 func (*bodyReader) Close() error { return nil }
 
-// Shutdown stops further exports; nothing is held to flush.
+// Shutdown stops further exports (and closes the relay); nothing is held
+// to flush.
 func (e *otlpExporter) Shutdown(context.Context) error {
 	e.shutdown.Store(true)
+	if e.relay != nil {
+		return e.relay.Close()
+	}
 	e.client().CloseIdleConnections()
 	return nil
 }

@@ -227,7 +227,7 @@ func TestTheOTLPExporterEncodesInItsOwnBuffers(t *testing.T) {
 		t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
 		e := exporterTo(t, "http://127.0.0.1:1")
 		if n := testing.AllocsPerRun(10, func() {
-			if _, err := e.encode(spans); err != nil {
+			if _, err := e.encode(spans, nil); err != nil {
 				t.Fatal(err)
 			}
 		}); n > inPlace {

@@ -70,7 +70,10 @@ func Setup(ctx context.Context, service string, attrs ...attribute.KeyValue) (tr
 // NewTracerProvider returns a tracer provider for service that batches spans
 // to the OTLP endpoint named by OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, over the protocol named by
-// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf, the only one).
+// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf, the only one) — or,
+// in a process started with RelayFDEnv, to the worker that started it. Its
+// Relay (RelayOf) sends on the spans of the processes it starts; the
+// shutdown waits for theirs before it flushes.
 // With no endpoint it returns a no-op provider that still passes incoming
 // trace context on, and a shutdown that does nothing.
 func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
@@ -85,8 +88,30 @@ func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.K
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exporter)), sdktrace.WithResource(res))
-	return tp, tp.Shutdown, nil
+	b := newBatcher(exporter)
+	tp := &provider{
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithResource(res)),
+		relay:          &Relay{b: b},
+	}
+	return tp, func(ctx context.Context) error {
+		tp.relay.wait(ctx)
+		return tp.Shutdown(ctx)
+	}, nil
+}
+
+// provider is the SDK's tracer provider with its Relay.
+type provider struct {
+	*sdktrace.TracerProvider
+	relay *Relay
+}
+
+// RelayOf returns the Relay of a provider NewTracerProvider made, as it
+// made it; nil for any other (untraced) provider.
+func RelayOf(tp trace.TracerProvider) *Relay {
+	if p, ok := tp.(*provider); ok {
+		return p.relay
+	}
+	return nil
 }
 
 func newExporter() (sdktrace.SpanExporter, error) {

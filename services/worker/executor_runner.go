@@ -68,6 +68,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 			now:        s.cfg.Now,
 			listenHost: s.host,
 			prestart:   s.prestart,
+			relay:      s.cfg.SpanRelay,
 			spare:      s.spare,
 			redaction:  s.cfg.Redaction,
 			attrs: []attribute.KeyValue{

@@ -129,8 +129,9 @@ var errPrestartClosed = errors.New("the worker is stopping")
 
 // start starts one process, as the process.start step would but for a
 // claim channel in place of the launch: its listening socket is fd 3, its end
-// of the channel fd 4; its output goes nowhere until the claim hands it its
-// log files, which are made with it.
+// of the channel fd 4 (its span relay, when the worker is traced, fd 5); its
+// output goes nowhere until the claim hands it its log files, which are made
+// with it.
 func (p *prestart) start() (*standby, error) {
 	d, err := makeLaunchDir(p.s.cfg.WorkDir)
 	if err != nil {
@@ -165,7 +166,15 @@ func (p *prestart) start() (*standby, error) {
 		ExtraFiles:  []*os.File{socket, theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
-	if err := cmd.Start(); err != nil {
+	relaying, err := p.s.cfg.SpanRelay.Attach(cmd)
+	if err != nil {
+		mine.Close()
+		sb.removeDir()
+		return nil, err
+	}
+	err = cmd.Start()
+	relaying(err == nil)
+	if err != nil {
 		mine.Close()
 		sb.removeDir()
 		return nil, err

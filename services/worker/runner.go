@@ -49,6 +49,8 @@ type launch struct {
 	// prestart, when set, offers a prestarted process to claim in place of
 	// process.start (executors).
 	prestart *prestart
+	// relay, when set, carries the process's spans (executors).
+	relay *telemetry.Relay
 	// spare, when set, is a work directory made ahead that the workdir step
 	// moves into place instead of making one.
 	spare *spare

@@ -22,7 +22,8 @@ import (
 // process in its own process group (so a kill reaches its children too), in
 // its work directory, with stdout and stderr going to its log files, stdin
 // from /dev/null, and the step's trace context in TRACEPARENT/TRACESTATE so
-// the process's first spans are children of this one.
+// the process's first spans are children of this one; an executor of a traced
+// worker sends its spans through the worker (launch.relay).
 type startStep struct{}
 
 // Name is "process.start".
@@ -79,11 +80,17 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		cmd.Env = append(cmd.Env, child.ListenFDEnv+"=3")
 		url = u
 	}
+	relaying, err := l.relay.Attach(cmd)
+	if err != nil {
+		return err
+	}
 	// Stamped before the fork: once started, the process may reach its driver
 	// (whose stamps follow this one on the launch's timeline) before Start
 	// returns here.
 	started := l.now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	relaying(err == nil)
+	if err != nil {
 		return err
 	}
 	l.cmd, l.startedAt, l.url = cmd, started, url

@@ -3,12 +3,16 @@ package worker
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +23,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 func TestStartStepRunsProcessInItsOwnGroup(t *testing.T) {
@@ -161,5 +166,40 @@ func TestStartStepErrorHidesASecretInArgv0(t *testing.T) {
 	err := (startStep{}).Run(context.Background(), l)
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "MY_TOKEN="+redact.Text) {
 		t.Errorf("err = %v, want one naming MY_TOKEN=%s", err, redact.Text)
+	}
+}
+
+func TestStartStepGivesTheProcessTheWorkersSpanRelay(t *testing.T) {
+	var mu sync.Mutex
+	var got []byte
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, b...)
+		mu.Unlock()
+	}))
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The process writes one frame: an ExportTraceServiceRequest with one
+	// empty resource_spans entry (field 1, length 0).
+	l := &launch{dir: t.TempDir(), argv: []string{"sh", "-c", `printf '\000\000\000\002\012\000' >&"$` + telemetry.RelayFDEnv + `"`},
+		environ: os.Environ(), now: time.Now, relay: telemetry.RelayOf(tp)}
+	if err := (startStep{}).Run(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if string(got) != "\x0a\x00" {
+		t.Errorf("the collector got %q from the worker, want the process's frame", got)
 	}
 }

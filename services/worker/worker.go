@@ -99,6 +99,10 @@ type Config struct {
 	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
+	// SpanRelay, when set, carries the spans of the executors the worker
+	// starts (prestarted ones too) to the collector with the worker's own
+	// (telemetry.RelayFDEnv); nil: each exports its own.
+	SpanRelay *telemetry.Relay
 	// Now is the clock for the worker id and launch timestamps; default time.Now.
 	Now func() time.Time
 }

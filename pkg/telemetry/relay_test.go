@@ -1,0 +1,182 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// relayChildEnv makes this test binary the started process of
+// TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt.
+const relayChildEnv = "GLINT_TEST_RELAY_CHILD"
+
+// TestRelayChild is the started process: it traces one span, as an executor
+// would, and exits; run on its own it does nothing.
+func TestRelayChild(t *testing.T) {
+	if os.Getenv(relayChildEnv) == "" {
+		return
+	}
+	fd := os.Getenv(RelayFDEnv)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceExecutor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv(RelayFDEnv) != "" {
+		t.Errorf("%s is still set: what the process starts would inherit it", RelayFDEnv)
+	}
+	n, _ := strconv.Atoi(fd)
+	if flags, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); n < 3 || err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("the relay's descriptor %s is inherited by what the process starts (flags %d, %v)", fd, flags, err)
+	}
+	_, span := Tracer(tp).Start(context.Background(), "child's span")
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T) {
+	mine, theirs := newCollector(t), newCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := RelayOf(tp)
+	if relay == nil {
+		t.Fatal("a traced provider has no relay")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
+	// Left to itself, the process would export to theirs.
+	cmd.Env = append(os.Environ(), relayChildEnv+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	started, err := relay.Attach(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	started(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the started process: %v\n%s", err, out.String())
+	}
+	_, span := Tracer(tp).Start(context.Background(), "parent's span")
+	span.End()
+	// The shutdown waits for the process's frames before it flushes.
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(theirs.got) != 0 {
+		t.Errorf("the started process exported %d requests itself", len(theirs.got))
+	}
+	if len(mine.got) != 1 {
+		t.Fatalf("%d requests, want one with both processes' spans", len(mine.got))
+	}
+	services := map[string]string{}
+	for _, rs := range mine.got[0].GetResourceSpans() {
+		service := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				service = kv.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				services[s.GetName()] = service
+			}
+		}
+	}
+	if services["parent's span"] != ServiceWorker || services["child's span"] != ServiceExecutor {
+		t.Errorf("spans by service %v: want the parent's as %s's and the child's as %s's", services, ServiceWorker, ServiceExecutor)
+	}
+}
+
+// frame is msg with its length before it, as a relayed process writes it.
+func frame(msg []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)
+}
+
+// resourceSpans is an ExportTraceServiceRequest of one resource_spans entry
+// holding content.
+func resourceSpans(content string) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(nil, fRequestResourceSpans, protowire.BytesType), []byte(content))
+}
+
+func TestARelayQueuesWholeResourceSpansFramesAndStopsAtAnyOther(t *testing.T) {
+	one, two := resourceSpans("one"), resourceSpans("two")
+	otherField := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("x"))
+	cutShort := resourceSpans("three")[:4]
+	for _, tc := range []struct {
+		name   string
+		stream []byte
+		queued []byte
+		err    string
+	}{
+		{"two frames", append(frame(one), frame(two)...), append(one, two...), ""},
+		{"an empty frame", frame(nil), nil, ""},
+		{"another field", append(frame(one), frame(otherField)...), one, "not an ExportTraceServiceRequest"},
+		{"an entry cut short", append(frame(cutShort), frame(two)...), nil, "cut short"},
+		{"a frame over the limit", binary.BigEndian.AppendUint32(nil, relayFrameMax+1), nil, "over the limit"},
+		{"a frame shorter than it says", frame(one)[:5], nil, "cut short"},
+	} {
+		e := &batches{}
+		b := newBatcher(e)
+		err := (&Relay{b: b}).read(bytes.NewReader(tc.stream))
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		}
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if !bytes.Equal(e.relayed, tc.queued) {
+			t.Errorf("%s: exported %q, want %q", tc.name, e.relayed, tc.queued)
+		}
+	}
+}
+
+func TestRelayedFramesBeyondWhatIsHeldAreDroppedAndCounted(t *testing.T) {
+	b := newBatcher(&batches{})
+	big := make([]byte, relayHeldMax/4)
+	for range 5 {
+		b.relay(big)
+	}
+	if len(b.relayed) != relayHeldMax {
+		t.Errorf("%d bytes held, want %d", len(b.relayed), relayHeldMax)
+	}
+	if err := b.Shutdown(context.Background()); err == nil || !strings.Contains(err.Error(), "1 exports of started processes dropped") {
+		t.Errorf("shutdown: %v, want the dropped export counted", err)
+	}
+}
+
+func TestARelayThatIsNoPipeIsAnError(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "not-a-pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, v := range []string{"x", "1", "999", "-3"} {
+		t.Setenv(RelayFDEnv, v)
+		if _, err := relayOut(); err == nil {
+			t.Errorf("%s=%s accepted", RelayFDEnv, v)
+		}
+	}
+	dup, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(RelayFDEnv, strconv.Itoa(dup))
+	if _, err := relayOut(); err == nil || !strings.Contains(err.Error(), "not a pipe") {
+		t.Errorf("a regular file as the relay: %v", err)
+	}
+}
