@@ -47,7 +47,8 @@ type Relay struct {
 }
 
 // Attach gives cmd, before it starts, the write end of a new pipe as its
-// spans' way out (RelayFDEnv, the next of its ExtraFiles). The returned
+// spans' way out (RelayFDEnv, the next of its ExtraFiles; a nil Env, this
+// process's, is made explicit to hold the variable). The returned
 // function is called once cmd.Start returned: it closes this process's copy
 // of the write end, and if the process started, reads its frames until the
 // process closes its end (it exits). With r nil it does nothing.
@@ -60,6 +61,9 @@ func (r *Relay) Attach(cmd *exec.Cmd) (started func(ok bool), err error) {
 		return nil, fmt.Errorf("open the process's span relay: %w", err)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, wr)
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
 	cmd.Env = append(cmd.Env, RelayFDEnv+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	return func(ok bool) {
 		wr.Close()

@@ -44,61 +44,69 @@ func TestRelayChild(t *testing.T) {
 }
 
 func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T) {
-	mine, theirs := newCollector(t), newCollector(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
-	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := RelayOf(tp)
-	if relay == nil {
-		t.Fatal("a traced provider has no relay")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
-	// Left to itself, the process would export to theirs.
-	cmd.Env = append(os.Environ(), relayChildEnv+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	started, err := relay.Attach(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Start()
-	started(err == nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the started process: %v\n%s", err, out.String())
-	}
-	_, span := Tracer(tp).Start(context.Background(), "parent's span")
-	span.End()
-	// The shutdown waits for the process's frames before it flushes.
-	if err := shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if len(theirs.got) != 0 {
-		t.Errorf("the started process exported %d requests itself", len(theirs.got))
-	}
-	if len(mine.got) != 1 {
-		t.Fatalf("%d requests, want one with both processes' spans", len(mine.got))
-	}
-	services := map[string]string{}
-	for _, rs := range mine.got[0].GetResourceSpans() {
-		service := ""
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				service = kv.GetValue().GetStringValue()
+	for _, ownEnv := range []bool{true, false} {
+		mine, theirs := newCollector(t), newCollector(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
+		tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relay := RelayOf(tp)
+		if relay == nil {
+			t.Fatal("a traced provider has no relay")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
+		if ownEnv {
+			// Left to itself, the process would export to theirs.
+			cmd.Env = append(os.Environ(), relayChildEnv+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
+		} else {
+			// It inherits this process's environment: it would export to
+			// mine, in a request of its own.
+			t.Setenv(relayChildEnv, "1")
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		started, err := relay.Attach(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Start()
+		started(err == nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("the started process (own environment %v): %v\n%s", ownEnv, err, out.String())
+		}
+		_, span := Tracer(tp).Start(context.Background(), "parent's span")
+		span.End()
+		// The shutdown waits for the process's frames before it flushes.
+		if err := shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(theirs.got) != 0 {
+			t.Errorf("own environment %v: the started process exported %d requests itself", ownEnv, len(theirs.got))
+		}
+		if len(mine.got) != 1 {
+			t.Fatalf("own environment %v: %d requests, want one with both processes' spans", ownEnv, len(mine.got))
+		}
+		services := map[string]string{}
+		for _, rs := range mine.got[0].GetResourceSpans() {
+			service := ""
+			for _, kv := range rs.GetResource().GetAttributes() {
+				if kv.GetKey() == "service.name" {
+					service = kv.GetValue().GetStringValue()
+				}
+			}
+			for _, ss := range rs.GetScopeSpans() {
+				for _, s := range ss.GetSpans() {
+					services[s.GetName()] = service
+				}
 			}
 		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				services[s.GetName()] = service
-			}
+		if services["parent's span"] != ServiceWorker || services["child's span"] != ServiceExecutor {
+			t.Errorf("own environment %v: spans by service %v: want the parent's as %s's and the child's as %s's", ownEnv, services, ServiceWorker, ServiceExecutor)
 		}
-	}
-	if services["parent's span"] != ServiceWorker || services["child's span"] != ServiceExecutor {
-		t.Errorf("spans by service %v: want the parent's as %s's and the child's as %s's", services, ServiceWorker, ServiceExecutor)
 	}
 }
 
