@@ -19,10 +19,15 @@ import (
 const relayChildEnv = "GLINT_TEST_RELAY_CHILD"
 
 // TestRelayChild is the started process: it traces one span, as an executor
-// would, and exits; run on its own it does nothing.
+// would, and exits; run on its own it does nothing. With tracing off
+// ("untraced") it traces nothing and must have closed the relay.
 func TestRelayChild(t *testing.T) {
-	if os.Getenv(relayChildEnv) == "" {
+	mode := os.Getenv(relayChildEnv)
+	if mode == "" {
 		return
+	}
+	if mode == "untraced" {
+		os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	}
 	fd := os.Getenv(RelayFDEnv)
 	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceExecutor)
@@ -33,11 +38,43 @@ func TestRelayChild(t *testing.T) {
 		t.Errorf("%s is still set: what the process starts would inherit it", RelayFDEnv)
 	}
 	n, _ := strconv.Atoi(fd)
-	if flags, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); n < 3 || err != nil || flags&unix.FD_CLOEXEC == 0 {
+	flags, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0)
+	switch {
+	case mode == "untraced" && err == nil:
+		t.Errorf("an untraced process keeps the relay's descriptor %s open", fd)
+	case mode != "untraced" && (n < 3 || err != nil || flags&unix.FD_CLOEXEC == 0):
 		t.Errorf("the relay's descriptor %s is inherited by what the process starts (flags %d, %v)", fd, flags, err)
 	}
 	_, span := Tracer(tp).Start(context.Background(), "child's span")
 	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAnUntracedProcessClosesTheRelayItWasGiven(t *testing.T) {
+	mine := newCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
+	cmd.Env = append(os.Environ(), relayChildEnv+"=untraced")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	started, err := RelayOf(tp).Attach(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	started(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the started process: %v\n%s", err, out.String())
+	}
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +95,11 @@ func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
 		if ownEnv {
 			// Left to itself, the process would export to theirs.
-			cmd.Env = append(os.Environ(), relayChildEnv+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
+			cmd.Env = append(os.Environ(), relayChildEnv+"=traced", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
 		} else {
 			// It inherits this process's environment: it would export to
 			// mine, in a request of its own.
-			t.Setenv(relayChildEnv, "1")
+			t.Setenv(relayChildEnv, "traced")
 		}
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -75,9 +75,15 @@ func Setup(ctx context.Context, service string, attrs ...attribute.KeyValue) (tr
 // Relay (RelayOf) sends on the spans of the processes it starts; the
 // shutdown waits for theirs before it flushes.
 // With no endpoint it returns a no-op provider that still passes incoming
-// trace context on, and a shutdown that does nothing.
+// trace context on, and a shutdown that does nothing (and closes a relay it
+// was given).
 func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+		// A relay it was given (its command's environment turned tracing
+		// off) is closed, so that nothing it starts inherits it.
+		if relay, err := relayOut(); err == nil && relay != nil {
+			relay.Close()
+		}
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
 	exporter, err := newExporter()
