@@ -52,18 +52,15 @@ func TestRelayChild(t *testing.T) {
 	}
 }
 
-func TestAnUntracedProcessClosesTheRelayItWasGiven(t *testing.T) {
-	mine := newCollector(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
-	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
-	if err != nil {
-		t.Fatal(err)
-	}
+// runRelayed runs TestRelayChild in a process with env (nil: this process's
+// environment) attached to relay, and fails t if it fails.
+func runRelayed(t *testing.T, relay *Relay, env []string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
-	cmd.Env = append(os.Environ(), relayChildEnv+"=untraced")
+	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	started, err := RelayOf(tp).Attach(cmd)
+	started, err := relay.Attach(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +70,18 @@ func TestAnUntracedProcessClosesTheRelayItWasGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the started process: %v\n%s", err, out.String())
+		t.Fatalf("the started process (environment %q): %v\n%s", env, err, out.String())
 	}
+}
+
+func TestAnUntracedProcessClosesTheRelayItWasGiven(t *testing.T) {
+	mine := newCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelayed(t, RelayOf(tp), append(os.Environ(), relayChildEnv+"=untraced"))
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -92,29 +99,16 @@ func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T
 		if relay == nil {
 			t.Fatal("a traced provider has no relay")
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestRelayChild$")
+		var env []string
 		if ownEnv {
 			// Left to itself, the process would export to theirs.
-			cmd.Env = append(os.Environ(), relayChildEnv+"=traced", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
+			env = append(os.Environ(), relayChildEnv+"=traced", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
 		} else {
 			// It inherits this process's environment: it would export to
 			// mine, in a request of its own.
 			t.Setenv(relayChildEnv, "traced")
 		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		started, err := relay.Attach(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = cmd.Start()
-		started(err == nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("the started process (own environment %v): %v\n%s", ownEnv, err, out.String())
-		}
+		runRelayed(t, relay, env)
 		_, span := Tracer(tp).Start(context.Background(), "parent's span")
 		span.End()
 		// The shutdown waits for the process's frames before it flushes.
