@@ -134,6 +134,10 @@ func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T
 	if !slices.Contains(strings.Split(string(env), "\x00"), "GOMAXPROCS=1") {
 		t.Errorf("the prestarted process's environment has no GOMAXPROCS=1")
 	}
+	// Its worker does not trace: it hands it no span relay.
+	if got := spanRelay(t, standby, c.workers[0].cmd.Process.Pid); got != "" {
+		t.Errorf("an untraced worker's prestarted executor has a span relay (%s)", got)
+	}
 	release := filepath.Join(t.TempDir(), "release")
 	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--executor-cores", "2",
 		"--total-executor-cores", "2", "--executor-memory", "256m", "--log-level", "warn", "hold", release, "1")

@@ -459,3 +459,65 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	}
 	t.Fatalf("no RegisterApplication span of glint-driver in the submission's trace: %v", spanNames(tr))
 }
+
+// spanRelay says how process pid sends its spans: "" when it has no span
+// relay, else what is wrong with it unless it holds, as GLINT_SPANS_FD
+// names, one end of a pipe whose other end worker holds ("ok").
+func spanRelay(t *testing.T, pid, worker int) string {
+	t.Helper()
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd string
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, telemetry.RelayFDEnv+"="); ok {
+			fd = v
+		}
+	}
+	if fd == "" {
+		return ""
+	}
+	pipe, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd))
+	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
+		return fmt.Sprintf("%s=%s is %q (%v), not a pipe", telemetry.RelayFDEnv, fd, pipe, err)
+	}
+	held, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", worker))
+	for _, f := range held {
+		if l, _ := os.Readlink(f); l == pipe {
+			return "ok"
+		}
+	}
+	return fmt.Sprintf("the worker does not hold the other end of %s", pipe)
+}
+
+func TestATracedWorkersExecutorsHandTheirSpansToIt(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	// A prestarted executor, and one started for its launch.
+	warm := startSizedCluster(t, j.env(), 1, 1, []string{"--prestart-executors", "1"})
+	if got := spanRelay(t, idleStandby(t, warm), warm.workers[0].cmd.Process.Pid); got != "ok" {
+		t.Errorf("a prestarted executor's span relay: %q", got)
+	}
+	cold := startSizedCluster(t, j.env(), 1, 1, nil)
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, j.env(), "submit", "--master", cold.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "hold", release, "1")
+	worker := cold.workers[0].cmd.Process.Pid
+	waitUntil(t, "the executor listed for scraping", func() bool {
+		return len(byRole(discover(t, cold.master.url), "executor")) == 1
+	})
+	executors := childrenOf(worker)
+	if len(executors) != 1 {
+		t.Fatalf("the worker runs %d processes, want its one executor", len(executors))
+	}
+	if got := spanRelay(t, executors[0], worker); got != "ok" {
+		t.Errorf("an executor's span relay: %q", got)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := wait(); err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
+	}
+}
