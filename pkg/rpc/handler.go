@@ -42,14 +42,16 @@ type Endpoints struct {
 // service with handlerOptions, GET /healthz, GET /metrics and the pages. It is
 // the single place where what every listener needs is put in front of them:
 // authentication by role before any of the body is read (auth.go), then
-// bounded request bodies and deadlines (limits.go).
+// bounded request bodies, and deadlines at most MaxCallTimeout away — a
+// call's by limitOptions, once Connect applied the caller's; a page's by
+// capped; /healthz answers at once (limits.go).
 func NewHandler(e Endpoints) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(e.Service(append(handlerOptions(e.TracerProvider), limitOptions()...)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("GET /metrics", telemetry.MetricsHandler(e.Registry))
+	mux.Handle("GET /metrics", capped(telemetry.MetricsHandler(e.Registry)))
 	for pattern, h := range e.Pages {
-		mux.HandleFunc(pattern, h)
+		mux.Handle(pattern, capped(h))
 	}
 	role := func(r *http.Request) Role {
 		if role, ok := e.Access[r.URL.Path]; ok {
@@ -78,5 +80,5 @@ func NewHandler(e Endpoints) http.Handler {
 			return role
 		}
 	}
-	return authenticate(bounded(mux), e.Tokens, need)
+	return authenticate(limitBody(mux), e.Tokens, need)
 }

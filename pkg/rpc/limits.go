@@ -35,17 +35,59 @@ const (
 // checked, so that small, very compressible messages always pass.
 const minInflateCheck = 1 << 20
 
-// bounded is the middleware every listener has: the request body is cut off
-// after MaxBodyBytes and the call's deadline is at most MaxCallTimeout away.
-// Connect answers a cut-off body with ResourceExhausted.
-func bounded(next http.Handler) http.Handler {
+// limitBody is the middleware every listener has: the request body is cut
+// off after MaxBodyBytes. Connect answers a cut-off body with
+// ResourceExhausted.
+func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), MaxCallTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// capped bounds the deadline of a page's request to MaxCallTimeout.
+func capped(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), MaxCallTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// capDeadline is the handler interceptor that bounds a call's deadline to
+// MaxCallTimeout. Connect has applied the caller's own (Connect-Timeout-Ms,
+// grpc-timeout) by then: a call whose deadline is within the cap — a
+// worker's heartbeat, every call a Glint client makes with a timeout — keeps
+// its context, with no second timer, context and request copy of its own.
+type capDeadline struct{}
+
+// withinCap returns ctx if its deadline is at most MaxCallTimeout away, else
+// ctx with that deadline.
+func withinCap(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= MaxCallTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, MaxCallTimeout)
+}
+
+func (capDeadline) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		ctx, cancel := withinCap(ctx)
+		defer cancel()
+		return next(ctx, req)
+	}
+}
+
+func (capDeadline) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (capDeadline) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, cancel := withinCap(ctx)
+		defer cancel()
+		return next(ctx, conn)
+	}
 }
 
 // compressMinBytes is the smallest answer a handler gzips: below it,
@@ -53,12 +95,14 @@ func bounded(next http.Handler) http.Handler {
 // of the CPU of task dispatch, whose answers are empty).
 const compressMinBytes = 1 << 10
 
-// limitOptions bound what a Connect handler reads: ReadMaxBytes, and gzip
-// bodies inflated only up to that size and MaxInflateRatio, never further
-// (connect's own gzip would inflate the rest of a bomb to count it). Answers
-// under compressMinBytes go out as they are.
+// limitOptions bound what a Connect handler reads and waits for:
+// ReadMaxBytes, gzip bodies inflated only up to that size and
+// MaxInflateRatio, never further (connect's own gzip would inflate the rest
+// of a bomb to count it), and deadlines (capDeadline). Answers under
+// compressMinBytes go out as they are.
 func limitOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
+		connect.WithInterceptors(capDeadline{}),
 		connect.WithReadMaxBytes(ReadMaxBytes),
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithCompression("gzip",

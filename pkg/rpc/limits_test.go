@@ -271,3 +271,55 @@ func TestOnlyAnswersOfAKiBOrMoreAreGzipped(t *testing.T) {
 		}
 	}
 }
+
+func TestACallWithoutADeadlineIsGivenTheCap(t *testing.T) {
+	e := newEchoServer(t)
+	msg, _ := proto.Marshal(wrapperspb.Bytes([]byte("hi")))
+	before := time.Now()
+	if code := e.post(t, bytes.NewReader(msg), nil); code != "" {
+		t.Fatalf("code %q", code)
+	}
+	d, _ := e.deadline.Load().(time.Time)
+	if d.IsZero() || d.After(before.Add(MaxCallTimeout+time.Second)) {
+		t.Errorf("handler's deadline %v, want within %v of the call", d, MaxCallTimeout)
+	}
+}
+
+// A deadline within the cap is kept as it is: no timer, context or request
+// copy is made for it.
+func TestADeadlineWithinTheCapIsKeptAsItIs(t *testing.T) {
+	within, cancel := context.WithTimeout(context.Background(), MaxCallTimeout/2)
+	defer cancel()
+	if ctx, _ := withinCap(within); ctx != within {
+		t.Error("a deadline within the cap was given another context")
+	}
+	beyond, cancel := context.WithTimeout(context.Background(), 2*MaxCallTimeout)
+	defer cancel()
+	for name, ctx := range map[string]context.Context{"no deadline": context.Background(), "a deadline beyond the cap": beyond} {
+		got, cancel := withinCap(ctx)
+		d, ok := got.Deadline()
+		if !ok || time.Until(d) > MaxCallTimeout {
+			t.Errorf("%s: deadline %v (%v), want at most %v away", name, d, ok, MaxCallTimeout)
+		}
+		cancel()
+	}
+}
+
+func TestAPagesDeadlineIsCapped(t *testing.T) {
+	var deadline time.Time
+	h := NewHandler(Endpoints{
+		Service: func(...connect.HandlerOption) (string, http.Handler) {
+			return "/test.v1.Service/", http.NotFoundHandler()
+		},
+		Registry: prometheus.NewRegistry(),
+		Pages: map[string]http.HandlerFunc{"GET /page": func(_ http.ResponseWriter, r *http.Request) {
+			deadline, _ = r.Context().Deadline()
+		}},
+		Access: Access{"GET /page": Public},
+	})
+	before := time.Now()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/page", nil))
+	if deadline.IsZero() || deadline.After(before.Add(MaxCallTimeout+time.Second)) {
+		t.Errorf("the page's deadline %v, want within %v of the request", deadline, MaxCallTimeout)
+	}
+}
