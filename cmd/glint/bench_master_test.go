@@ -19,6 +19,10 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
+// heartbeatInterval is how often workers heartbeat at the default
+// --worker-timeout (60 s).
+const heartbeatInterval = 15 * time.Second
+
 // benchConnections is how many keep-alive connections the scale rows call
 // the master over, as that many callers would.
 const benchConnections = 8
@@ -88,9 +92,13 @@ func TestBenchMasterScale(t *testing.T) {
 		return err
 	})
 
-	// Each worker heartbeats once, twice over: the master's CPU for the second round.
+	// Each worker heartbeats once, twice over: the master's CPU for the second
+	// round. A heartbeat carries its interval as its deadline, as a worker's
+	// does (Connect-Timeout-Ms).
 	heartbeat := func(c masterv1connect.MasterServiceClient, i int) error {
-		resp, err := c.Heartbeat(context.Background(), connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: workerID(i)}))
+		ctx, cancel := context.WithTimeout(context.Background(), heartbeatInterval)
+		defer cancel()
+		resp, err := c.Heartbeat(ctx, connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: workerID(i)}))
 		if err == nil && resp.Msg.GetReregister() {
 			err = fmt.Errorf("worker %d told to re-register", i)
 		}
@@ -110,8 +118,7 @@ func TestBenchMasterScale(t *testing.T) {
 	}
 	cpu := cpuAfter - cpuBefore
 	perThousand := benchtable.Ms(cpu) * 1000 / float64(workers)
-	// At the default --worker-timeout (60 s) workers heartbeat every 15 s.
-	share := perThousand / 1000 * 10_000 / 15 / 1000 * 100
+	share := perThousand / 1000 * 10_000 / heartbeatInterval.Seconds() / 1000 * 100
 	regRate := float64(workers) / register.Seconds()
 	benchtable.Record(t, benchtable.Row{
 		ID: "6a", What: fmt.Sprintf("master CPU per 1,000 heartbeats over real RPC (%d workers, %d waiting apps, %d connections)", workers, apps, benchConnections),
