@@ -48,7 +48,7 @@ type batcher struct {
 	timer   *time.Timer // armed while spans wait for it
 	armed   bool
 	stopped bool
-	// relayed are the frames of attached processes (Relay) waiting for the
+	// relayed are the frames of processes started through Relay waiting for the
 	// next export, joined; relayDropped counts those over relayHeldMax.
 	relayed      []byte
 	relayDropped int

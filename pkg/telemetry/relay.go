@@ -18,7 +18,7 @@ import (
 
 // RelayFDEnv names the file descriptor a traced process sends its spans
 // through instead of exporting them itself: the write end of a pipe whose
-// read end its worker holds (Relay.Attach). Each export is written to it as
+// read end its worker holds (Relay.Start). Each export is written to it as
 // a frame — a 4-byte big-endian length, then an ExportTraceServiceRequest —
 // and the worker sends the frames on with its own next export. An executor
 // lives for an application, often for seconds; exporting its handful of
@@ -36,48 +36,47 @@ const (
 )
 
 // A Relay sends on, with its process's own exports, the spans of the
-// processes the process starts and attaches (a worker's executors). The
+// processes it starts through it (a worker's executors). The
 // frames are checked to be nothing but ExportTraceServiceRequest's
 // resource_spans entries, so that each joins the process's own request as
-// more of them. A nil *Relay attaches nothing: the processes export their
+// more of them. A nil *Relay starts processes as they are: they export their
 // spans themselves.
 type Relay struct {
 	b       *batcher
 	readers sync.WaitGroup
 }
 
-// Attach gives cmd, before it starts, the write end of a new pipe as its
-// spans' way out (RelayFDEnv, the next of its ExtraFiles; a nil Env, this
-// process's, is made explicit to hold the variable). The returned
-// function is called once cmd.Start returned: it closes this process's copy
-// of the write end, and if the process started, reads its frames until the
-// process closes its end (it exits). With r nil it does nothing.
-func (r *Relay) Attach(cmd *exec.Cmd) (started func(ok bool), err error) {
+// Start starts cmd with the write end of a new pipe as its spans' way out
+// (RelayFDEnv, the next of its ExtraFiles; a nil Env, this process's, is
+// made explicit to hold the variable), closes this process's copy of that
+// end, and reads the process's frames until it closes its own (it exits).
+// With r nil it only starts cmd.
+func (r *Relay) Start(cmd *exec.Cmd) error {
 	if r == nil {
-		return func(bool) {}, nil
+		return cmd.Start()
 	}
 	rd, wr, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("open the process's span relay: %w", err)
+		return fmt.Errorf("open the process's span relay: %w", err)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, wr)
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = append(cmd.Env, RelayFDEnv+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
-	return func(ok bool) {
-		wr.Close()
-		if !ok {
-			rd.Close()
-			return
+	err = cmd.Start()
+	wr.Close()
+	if err != nil {
+		rd.Close()
+		return err
+	}
+	r.readers.Go(func() {
+		defer rd.Close()
+		if err := r.read(rd); err != nil {
+			otel.Handle(fmt.Errorf("spans relayed by process %d: %w", cmd.Process.Pid, err))
 		}
-		r.readers.Go(func() {
-			defer rd.Close()
-			if err := r.read(rd); err != nil {
-				otel.Handle(fmt.Errorf("spans relayed by process %d: %w", cmd.Process.Pid, err))
-			}
-		})
-	}, nil
+	})
+	return nil
 }
 
 // read queues the frames from rd until it ends. A frame too long, or not
@@ -107,7 +106,8 @@ func (r *Relay) read(rd io.Reader) error {
 	}
 }
 
-// wait waits until every attached process's spans were read, or ctx ends.
+// wait waits until the spans of every process started through r were read,
+// or ctx ends.
 func (r *Relay) wait(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
@@ -139,7 +139,8 @@ func checkRelayed(frame []byte) error {
 
 // relayOut is the pipe RelayFDEnv names, taken from the environment (so
 // that nothing the process starts inherits the name) and closed on exec (nor
-// the descriptor); nil when the variable is not set.
+// the descriptor); nil when the variable is not set. A descriptor that is no
+// pipe is left as it is: it is not the relay, whatever holds it.
 func relayOut() (*os.File, error) {
 	v := os.Getenv(RelayFDEnv)
 	if v == "" {
@@ -150,13 +151,12 @@ func relayOut() (*os.File, error) {
 	if err != nil || fd < 3 {
 		return nil, fmt.Errorf("%s=%q: want an inherited file descriptor", RelayFDEnv, v)
 	}
-	syscall.CloseOnExec(fd)
-	f := os.NewFile(uintptr(fd), "span relay")
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
-		f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
 		return nil, fmt.Errorf("%s=%d: not a pipe", RelayFDEnv, fd)
 	}
-	return f, nil
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "span relay"), nil
 }
 
 // writeFrame writes msg to w as one frame.

@@ -60,13 +60,7 @@ func runRelayed(t *testing.T, relay *Relay, env []string) {
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	started, err := relay.Attach(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Start()
-	started(err == nil)
-	if err != nil {
+	if err := relay.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -214,8 +208,13 @@ func TestARelayThatIsNoPipeIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer unix.Close(dup)
 	t.Setenv(RelayFDEnv, strconv.Itoa(dup))
 	if _, err := relayOut(); err == nil || !strings.Contains(err.Error(), "not a pipe") {
 		t.Errorf("a regular file as the relay: %v", err)
+	}
+	// It is not the relay: whatever holds it keeps it, as it was.
+	if flags, err := unix.FcntlInt(uintptr(dup), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC != 0 {
+		t.Errorf("the descriptor named by mistake was closed or changed (flags %d, %v)", flags, err)
 	}
 }

@@ -166,15 +166,7 @@ func (p *prestart) start() (*standby, error) {
 		ExtraFiles:  []*os.File{socket, theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
-	relaying, err := p.s.cfg.SpanRelay.Attach(cmd)
-	if err != nil {
-		mine.Close()
-		sb.removeDir()
-		return nil, err
-	}
-	err = cmd.Start()
-	relaying(err == nil)
-	if err != nil {
+	if err := p.s.cfg.SpanRelay.Start(cmd); err != nil {
 		mine.Close()
 		sb.removeDir()
 		return nil, err

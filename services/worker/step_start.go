@@ -80,17 +80,11 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		cmd.Env = append(cmd.Env, child.ListenFDEnv+"=3")
 		url = u
 	}
-	relaying, err := l.relay.Attach(cmd)
-	if err != nil {
-		return err
-	}
 	// Stamped before the fork: once started, the process may reach its driver
 	// (whose stamps follow this one on the launch's timeline) before Start
 	// returns here.
 	started := l.now()
-	err = cmd.Start()
-	relaying(err == nil)
-	if err != nil {
+	if err := l.relay.Start(cmd); err != nil {
 		return err
 	}
 	l.cmd, l.startedAt, l.url = cmd, started, url
