@@ -14,10 +14,11 @@ import (
 	"testing"
 
 	"github.com/glint-cluster/glint/internal/tooltest"
+	"github.com/glint-cluster/glint/pkg/child"
 )
 
-// binDir holds what the tests build once for the whole package: glint, as
-// the Dockerfile builds it.
+// binDir holds what the tests build once for the whole package: glint and
+// glint-executor, as the Dockerfile builds them.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -197,8 +198,8 @@ func TestDockerfile(t *testing.T) {
 	if env["CGO_ENABLED"] != "0" {
 		t.Errorf("Dockerfile builds glint with CGO_ENABLED=%q, want 0 (a static binary for distroless/static)", env["CGO_ENABLED"])
 	}
-	if !slices.Contains(args, "-trimpath") || !slices.Contains(args, "./cmd/glint") {
-		t.Errorf("Dockerfile: go build %v, want -trimpath … ./cmd/glint", args)
+	if !slices.Contains(args, "-trimpath") || !slices.Contains(args, "./cmd/glint") || !slices.Contains(args, "./cmd/glint-executor") {
+		t.Errorf("Dockerfile: go build %v, want -trimpath … ./cmd/glint ./cmd/glint-executor", args)
 	}
 
 	final := stages[len(stages)-1]
@@ -212,6 +213,10 @@ func TestDockerfile(t *testing.T) {
 	// Healthchecks run `glint health …` without the entrypoint: glint must be on PATH.
 	if !slices.ContainsFunc(final.all("COPY"), func(c string) bool { return strings.HasSuffix(c, " /usr/local/bin/glint") }) {
 		t.Errorf("Dockerfile: glint is not copied to /usr/local/bin/glint (on PATH, for `glint health`)")
+	}
+	// Beside glint, where its workers' executors are started from.
+	if !slices.ContainsFunc(final.all("COPY"), func(c string) bool { return strings.HasSuffix(c, " /usr/local/bin/glint"+child.ExecutorSuffix) }) {
+		t.Errorf("Dockerfile: glint-executor is not copied to /usr/local/bin/glint-executor, beside glint")
 	}
 
 	// The image agrees with docker-compose.yml: the ports its glint services
@@ -263,8 +268,9 @@ var glintBuild struct {
 	path string
 }
 
-// glintBinary builds glint with the Dockerfile's own `go build` line (for
-// this machine's OS and architecture) once per test run.
+// glintBinary builds glint, with glint-executor beside it, with the
+// Dockerfile's own `go build` line (for this machine's OS and architecture)
+// once per test run.
 func glintBinary(t testing.TB) string {
 	t.Helper()
 	glintBuild.Lock()
@@ -276,9 +282,9 @@ func glintBinary(t testing.TB) string {
 	out := filepath.Join(binDir, "glint")
 	args = slices.Clone(args)
 	if i := slices.Index(args, "-o"); i >= 0 && i+1 < len(args) {
-		args[i+1] = out
+		args[i+1] = binDir + string(filepath.Separator)
 	} else {
-		args = append([]string{"-o", out}, args...)
+		args = append([]string{"-o", binDir + string(filepath.Separator)}, args...)
 	}
 	cmd := exec.Command("go", append([]string{"build"}, args...)...)
 	cmd.Dir = tooltest.Root(t)
@@ -296,19 +302,22 @@ func glintBinary(t testing.TB) string {
 	return out
 }
 
-// distroless/static has no C library: glint must not need one.
+// distroless/static has no C library: glint and glint-executor must not need one.
 func TestDockerfileBuildsStaticGlint(t *testing.T) {
-	f, err := elf.Open(glintBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Errorf("glint built as the Dockerfile does has a dynamic loader (PT_INTERP)")
+	glint := glintBinary(t)
+	for _, bin := range []string{glint, glint + child.ExecutorSuffix} {
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
-		t.Errorf("glint built as the Dockerfile does needs shared libraries %v (%v)", libs, err)
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s built as the Dockerfile does has a dynamic loader (PT_INTERP)", filepath.Base(bin))
+			}
+		}
+		if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+			t.Errorf("%s built as the Dockerfile does needs shared libraries %v (%v)", filepath.Base(bin), libs, err)
+		}
+		f.Close()
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/glint-cluster/glint/internal/floor"
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/examples"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
@@ -262,7 +263,7 @@ func benchDriver(t testing.TB, c *benchCluster, n int, a *app.App, args ...strin
 	}}
 	d, err := servicetest.NewDriver(t, driver.Config{
 		Masters: []string{c.master.url}, App: launched, Args: args, ExecutorCores: 1, MaxCores: int32(n), ExecutorMemoryMiB: 64,
-		ExecutorCommand: []string{glintBin, "executor"}, SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: c.tp},
+		ExecutorCommand: child.ExecutorCommand(glintBin), SubmitToken: testToken, Instruments: telemetry.Instruments{TracerProvider: c.tp},
 		Conf: map[string]string{"spark.scheduler.minRegisteredResourcesRatio": "1.0", "spark.scheduler.maxRegisteredResourcesWaitingTime": "10m"},
 	})
 	if err != nil {
@@ -742,7 +743,7 @@ func (p *dispatcher) stop(t testing.TB) {
 }
 
 func TestGlintAndTheFloorsChildAreBuiltStaticallyLinked(t *testing.T) {
-	for _, bin := range []string{glintBin, buildFloor(t)} {
+	for _, bin := range []string{glintBin, glintBin + child.ExecutorSuffix, buildFloor(t)} {
 		f, err := elf.Open(bin)
 		if err != nil {
 			t.Fatal(err)

@@ -20,7 +20,9 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
-// glintBin is the glint binary built once for every test in this package.
+// glintBin is the glint binary built once for every test in this package,
+// with glint-executor beside it as the image has it: the executors of the
+// applications it submits run glint-executor (child.ExecutorCommand).
 var glintBin string
 
 // testToken is the cluster token every glint process the tests start is
@@ -32,11 +34,12 @@ func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
-// staticBuild is `go build -o out pkg` as the Dockerfile builds glint,
+// staticBuild is `go build -o out pkgs...` as the Dockerfile builds glint,
 // statically linked (CGO_ENABLED=0): what a cluster runs, with no dynamic
-// loader at each process's start.
-func staticBuild(out, pkg string) *exec.Cmd {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+// loader at each process's start. With more than one package, out is a
+// directory ending in a separator.
+func staticBuild(out string, pkgs ...string) *exec.Cmd {
+	cmd := exec.Command("go", append([]string{"build", "-o", out}, pkgs...)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	return cmd
 }
@@ -49,7 +52,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	glintBin = filepath.Join(dir, "glint")
-	build := staticBuild(glintBin, ".")
+	build := staticBuild(dir+string(filepath.Separator), ".", "../glint-executor")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build glint:", err)
@@ -69,7 +72,8 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// glintProcesses lists the pids of running processes of the test's glint binary.
+// glintProcesses lists the pids of running processes of the test's glint
+// binaries (glint and glint-executor).
 func glintProcesses() []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
@@ -78,7 +82,7 @@ func glintProcesses() []int {
 		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == glintBin {
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && filepath.Dir(exe) == filepath.Dir(glintBin) {
 			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !isZombie(stat) {
 				pids = append(pids, pid)
 			}
@@ -333,9 +337,16 @@ func runGlint(t testing.TB, args ...string) (stdout, stderr string, err error) {
 // glintWithEnv runs a glint client command with env added to its environment.
 func glintWithEnv(t testing.TB, env []string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return runBinary(t, glintBin, env, args...)
+}
+
+// runBinary runs bin, a glint binary, as a client command with env added to
+// its environment.
+func runBinary(t testing.TB, bin string, env []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, glintBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

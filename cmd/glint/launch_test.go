@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -41,21 +42,45 @@ func TestPiInClientModeRunsOnExecutorProcesses(t *testing.T) {
 	if app.State != "FINISHED" || len(app.Executors) != 4 {
 		t.Errorf("completed app %+v; want FINISHED with 4 executors", app)
 	}
-	// Every executor ran as a process of its own, with its logs in the work dir.
+	// Every executor ran as a process of its own, of the executor program
+	// beside glint, with its logs in the work dir.
+	program := strconv.Quote(glintBin + child.ExecutorSuffix)
 	logs := 0
 	for _, dir := range c.workDirs {
 		for _, stream := range []string{"stdout", "stderr"} {
 			files, _ := filepath.Glob(filepath.Join(dir, app.ID, "*", stream))
 			for _, f := range files {
 				logs++
-				if head := firstLine(t, f); !strings.HasPrefix(head, "Launch command: ") || !strings.Contains(head, `"executor"`) {
-					t.Errorf("%s starts with %q, want the launch command", f, head)
+				if head := firstLine(t, f); !strings.HasPrefix(head, "Launch command: "+program+" ") {
+					t.Errorf("%s starts with %q, want the launch command of %s", f, head, program)
 				}
 			}
 		}
 	}
 	if logs != 8 {
 		t.Errorf("found %d executor log files, want 8 (stdout and stderr of 4 executors)", logs)
+	}
+}
+
+func TestAGlintWithNoExecutorProgramBesideItHasItsExecutorsRunGlintExecutor(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	// glint alone, as `go run ./cmd/glint` builds it.
+	lone := filepath.Join(t.TempDir(), "glint")
+	if err := os.Link(glintBin, lone); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runBinary(t, lone, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "pi", "2")
+	if err != nil || !piResult.MatchString(stdout) {
+		t.Fatalf("submit: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(c.workDirs[0], "app-*", "*", "stderr"))
+	if len(files) != 1 {
+		t.Fatalf("executor stderr files %v, want one", files)
+	}
+	if head, want := firstLine(t, files[0]), "Launch command: "+strconv.Quote(lone)+` "executor" `; !strings.HasPrefix(head, want) {
+		t.Errorf("the executor's log starts with %q, want %q…", head, want)
 	}
 }
 

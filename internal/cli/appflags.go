@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/glint-cluster/glint/internal/process"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -95,7 +96,7 @@ func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config, watch
 	if err != nil {
 		return nil, err
 	}
-	ln, url, err := listen(":0", host)
+	ln, url, err := process.Listen(":0", host)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config, watch
 		go func() { defer close(done); watch(watchCtx, d) }()
 		defer func() { stop(); <-done }()
 	}
-	return d, serve(ctx, log, ln, url, "", d)
+	return d, process.Serve(ctx, log, ln, url, "", d)
 }
 
 func appNames(apps *app.Registry) string {

@@ -39,10 +39,10 @@ func newDecommissionCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("decommission %s: %w", id, err)
 			}
 			if resp.Msg.GetAlready() {
-				fmt.Fprintf(g.stdout, "Worker %s was already decommissioned\n", id)
+				fmt.Fprintf(g.Stdout, "Worker %s was already decommissioned\n", id)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "Worker %s decommissioned\n", id)
+			fmt.Fprintf(g.Stdout, "Worker %s decommissioned\n", id)
 			return nil
 		},
 	}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/glint-cluster/glint/internal/process"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -57,7 +58,7 @@ const (
 const demoStartLimit = time.Minute
 
 func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
-	pi, ok := g.apps.App("pi")
+	pi, ok := g.Apps.App("pi")
 	if !ok {
 		return errors.New("demo: this binary has no pi application")
 	}
@@ -70,7 +71,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		return fmt.Errorf("demo: %w", err)
 	}
 	if f.keep {
-		fmt.Fprintf(g.stdout, "Logs and work dirs in %s\n", dir)
+		fmt.Fprintf(g.Stdout, "Logs and work dirs in %s\n", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
@@ -90,8 +91,8 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	if err := os.WriteFile(tokenFile, []byte(rpc.NewToken()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	g.tokenFile = tokenFile
-	token, err := g.token()
+	g.TokenFile = tokenFile
+	token, err := g.Token()
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	if err := waitForWorkers(ctx, g, masterURL, demoWorkers); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stdout, "Master %s with %d workers of %d cores and %s\n", masterURL, demoWorkers, demoCores, demoMemory)
+	fmt.Fprintf(g.Stdout, "Master %s with %d workers of %d cores and %s\n", masterURL, demoWorkers, demoCores, demoMemory)
 
 	// The application, with its driver in this process (client mode); it waits
 	// until all four executors registered before running tasks.
@@ -128,7 +129,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer logFile.Close()
-	log, err := telemetry.NewLogger(logFile, g.logLevel, telemetry.ServiceDriver)
+	log, err := telemetry.NewLogger(logFile, g.LogLevel, telemetry.ServiceDriver)
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
@@ -136,7 +137,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	defer flusher(log, shutdown)()
+	defer process.Flusher(log, shutdown)()
 	ctx, span := telemetry.Tracer(tp).Start(ctx, "submit", trace.WithAttributes(attribute.String("glint.app.name", pi.Name)))
 	defer span.End()
 	cfg := driver.Config{
@@ -147,7 +148,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 			"spark.scheduler.maxRegisteredResourcesWaitingTime": "2m",
 		},
 	}
-	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.stdout, log)
+	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, g.Stdout, log)
 	if err != nil {
 		return err
 	}
@@ -158,8 +159,8 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Fprintf(g.stdout, "Ran pi %d as %s\n", f.slices, d.AppID())
-	printTimelines(g.stdout, submitted, d.Timelines())
+	fmt.Fprintf(g.Stdout, "Ran pi %d as %s\n", f.slices, d.AppID())
+	printTimelines(g.Stdout, submitted, d.Timelines())
 	return nil
 }
 

@@ -34,7 +34,7 @@ func newHealthCommand(g *globals) *cobra.Command {
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("health %s: %s", args[0], resp.Status)
 			}
-			fmt.Fprintln(g.stdout, "ok")
+			fmt.Fprintln(g.Stdout, "ok")
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/internal/process"
 	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -129,7 +130,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if store != nil {
 		defer store.Close()
 	}
-	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceMaster, nil)
+	log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
 		return err
 	}
@@ -145,14 +146,14 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 
 	// Listener: opened first, because its address is the master's URL.
-	ln, url, err := listen(f.listen, host)
+	ln, url, err := process.Listen(f.listen, host)
 	if err != nil {
 		return err
 	}
 
 	// Tokens: the cluster token from --token-file, submit tokens from
 	// --submit-token-file (the cluster token if none is given).
-	cluster, err := g.token()
+	cluster, err := g.Token()
 	if err != nil {
 		ln.Close()
 		return err
@@ -183,7 +184,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		}
 	}
 
-	redaction, err := g.redactor()
+	redaction, err := g.Redactor()
 	if err != nil {
 		ln.Close()
 		return err
@@ -198,7 +199,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
 	}
-	var m service
+	var m process.Service
 	if f.recoveryMode == "etcd" {
 		cli, err := f.etcdClient()
 		if err != nil {
@@ -216,7 +217,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 
 	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut, "recovery_mode", f.recoveryMode)
-	return serve(ctx, log, ln, url, f.urlFile, m)
+	return process.Serve(ctx, log, ln, url, f.urlFile, m)
 }
 
 // checkLinkURL checks a URL the web UI links to: empty, or http(s) with a host.

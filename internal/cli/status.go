@@ -30,7 +30,7 @@ func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient
 	if err != nil {
 		return nil, fmt.Errorf("--master: %w", err)
 	}
-	token, err := g.token()
+	token, err := g.Token()
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			redaction, err := g.redactor()
+			redaction, err := g.Redactor()
 			if err != nil {
 				return err
 			}
@@ -103,7 +103,7 @@ func printJSON(g *globals, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(g.stdout, string(b))
+	fmt.Fprintln(g.Stdout, string(b))
 	return nil
 }
 
@@ -137,8 +137,8 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 	if st.GetEpoch() != 0 {
 		status += fmt.Sprintf(", epoch %d", st.GetEpoch())
 	}
-	fmt.Fprintf(g.stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), status)
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(g.Stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), status)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tLAST HEARTBEAT")
 	for _, w := range st.GetWorkers() {
 		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d/%d used\t%s/%s used\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
@@ -147,14 +147,14 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 			time.Since(w.GetLastHeartbeat().AsTime()).Round(time.Second))
 	}
 	tw.Flush()
-	fmt.Fprintln(g.stdout, "\nApplications")
+	fmt.Fprintln(g.Stdout, "\nApplications")
 	printApps(g, append(st.GetActiveApps(), st.GetCompletedApps()...), false)
-	fmt.Fprintln(g.stdout, "\nDrivers")
+	fmt.Fprintln(g.Stdout, "\nDrivers")
 	printDrivers(g, append(st.GetActiveDrivers(), st.GetCompletedDrivers()...))
 }
 
 func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tSTATUS")
 	for _, a := range apps {
 		running := 0
@@ -172,8 +172,8 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 		return
 	}
 	for _, a := range apps {
-		fmt.Fprintln(g.stdout, "\nExecutors")
-		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(g.Stdout, "\nExecutors")
+		tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tWORKER\tSTATE\tCORES\tMEMORY\tMESSAGE")
 		for _, e := range a.GetExecutors() {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.GetId(), e.GetWorkerId(), lifecycle.Name(e.GetState()),
@@ -195,7 +195,7 @@ func appStatus(a *masterv1.ApplicationInfo) string {
 }
 
 func printDrivers(g *globals, drivers []*masterv1.DriverInfo) {
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tCORES\tMEMORY\tMESSAGE")
 	for _, d := range drivers {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), d.GetDescription().GetName(), lifecycle.Name(d.GetState()),
@@ -235,6 +235,6 @@ func kill(ctx context.Context, g *globals, client masterv1connect.MasterServiceC
 	if err != nil {
 		return fmt.Errorf("kill %s: %w", id, err)
 	}
-	fmt.Fprintf(g.stdout, "Kill requested for %s\n", id)
+	fmt.Fprintf(g.Stdout, "Kill requested for %s\n", id)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/process"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/redact"
@@ -59,7 +60,7 @@ func TestStatusHidesSecretsOfCommands(t *testing.T) {
 	} {
 		t.Run(strings.Join(append([]string{"status"}, args...), " "), func(t *testing.T) {
 			var out bytes.Buffer
-			cmd := newStatusCommand(&globals{stdout: &out, stderr: &out})
+			cmd := newStatusCommand(&globals{&process.Globals{Stdout: &out, Stderr: &out}})
 			cmd.SetArgs(append([]string{"--master", url}, args...))
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/glint-cluster/glint/internal/process"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/child"
@@ -45,7 +46,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 				return runSubmit(cmd.Context(), g, f, args)
 			}
 			// Bad flags fail at once rather than on every run.
-			if _, err := f.driverConfig(g.apps, args); err != nil {
+			if _, err := f.driverConfig(g.Apps, args); err != nil {
 				return err
 			}
 			repeat(cmd.Context(), g, f.every, func(ctx context.Context) error { return runSubmit(ctx, g, f, args) })
@@ -64,7 +65,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 }
 
 func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (err error) {
-	cfg, err := f.driverConfig(g.apps, args)
+	cfg, err := f.driverConfig(g.Apps, args)
 	if err != nil {
 		return err
 	}
@@ -75,10 +76,10 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	if cfg.SubmitToken, err = g.token(); err != nil {
+	if cfg.SubmitToken, err = g.Token(); err != nil {
 		return err
 	}
-	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceSubmit, nil)
+	log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceSubmit, nil)
 	if err != nil {
 		return err
 	}
@@ -98,10 +99,10 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 		return submitCluster(ctx, g, f, exe, cfg.Masters, cfg.SubmitToken, args)
 	}
 	var watch func(context.Context, *driver.Driver)
-	stdout := g.stdout
+	stdout := g.Stdout
 	if f.wait {
 		// The application's progress on stderr, its output above it.
-		line := newProgressLine(g.stderr, time.Now())
+		line := newProgressLine(g.Stderr, time.Now())
 		stdout = line.above(stdout)
 		watch = func(ctx context.Context, d *driver.Driver) { followProgress(ctx, line, d) }
 	}
@@ -123,8 +124,8 @@ func clientMode(ctx context.Context, cfg *driver.Config, exe string, stdout io.W
 	if err != nil {
 		return nil, err
 	}
-	cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = []string{exe, "executor"}, stdout, log, tp
-	return flusher(log, shutdown), nil
+	cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = child.ExecutorCommand(exe), stdout, log, tp
+	return process.Flusher(log, shutdown), nil
 }
 
 // submitCluster is spark-submit's cluster mode: the master queues a driver,
@@ -157,7 +158,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	}
 	id := resp.Msg.GetDriverId()
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(id))
-	fmt.Fprintln(g.stdout, id)
+	fmt.Fprintln(g.Stdout, id)
 	if !f.wait {
 		return nil
 	}
@@ -168,7 +169,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 // application's executors, and returns an exit status error unless it
 // FINISHED.
 func followDriver(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
-	line := newProgressLine(g.stderr, time.Now())
+	line := newProgressLine(g.Stderr, time.Now())
 	defer line.end()
 	t := time.NewTicker(line.interval())
 	defer t.Stop()
@@ -195,9 +196,9 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 		if lifecycle.DriverFinished(d.GetState()) {
 			line.end()
 			if d.GetMessage() != "" {
-				fmt.Fprintf(g.stderr, "driver %s: %s\n", id, d.GetMessage())
+				fmt.Fprintf(g.Stderr, "driver %s: %s\n", id, d.GetMessage())
 			}
-			return exitError(1)
+			return process.ExitError(1)
 		}
 		select {
 		case <-ctx.Done():
@@ -230,12 +231,12 @@ func newDriverCommand(g *globals) *cobra.Command {
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// First of all: a cluster-mode driver never outlives its worker.
-			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval, workerDeathGrace)
+			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), process.WorkerWatchInterval, process.WorkerDeathGrace)
 			if err != nil {
 				return err
 			}
 			defer stopWatching()
-			cfg, err := f.driverConfig(g.apps, args)
+			cfg, err := f.driverConfig(g.Apps, args)
 			if err != nil {
 				return err
 			}
@@ -243,19 +244,19 @@ func newDriverCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceDriver,
+			log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceDriver,
 				map[string]string{"driver_id": driverID}, telemetry.DriverID.String(driverID))
 			if err != nil {
 				return err
 			}
 			defer stopObserving()
-			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, []string{exe, "executor"}, g.stdout, log, tp
+			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, child.ExecutorCommand(exe), g.Stdout, log, tp
 			// The master made a submit token for this driver; run by hand,
 			// it uses --token-file's.
 			cfg.SubmitToken = os.Getenv(child.SubmitTokenEnv)
 			os.Unsetenv(child.SubmitTokenEnv) // nothing the application starts inherits it
 			if cfg.SubmitToken == "" {
-				if cfg.SubmitToken, err = g.token(); err != nil {
+				if cfg.SubmitToken, err = g.Token(); err != nil {
 					return err
 				}
 			}
@@ -276,7 +277,7 @@ func repeat(ctx context.Context, g *globals, every time.Duration, submit func(co
 	defer t.Stop()
 	for {
 		if err := submit(ctx); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(g.stderr, "glint: submit: %v\n", err)
+			fmt.Fprintf(g.Stderr, "glint: submit: %v\n", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -21,7 +21,7 @@ func newTokenCommand(g *globals) *cobra.Command {
 			"  glint token > cluster.token && chmod 600 cluster.token",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(g.stdout, rpc.NewToken())
+			_, err := fmt.Fprintln(g.Stdout, rpc.NewToken())
 			return err
 		},
 	}

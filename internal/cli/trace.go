@@ -52,13 +52,13 @@ func newTraceCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("find the task traces of %s: %w", args[0], err)
 			}
 			tree := newSpanTree(t)
-			fmt.Fprintf(g.stdout, "Trace %s of %s: %d spans, %d deep\n", t.TraceID, args[0], len(t.Spans), tree.depth())
+			fmt.Fprintf(g.Stdout, "Trace %s of %s: %d spans, %d deep\n", t.TraceID, args[0], len(t.Spans), tree.depth())
 			if all {
-				fmt.Fprintln(g.stdout)
-				printWaterfall(g.stdout, tree)
+				fmt.Fprintln(g.Stdout)
+				printWaterfall(g.Stdout, tree)
 			}
-			printLaunches(g.stdout, tree)
-			printTaskTraces(g.stdout, t.TraceID, tasks)
+			printLaunches(g.Stdout, tree)
+			printTaskTraces(g.Stdout, t.TraceID, tasks)
 			return nil
 		},
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/internal/process"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -91,7 +92,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	}
 
 	// Listener: opened first, because its address is the worker's URL and id.
-	ln, url, err := listen(f.listen, host)
+	ln, url, err := process.Listen(f.listen, host)
 	if err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		ln.Close()
 		return err
 	}
-	log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceWorker, map[string]string{"worker_id": id})
+	log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceWorker, map[string]string{"worker_id": id})
 	if err != nil {
 		ln.Close()
 		return err
@@ -109,7 +110,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 
 	// Tokens: the cluster token, which the worker accepts (from the master)
 	// and sends (to the master).
-	cluster, err := g.token()
+	cluster, err := g.Token()
 	if err != nil {
 		ln.Close()
 		return err
@@ -120,7 +121,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		return err
 	}
 
-	redaction, err := g.redactor()
+	redaction, err := g.Redactor()
 	if err != nil {
 		ln.Close()
 		return err
@@ -131,8 +132,8 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
 		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL,
-		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.tls,
-		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp}, SpanRelay: g.relay,
+		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.TLS,
+		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp}, SpanRelay: g.Relay,
 	})
 	if err != nil {
 		ln.Close()
@@ -141,7 +142,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 
 	log.Info("worker starting", "id", w.ID(), "cores", f.cores, "memory_mib", memory)
 	decommissionOnSIGPWR(ctx, w)
-	return serve(ctx, log, ln, url, f.urlFile, w)
+	return process.Serve(ctx, log, ln, url, f.urlFile, w)
 }
 
 func workerMemory(s string) (int64, error) {

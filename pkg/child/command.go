@@ -2,6 +2,7 @@ package child
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -60,8 +61,28 @@ const (
 	flagDriverID   = "driver-id"
 )
 
+// ExecutorSubcommand is the glint command that runs an executor:
+// `glint executor`.
+const ExecutorSubcommand = "executor"
+
+// ExecutorSuffix names a binary's executor program: glint-executor beside
+// glint (cmd/glint-executor), a user's myapp-executor beside myapp, is the
+// executor command alone, built with the same applications.
+const ExecutorSuffix = "-executor"
+
+// ExecutorCommand is how a binary at path self has its executors started:
+// its executor program (self + ExecutorSuffix) when that is an executable
+// file, whose start links and initialises only what an executor needs;
+// otherwise `self executor`.
+func ExecutorCommand(self string) []string {
+	if fi, err := os.Stat(self + ExecutorSuffix); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return []string{self + ExecutorSuffix}
+	}
+	return []string{self, ExecutorSubcommand}
+}
+
 // ExecutorTemplate returns the arguments that follow an executor command
-// (such as ["/usr/local/bin/glint", "executor"]) in an application's command
+// (such as ["/usr/local/bin/glint-executor"]) in an application's command
 // template: the driver's URL, and placeholders for what the worker knows.
 func ExecutorTemplate(driverURL string) []string {
 	return []string{

@@ -1,6 +1,8 @@
 package child
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -42,5 +44,31 @@ func TestSubstituteReplacesEachArgumentSeparately(t *testing.T) {
 	want := []string{"a b/{{APP_ID}}", "a b x", "{{UNKNOWN}}", "{{APP_ID"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Substitute = %q, want %q (values are never substituted again)", got, want)
+	}
+}
+
+func TestABinarysExecutorsRunItsExecutorProgramWhenOneIsBesideIt(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "glint")
+	program := self + ExecutorSuffix
+	for _, tc := range []struct {
+		name string
+		make func() error
+		want []string
+	}{
+		{"none beside it", func() error { return nil }, []string{self, "executor"}},
+		{"a directory", func() error { return os.Mkdir(program, 0o755) }, []string{self, "executor"}},
+		{"a file no one may run", func() error { return os.WriteFile(program, nil, 0o644) }, []string{self, "executor"}},
+		{"an executable file", func() error { return os.WriteFile(program, nil, 0o755) }, []string{program}},
+	} {
+		if err := os.RemoveAll(program); err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.make(); err != nil {
+			t.Fatal(err)
+		}
+		if got := ExecutorCommand(self); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: executor command %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

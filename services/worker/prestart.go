@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -23,16 +24,19 @@ import (
 const MaxPrestartExecutors = 64
 
 // prestart keeps Config.PrestartExecutors idle executor processes ready
-// (`glint executor` of the worker's own binary, waiting for a claim): a
-// launch whose command is that binary's executor claims one instead of
+// (the worker's own binary's executor command, child.ExecutorCommand:
+// glint-executor beside it, else `glint executor`; waiting for a claim): a
+// launch whose command is that executor command claims one instead of
 // starting a process (the claim step), and a replacement starts in the
 // background once the claimed executor registered with its driver. A prestarted process serves one claim, so it is never shared
 // between applications. Methods of a nil *prestart do nothing: the worker
 // prestarts nothing.
 type prestart struct {
-	s    *Server
-	path string // the worker's executable, which prestarted processes run
-	want int
+	s *Server
+	// command is what prestarted processes run: the executor command of
+	// the worker's own binary, the program's path first.
+	command []string
+	want    int
 
 	mu   sync.Mutex
 	idle []*standby // ready for a claim
@@ -64,7 +68,7 @@ func newPrestart(s *Server) (*prestart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prestart executors: %w", err)
 	}
-	return &prestart{s: s, path: path, want: s.cfg.PrestartExecutors, warming: map[*standby]bool{}}, nil
+	return &prestart{s: s, command: child.ExecutorCommand(path), want: s.cfg.PrestartExecutors, warming: map[*standby]bool{}}, nil
 }
 
 // fill starts processes in the background until want are idle or starting.
@@ -151,8 +155,8 @@ func (p *prestart) start() (*standby, error) {
 	}
 	defer theirs.Close()
 	cmd := &exec.Cmd{
-		Path: p.path,
-		Args: []string{p.path, "executor"},
+		Path: p.command[0],
+		Args: p.command,
 		Env: mergeEnv(os.Environ(), child.WorkerEnv(p.s.cfg.TLS), []string{
 			child.WorkerPIDEnv + "=" + strconv.Itoa(os.Getpid()),
 			child.WorkerURLEnv + "=" + p.s.cfg.URL,
@@ -176,7 +180,7 @@ func (p *prestart) start() (*standby, error) {
 }
 
 // claim is the step that claims an idle process for l, when its command is
-// this binary's executor with no environment of its own (a prestarted process
+// the prestarted processes' executor command with no environment of its own (a prestarted process
 // could not honour variables read at start, such as GOMAXPROCS); nil when
 // none fits.
 func (p *prestart) claim(l *launch) step {
@@ -190,11 +194,12 @@ func (p *prestart) claim(l *launch) step {
 }
 
 func (p *prestart) take(l *launch) *standby {
-	if len(l.template.GetEnv()) > 0 || len(l.argv) < 2 || l.argv[1] != "executor" {
+	n := len(p.command)
+	if len(l.template.GetEnv()) > 0 || len(l.argv) < n || !slices.Equal(l.argv[1:n], p.command[1:]) {
 		return nil
 	}
 	path, err := lookPath(l.redaction, l.argv[0])
-	if err != nil || !sameFile(path, p.path) {
+	if err != nil || !sameFile(path, p.command[0]) {
 		return nil
 	}
 	p.mu.Lock()
@@ -300,7 +305,7 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()
-	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[2:], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}); err != nil {
+	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
 		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))

@@ -19,18 +19,28 @@ func TestOnlyThisBinarysExecutorWithoutItsOwnEnvironmentClaimsAPrestartedProcess
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The executor program beside a binary (glint-executor beside glint).
+	program := filepath.Join(t.TempDir(), "glint-executor")
+	if err := os.WriteFile(program, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name  string
-		argv  []string
-		env   map[string]string
-		claim bool
+		name    string
+		command []string // the prestarted processes'
+		argv    []string
+		env     map[string]string
+		claim   bool
 	}{
-		{"this binary's executor", []string{self, "executor", "--cores", "1"}, nil, true},
-		{"with an environment of its own", []string{self, "executor"}, map[string]string{"GOMAXPROCS": "1"}, false},
-		{"another subcommand", []string{self, "driver"}, nil, false},
-		{"another binary", []string{"/bin/true", "executor"}, nil, false},
+		{"this binary's executor", []string{self, "executor"}, []string{self, "executor", "--cores", "1"}, nil, true},
+		{"with an environment of its own", []string{self, "executor"}, []string{self, "executor"}, map[string]string{"GOMAXPROCS": "1"}, false},
+		{"another subcommand", []string{self, "executor"}, []string{self, "driver"}, nil, false},
+		{"another binary", []string{self, "executor"}, []string{"/bin/true", "executor"}, nil, false},
+		{"this binary's executor program", []string{program}, []string{program, "--cores", "1"}, nil, true},
+		{"the binary instead of its executor program", []string{program}, []string{"/bin/true", "--cores", "1"}, nil, false},
+		{"the executor subcommand where its program runs", []string{program}, []string{self, "executor", "--cores", "1"}, nil, false},
+		{"the executor program where the subcommand runs", []string{self, "executor"}, []string{program, "--cores", "1"}, nil, false},
 	} {
-		p := &prestart{path: self, idle: []*standby{{url: "http://127.0.0.1:1"}}}
+		p := &prestart{command: tc.command, idle: []*standby{{url: "http://127.0.0.1:1"}}}
 		l := &launch{argv: tc.argv, template: &masterv1.Command{Args: tc.argv, Env: tc.env}}
 		if got := p.take(l) != nil; got != tc.claim {
 			t.Errorf("%s: claimed %v, want %v", tc.name, got, tc.claim)
@@ -61,7 +71,7 @@ func TestAPrestartedProcessIsOfferedToLaunchesOnlyOnceItSaysItIsReadyAndItsDirIs
 	sb := prestartedDir(t, t.TempDir())
 	sb.cmd, sb.claim, sb.url = cmd, mine, "http://127.0.0.1:1"
 	made := sb.dir
-	p := &prestart{s: &Server{cfg: Config{KillGrace: 10 * time.Millisecond}, log: testLogger()}, path: self, want: 1,
+	p := &prestart{s: &Server{cfg: Config{KillGrace: 10 * time.Millisecond}, log: testLogger()}, command: []string{self, "executor"}, want: 1,
 		starting: 1, warming: map[*standby]bool{}}
 	go p.admit(sb, nil)
 	waiting := func() bool {

@@ -1,4 +1,4 @@
-package cli
+package process
 
 import (
 	"errors"
@@ -16,7 +16,9 @@ import (
 	"github.com/glint-cluster/glint/services/executor"
 )
 
-func newExecutorCommand(g *globals) *cobra.Command {
+// NewExecutorCommand is `glint executor`, the executor backend a worker
+// starts for an application (and all of glint-executor).
+func NewExecutorCommand(g *Globals) *cobra.Command {
 	var cfg executor.Config
 	var args child.ExecutorArgs
 	cmd := &cobra.Command{
@@ -26,7 +28,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// First of all: an executor never outlives its worker.
-			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), workerWatchInterval, workerDeathGrace)
+			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), WorkerWatchInterval, WorkerDeathGrace)
 			if err != nil {
 				return err
 			}
@@ -49,7 +51,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				// so that its last words reach them too. The channel closes
 				// with the process at the latest.
 				defer func() { _ = claim.Settle() }()
-				g.stderr = claim.Hold(g.stderr)
+				g.Stderr = claim.Hold(g.Stderr)
 				// It was started on one core (GOMAXPROCS=1): it takes its
 				// cores once registered, off its launch's path.
 				cfg.Settle = claim.Settle
@@ -70,7 +72,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			}
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
-			log, tp, stopObserving, err := g.observe(ctx, telemetry.ServiceExecutor,
+			log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceExecutor,
 				map[string]string{"app_id": args.AppID, "executor_id": fmt.Sprint(args.ExecutorID)},
 				telemetry.AppID.String(args.AppID), telemetry.ExecutorID.Int(int(args.ExecutorID)))
 			if err != nil {
@@ -85,14 +87,14 @@ func newExecutorCommand(g *globals) *cobra.Command {
 			}
 			url := ""
 			if ln == nil {
-				ln, url, err = listen(":0", args.Hostname)
+				ln, url, err = Listen(":0", args.Hostname)
 				if err != nil {
 					return err
 				}
 			} else {
 				url = rpc.URL(ln.Addr(), args.Hostname)
 			}
-			cfg.ExecutorArgs, cfg.URL, cfg.Apps, cfg.Logger, cfg.TracerProvider = args, url, g.apps, log, tp
+			cfg.ExecutorArgs, cfg.URL, cfg.Apps, cfg.Logger, cfg.TracerProvider = args, url, g.Apps, log, tp
 			// The token is unset once read: nothing a task starts inherits it.
 			cfg.AppToken = os.Getenv(child.AppTokenEnv)
 			os.Unsetenv(child.AppTokenEnv)
@@ -101,7 +103,7 @@ func newExecutorCommand(g *globals) *cobra.Command {
 				ln.Close()
 				return err
 			}
-			if err := serve(telemetry.ContextFromEnv(ctx), log, ln, url, "", s); err != nil {
+			if err := Serve(telemetry.ContextFromEnv(ctx), log, ln, url, "", s); err != nil {
 				return fmt.Errorf("executor %d of %s: %w", args.ExecutorID, args.AppID, err)
 			}
 			return nil

@@ -1,0 +1,16 @@
+// Command glint-executor is `glint executor` alone, with the built-in
+// applications pi, wordcount, sleep and hold: beside glint, it is what
+// workers start for the executors of the applications glint submits, and,
+// being a third of glint's size, it starts faster.
+package main
+
+import (
+	"os"
+
+	"github.com/glint-cluster/glint/executor"
+	"github.com/glint-cluster/glint/pkg/examples"
+)
+
+func main() {
+	os.Exit(executor.Main(examples.Apps()...))
+}
