@@ -440,7 +440,7 @@ func idleExecutorRSS(t testing.TB, c *benchCluster) {
 	peakAnon := float64(max(anon[0], anon[1], anon[2], anon[3])) / 1024
 	benchtable.Record(t, benchtable.Row{
 		ID: "8b", What: "idle executor RSS (registered, before its first task; largest of 4)",
-		Result: fmt.Sprintf("%.1f MiB, of it %.1f MiB its own (RssAnon); the rest is the glint binary's pages, which every glint process shares", peak, peakAnon),
+		Result: fmt.Sprintf("%.1f MiB, of it %.1f MiB its own (RssAnon); the rest is glint-executor's pages, which every executor shares", peak, peakAnon),
 		Target: "≤ 20 MiB", Met: benchtable.Check(peak, 20, true),
 		Figures: map[string]float64{"rss_mib": peak, "rss_anon_mib": peakAnon},
 	})
