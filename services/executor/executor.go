@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/executor/v1/executorv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
@@ -98,7 +97,7 @@ func (c *Config) validate() error {
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	driver driverv1connect.DriverServiceClient
+	driver *driverClient
 	// reports delivers the tasks' ends to the driver in order, batched.
 	reports reports
 	metrics *metrics
@@ -141,7 +140,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver:  driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
+		driver:  newDriverClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		metrics: newMetrics(cfg.Registry),
 		life:    life,
 		stop:    stop,
@@ -231,7 +230,7 @@ func (s *Server) connect(ctx context.Context) error {
 	go func() {
 		defer ask()
 		err := s.call(propsCtx, "retrieve properties", func(ctx context.Context) error {
-			resp, err := s.driver.RetrieveSparkProps(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
+			resp, err := s.driver.retrieveSparkProps.CallUnary(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
 				AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID,
 			}))
 			if err == nil {
@@ -265,7 +264,7 @@ func (s *Server) connect(ctx context.Context) error {
 		}
 	}
 	err := s.call(registerCtx, "register", func(ctx context.Context) error {
-		_, err := s.driver.RegisterExecutor(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
+		_, err := s.driver.registerExecutor.CallUnary(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
 			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, Hostname: s.cfg.Hostname,
 			Cores: s.cfg.Cores, ExecutorUrl: s.cfg.URL, WorkerUrl: s.cfg.WorkerURL, PropsAsked: true,
 		}))
@@ -278,7 +277,7 @@ func (s *Server) connect(ctx context.Context) error {
 	// driver offers it tasks once it says it is launched).
 	s.handler()
 	return s.call(ctx, "report launched", func(ctx context.Context) error {
-		_, err := s.driver.LaunchedExecutor(ctx, connect.NewRequest(&driverv1.LaunchedExecutorRequest{ExecutorId: s.cfg.ExecutorID}))
+		_, err := s.driver.launchedExecutor.CallUnary(ctx, connect.NewRequest(&driverv1.LaunchedExecutorRequest{ExecutorId: s.cfg.ExecutorID}))
 		return err
 	})
 }
@@ -406,7 +405,7 @@ func (s *Server) runTask(t *task) {
 func (s *Server) report(ctx context.Context, status *driverv1.TaskStatus) {
 	s.metrics.tasks.WithLabelValues(lifecycle.Label(status.GetState())).Inc()
 	s.reports.add(ctx, status, func(ctx context.Context, batch []*driverv1.TaskStatus) {
-		_, err := s.driver.StatusUpdate(ctx, connect.NewRequest(&driverv1.StatusUpdateRequest{ExecutorId: s.cfg.ExecutorID, Updates: batch}))
+		_, err := s.driver.statusUpdate.CallUnary(ctx, connect.NewRequest(&driverv1.StatusUpdateRequest{ExecutorId: s.cfg.ExecutorID, Updates: batch}))
 		if err == nil {
 			return
 		}

@@ -12,15 +12,18 @@ import (
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
-	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Warm makes, before a prestarted executor's claim, the calls its launch
 // begins with (RetrieveSparkProps and RegisterExecutor) to a stand-in driver
-// on loopback inside this process, through a client built as the executor's
-// is with tp: the code and data of that path are loaded and initialised
-// ahead of the claim instead of on the launch's clock, and so is the local
-// time zone. It talks to nothing outside the process.
+// on loopback inside this process, through an executor made by New for it
+// with tp: the code and data of that path, the executor's making included,
+// are loaded and initialised ahead of the claim instead of on the launch's
+// clock, and so is the local time zone. It talks to nothing outside the
+// process.
 func Warm(ctx context.Context, tp trace.TracerProvider) error {
 	// The local time zone, read from a file on first use: log lines show it.
 	time.Now().Zone()
@@ -35,14 +38,24 @@ func Warm(ctx context.Context, tp trace.TracerProvider) error {
 	srv := &http.Server{Handler: mux, Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	httpClient := rpc.NewHTTPClient()
-	defer httpClient.CloseIdleConnections()
-	client := driverv1connect.NewDriverServiceClient(httpClient, "http://"+ln.Addr().String(), rpc.ClientOptions(tp, "warm-up")...)
+	url := "http://" + ln.Addr().String()
+	apps, err := app.NewRegistry()
+	if err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	s, err := New(Config{
+		ExecutorArgs: child.ExecutorArgs{DriverURL: url, AppID: "app-20260101000000-0000", Cores: 1, Hostname: "127.0.0.1"},
+		URL:          url, Apps: apps, AppToken: "warm-up",
+		Instruments: telemetry.Instruments{TracerProvider: tp},
+	})
+	if err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = client.RetrieveSparkProps(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{AppId: "app-20260101000000-0000"}))
+	_, err = s.driver.retrieveSparkProps.CallUnary(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{AppId: "app-20260101000000-0000"}))
 	if err == nil {
-		_, err = client.RegisterExecutor(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{AppId: "app-20260101000000-0000", Cores: 1}))
+		_, err = s.driver.registerExecutor.CallUnary(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{AppId: "app-20260101000000-0000", Cores: 1}))
 	}
 	return err
 }
