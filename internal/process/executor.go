@@ -26,6 +26,8 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 		Short:  "Run an executor backend (started by workers)",
 		Args:   cobra.NoArgs,
 		Hidden: true,
+		// It watches SIGTERM and SIGINT once registered.
+		Annotations: map[string]string{lateSignals: ""},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// First of all: an executor never outlives its worker.
 			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), WorkerWatchInterval, WorkerDeathGrace)
@@ -38,6 +40,8 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 			// its claim comes: the launch it becomes, with its arguments.
 			cfg.Registry = telemetry.NewRegistry()
 			if os.Getenv(child.ClaimFDEnv) != "" {
+				// Its start is on no launch's path.
+				WatchSignals(ctx)
 				if err := executor.Warm(ctx, otel.GetTracerProvider()); err != nil {
 					return err
 				}
@@ -69,6 +73,13 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				}
 			case !errors.Is(err, child.ErrNotPrestarted):
 				return err
+			}
+			registered := cfg.Registered
+			cfg.Registered = func() {
+				WatchSignals(ctx)
+				if registered != nil {
+					registered()
+				}
 			}
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
