@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # Glint's image: the static binary `glint` and, beside it, `glint-executor`
-# (`glint executor` alone: a third of the size, so each executor starts
-# sooner), on distroless/static, running as the distroless "nonroot" user
+# (`glint executor` alone: two-thirds of glint's size, so each executor
+# starts sooner), on distroless/static, running as the distroless "nonroot" user
 # (65532). Every Glint process runs from glint — master, worker, submit — and
 # so do cluster-mode drivers, which a worker starts as child processes
 # (`glint driver …`) inside its own container, in its work dir /work; the

@@ -1,7 +1,7 @@
 // Command glint-executor is `glint executor` alone, with the built-in
 // applications pi, wordcount, sleep and hold: beside glint, it is what
 // workers start for the executors of the applications glint submits, and,
-// being a third of glint's size, it starts faster.
+// two-thirds of glint's size, it starts faster.
 package main
 
 import (

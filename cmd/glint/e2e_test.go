@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -73,7 +74,7 @@ func runTests(m *testing.M) int {
 }
 
 // glintProcesses lists the pids of running processes of the test's glint
-// binaries (glint and glint-executor).
+// binaries (glint and glint-executor, under any name linked to them).
 func glintProcesses() []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
@@ -82,13 +83,27 @@ func glintProcesses() []int {
 		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && filepath.Dir(exe) == filepath.Dir(glintBin) {
+		if isGlint(filepath.Join("/proc", e.Name(), "exe")) {
 			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !isZombie(stat) {
 				pids = append(pids, pid)
 			}
 		}
 	}
 	return pids
+}
+
+// isGlint says whether the file at path is one of the test's glint binaries.
+func isGlint(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	for _, bin := range []string{glintBin, glintBin + child.ExecutorSuffix} {
+		if b, err := os.Stat(bin); err == nil && os.SameFile(fi, b) {
+			return true
+		}
+	}
+	return false
 }
 
 func isZombie(stat []byte) bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/process"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/child"
 )
 
 // Main runs the glint command line for the applications in apps and returns
@@ -29,7 +30,7 @@ type globals struct {
 
 // commands make glint's subcommands, by name.
 var commands = map[string]func(*globals) *cobra.Command{
-	"master": newMasterCommand, "worker": newWorkerCommand, "executor": newExecutorCommand,
+	"master": newMasterCommand, "worker": newWorkerCommand, child.ExecutorSubcommand: newExecutorCommand,
 	"driver": newDriverCommand, "submit": newSubmitCommand, "status": newStatusCommand,
 	"kill": newKillCommand, "decommission": newDecommissionCommand, "demo": newDemoCommand,
 	"trace": newTraceCommand, "health": newHealthCommand, "token": newTokenCommand,

@@ -22,11 +22,12 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 	var cfg executor.Config
 	var args child.ExecutorArgs
 	cmd := &cobra.Command{
-		Use:    "executor",
+		Use:    child.ExecutorSubcommand,
 		Short:  "Run an executor backend (started by workers)",
 		Args:   cobra.NoArgs,
 		Hidden: true,
-		// It watches SIGTERM and SIGINT once registered.
+		// It watches SIGTERM and SIGINT once its start-up waits on its
+		// driver (executor.Config.Waiting).
 		Annotations: map[string]string{lateSignals: ""},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// First of all: an executor never outlives its worker.
@@ -74,13 +75,7 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 			case !errors.Is(err, child.ErrNotPrestarted):
 				return err
 			}
-			registered := cfg.Registered
-			cfg.Registered = func() {
-				WatchSignals(ctx)
-				if registered != nil {
-					registered()
-				}
-			}
+			cfg.Waiting = func() { WatchSignals(ctx) }
 			// The executor's spans continue the worker's process.start span,
 			// and are flushed before the process exits.
 			log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceExecutor,

@@ -36,15 +36,10 @@ import (
 // comes once they are watched (WatchSignals), and returns the process exit
 // status; an error is printed after root's name.
 func Execute(root *cobra.Command) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch := sync.OnceFunc(func() {
-		signalled, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-		// The first signal ends the command; a second, as before any,
-		// ends the process.
-		context.AfterFunc(signalled, func() { stop(); cancel() })
-	})
-	if err := root.ExecuteContext(context.WithValue(ctx, signalsKey{}, watch)); err != nil {
+	s := &signals{}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	defer s.close()
+	if err := root.ExecuteContext(context.WithValue(s.ctx, signalsKey{}, s)); err != nil {
 		var exit ExitError
 		if errors.As(err, &exit) {
 			return int(exit)
@@ -55,20 +50,49 @@ func Execute(root *cobra.Command) int {
 	return 0
 }
 
-// signalsKey holds, in the context Execute gives commands, what makes that
-// context end on SIGTERM or SIGINT.
+// signalsKey holds, in the context Execute gives commands, the signals that
+// end it.
 type signalsKey struct{}
+
+// signals ends ctx on SIGTERM or SIGINT once watched, with the signal as
+// its cause; a signal after the first is taken and ignored, until close.
+type signals struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	stop   func() // nil until watched
+}
+
+func (s *signals) watch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		return
+	}
+	signalled, stop := signal.NotifyContext(s.ctx, syscall.SIGTERM, syscall.SIGINT)
+	context.AfterFunc(signalled, func() { s.cancel(context.Cause(signalled)) })
+	s.stop = stop
+}
+
+func (s *signals) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+	}
+	s.cancel(nil)
+}
 
 // WatchSignals makes ctx, a command's (or one made from it), end when
 // SIGTERM or SIGINT comes; before, either ends the process at once, as by
 // default. Every command watches them before it runs (Root) but the
-// executor, which watches them once registered: installing the handlers is
-// 0.3–0.4 ms of a cold executor's start (starting the runtime's signal
-// thread), a twentieth of its launch, and an executor not yet registered
-// has nothing to finish.
+// executor, which watches them once its registration is sent, or a call to
+// its driver is to be tried again: installing the handlers (starting the
+// runtime's signal thread) was 0.3–0.6 ms of a cold executor's start, a
+// twentieth of its launch, and until then it has nothing to finish.
 func WatchSignals(ctx context.Context) {
-	if watch, ok := ctx.Value(signalsKey{}).(func()); ok {
-		watch()
+	if s, ok := ctx.Value(signalsKey{}).(*signals); ok {
+		s.watch()
 	}
 }
 

@@ -62,7 +62,8 @@ type Config struct {
 	// MaxCores is spark.cores.max (--total-executor-cores); 0 means all.
 	MaxCores int32
 	// ExecutorCommand starts an executor of this binary, e.g.
-	// ["/usr/local/bin/glint", "executor"]; the driver appends Spark's flags.
+	// ["/usr/local/bin/glint-executor"] (child.ExecutorCommand); the driver
+	// appends Spark's flags.
 	ExecutorCommand []string
 	// Conf holds the --conf properties; executors receive them.
 	Conf map[string]string

@@ -55,6 +55,10 @@ type Config struct {
 	// Registered, if set, is called once the executor registered with its
 	// driver (a prestarted executor tells its worker so).
 	Registered func()
+	// Waiting, if set, is called once the executor's start-up first waits
+	// on its driver: its registration sent, or a call to be tried again
+	// (the executor command then watches SIGTERM and SIGINT).
+	Waiting func()
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 }
@@ -106,6 +110,8 @@ type Server struct {
 	// ends.
 	life context.Context
 	stop context.CancelCauseFunc
+	// waiting calls Config.Waiting, once.
+	waiting func()
 	// handler is built once: by Run once the executor registered, as
 	// Spark's executor makes its Executor on RegisteredExecutor, or by a
 	// request that comes first.
@@ -147,6 +153,10 @@ func New(cfg Config) (*Server, error) {
 		tasks:   map[int64]*task{},
 	}
 	s.handler = sync.OnceValue(s.newHandler)
+	s.waiting = func() {}
+	if cfg.Waiting != nil {
+		s.waiting = sync.OnceFunc(cfg.Waiting)
+	}
 	return s, nil
 }
 
@@ -224,7 +234,9 @@ func (s *Server) connect(ctx context.Context) error {
 	propsCtx, stopProps := context.WithCancel(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { ask() },
 	}))
-	registerCtx, stopRegister := context.WithCancelCause(ctx)
+	registerCtx, stopRegister := context.WithCancelCause(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { s.waiting() },
+	}))
 	defer stopRegister(nil)
 	propsDone := make(chan error, 1)
 	go func() {
@@ -301,6 +313,7 @@ func (s *Server) call(ctx context.Context, step string, fn func(context.Context)
 			return fmt.Errorf("%s with driver %s: rejected: %w", step, s.cfg.DriverURL, err)
 		}
 		s.log.Warn("driver unreachable", "step", step, "driver_url", s.cfg.DriverURL, "attempt", attempt, "err", err)
+		s.waiting()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s with driver %s: %w", step, s.cfg.DriverURL, context.Cause(ctx))

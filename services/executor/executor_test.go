@@ -266,6 +266,12 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 // where Run's result arrives.
 func runOn(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler) (string, <-chan error) {
 	t.Helper()
+	return runOnWith(ctx, t, driver, nil)
+}
+
+// runOnWith is runOn with the executor's Waiting hook.
+func runOnWith(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler, waiting func()) (string, <-chan error) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(driverv1connect.NewDriverServiceHandler(driver))
 	durl := rpctest.Serve(t, mux)
@@ -278,10 +284,68 @@ func runOn(ctx context.Context, t *testing.T, driver driverv1connect.DriverServi
 	go func() {
 		ran <- servicetest.RunExecutor(ctx, ln, executor.Config{
 			ExecutorArgs: child.ExecutorArgs{DriverURL: durl, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0000"},
-			Apps:         apps, RetryInterval: 10 * time.Millisecond,
+			Apps:         apps, RetryInterval: 10 * time.Millisecond, Waiting: waiting,
 		})
 	}()
 	return url, ran
+}
+
+// waitingDriver answers RegisterExecutor only once the executor said it
+// waits on its driver.
+type waitingDriver struct {
+	driverv1connect.UnimplementedDriverServiceHandler
+	waited   chan struct{}
+	launched chan struct{}
+}
+
+func (d *waitingDriver) RetrieveSparkProps(context.Context, *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
+	return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{}), nil
+}
+
+func (d *waitingDriver) RegisterExecutor(ctx context.Context, _ *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
+	select {
+	case <-d.waited:
+		return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+	}
+}
+
+func (d *waitingDriver) LaunchedExecutor(context.Context, *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+	close(d.launched)
+	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
+}
+
+func TestAnExecutorSaysItWaitsOnItsDriverOnceItsRegistrationIsSent(t *testing.T) {
+	d := &waitingDriver{waited: make(chan struct{}), launched: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	_, ran := runOnWith(ctx, t, d, func() { close(d.waited) })
+	defer func() {
+		cancel()
+		<-ran
+	}()
+	select {
+	case <-d.launched:
+	case <-time.After(waitLimit):
+		t.Fatal("the executor did not say it waits on its driver while its registration was on its way")
+	}
+}
+
+func TestAnExecutorSaysItWaitsOnItsDriverBeforeTryingACallAgain(t *testing.T) {
+	// A reserved port nothing listens on, and nothing will while the test runs.
+	url := fmt.Sprintf("http://127.0.0.1:%d", tooltest.FreePorts(t, 1)[0])
+	apps, err := app.NewRegistry(newTestApp(t).app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := 0
+	err = servicetest.RunExecutor(context.Background(), listener(t), executor.Config{
+		ExecutorArgs: child.ExecutorArgs{DriverURL: url, ExecutorID: 0, Hostname: "127.0.0.1", Cores: 1, AppID: "app-20260101000000-0001"},
+		Apps:         apps, Attempts: 3, RetryInterval: time.Millisecond, Waiting: func() { waited++ },
+	})
+	if err == nil || waited != 1 {
+		t.Errorf("Run = %v, Waiting called %d times; want an unreachable driver and one call, before the first retry", err, waited)
+	}
 }
 
 // pipelinedDriver answers RetrieveSparkProps only once RegisterExecutor came:

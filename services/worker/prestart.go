@@ -28,8 +28,9 @@ const MaxPrestartExecutors = 64
 // glint-executor beside it, else `glint executor`; waiting for a claim): a
 // launch whose command is that executor command claims one instead of
 // starting a process (the claim step), and a replacement starts in the
-// background once the claimed executor registered with its driver. A prestarted process serves one claim, so it is never shared
-// between applications. Methods of a nil *prestart do nothing: the worker
+// background once the claimed executor registered with its driver. A
+// prestarted process serves one claim, so it is never shared between
+// applications. Methods of a nil *prestart do nothing: the worker
 // prestarts nothing.
 type prestart struct {
 	s *Server
