@@ -100,3 +100,28 @@ func TestTheLaunchPathRunsOverMutualTLS(t *testing.T) {
 		t.Errorf("the master answers plain HTTP")
 	}
 }
+
+func TestAPrestartedExecutorWarmsUpAndIsClaimedOverMutualTLS(t *testing.T) {
+	t.Parallel()
+	cert, key, ca := testPKI(t)
+	env := []string{"GLINT_TLS_CERT_FILE=" + cert, "GLINT_TLS_KEY_FILE=" + key, "GLINT_TLS_CA_FILE=" + ca}
+	c := startSizedCluster(t, env, 1, 2, []string{"--prestart-executors", "1"})
+	standby := idleStandby(t, c)
+	stdout, stderr, err := glintWithEnv(t, env, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "pi", "2")
+	if err != nil || !piResult.MatchString(stdout) {
+		t.Fatalf("submit over TLS: %v\n%s\n%s", err, stdout, stderr)
+	}
+	var ended []finishedExecutor
+	waitUntil(t, "the executor's end recorded", func() bool {
+		ended = c.worker(t, 0).FinishedExecutors
+		return len(ended) > 0
+	})
+	if len(ended) != 1 || ended[0].PID != standby {
+		t.Fatalf("finished executors %+v, want the prestarted process %d", ended, standby)
+	}
+	// Its warm-up before the claim called its stand-in driver over TLS too.
+	if log := readFile(filepath.Join(c.workDirs[0], ended[0].AppID, "0", "stderr")); strings.Contains(log, "warm-up before the claim failed") {
+		t.Errorf("the prestarted executor's warm-up failed over TLS:\n%s", log)
+	}
+}

@@ -40,12 +40,13 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 			// executor (glint worker --prestart-executors) has it made when
 			// its claim comes: the launch it becomes, with its arguments.
 			cfg.Registry = telemetry.NewRegistry()
+			var warmErr error
 			if os.Getenv(child.ClaimFDEnv) != "" {
 				// Its start is on no launch's path.
 				WatchSignals(ctx)
-				if err := executor.Warm(ctx, otel.GetTracerProvider()); err != nil {
-					return err
-				}
+				// A warm-up that failed leaves the launch colder, not
+				// impossible: it is logged once the claim made the log.
+				warmErr = executor.Warm(ctx, otel.GetTracerProvider())
 			}
 			claim, err := child.ReceiveClaim()
 			switch {
@@ -85,6 +86,9 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				return err
 			}
 			defer stopObserving()
+			if warmErr != nil {
+				log.Warn("prestarted executor: warm-up before the claim failed", "err", warmErr)
+			}
 			// The worker opened this executor's socket (child.ListenFDEnv);
 			// run by hand, it listens on an ephemeral port.
 			ln, err := child.InheritedListener()

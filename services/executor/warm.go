@@ -14,6 +14,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
@@ -23,7 +24,9 @@ import (
 // with tp: the code and data of that path, the executor's making included,
 // are loaded and initialised ahead of the claim instead of on the launch's
 // clock, and so is the local time zone. It talks to nothing outside the
-// process.
+// process. With TLS, the stand-in serves with the process's certificate at
+// 127.0.0.1: a certificate that does not name it fails the calls (the
+// executor then starts without them warm).
 func Warm(ctx context.Context, tp trace.TracerProvider) error {
 	// The local time zone, read from a file on first use: log lines show it.
 	time.Now().Zone()
@@ -33,12 +36,13 @@ func Warm(ctx context.Context, tp trace.TracerProvider) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(driverv1connect.NewDriverServiceHandler(standIn{}))
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	url := "http://" + ln.Addr().String()
+	// Served as every listener of the process is: over TLS when it uses
+	// TLS, which the calls then warm too.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() { served <- rpc.Serve(serveCtx, ln, mux) }()
+	defer func() { stopServing(); <-served }()
+	url := rpc.URL(ln.Addr(), "")
 	apps, err := app.NewRegistry()
 	if err != nil {
 		return fmt.Errorf("warm: %w", err)
