@@ -391,3 +391,13 @@ func TestProcessesPushProfilesWithTheirNameAndTags(t *testing.T) {
 		t.Errorf("%d uploads, none a profile with samples", len(receiver.uploads))
 	}
 }
+
+func TestTheMasterCollectsGarbageAtGOGC200UnlessTheEnvironmentSaysOtherwise(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]float64{"GOGC=": 200, "GOGC=100": 100} {
+		m := start(t, "master", []string{env}, "master", "--listen", "127.0.0.1:0")
+		if got, ok := sample(t, scrape(t, m.url), "go_gc_gogc_percent", nil); !ok || got != want {
+			t.Errorf("a master started with %s: go_gc_gogc_percent %v (found: %v), want %v", env, got, ok, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,6 +109,15 @@ func (f *masterFlags) openStore() (master.Store, error) {
 	return nil, fmt.Errorf("--recovery-mode %q: want none, file or etcd", f.recoveryMode)
 }
 
+// masterGCPercent is the master's GOGC unless the environment sets one: its
+// heap is mostly what it knows of the cluster, and every heartbeat's garbage
+// was collected by marking all of it again. With 10,000 workers and 1,000
+// waiting applications (make bench's row 6), 200 instead of Go's 100 took
+// 15–40% less of the master's CPU per heartbeat (76 and 80 against 66 and
+// 46 ms per 1,000) for 81–83 MiB of memory instead of 65–66; 400 took no
+// less CPU than 200, and 134 MiB.
+const masterGCPercent = 200
+
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
@@ -129,6 +139,9 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 	if store != nil {
 		defer store.Close()
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(masterGCPercent)
 	}
 	log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceMaster, nil)
 	if err != nil {
