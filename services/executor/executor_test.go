@@ -318,16 +318,25 @@ func (d *waitingDriver) LaunchedExecutor(context.Context, *connect.Request[drive
 
 func TestAnExecutorSaysItWaitsOnItsDriverOnceItsRegistrationIsSent(t *testing.T) {
 	d := &waitingDriver{waited: make(chan struct{}), launched: make(chan struct{})}
+	runUntilLaunched(t, d, func() { close(d.waited) }, d.launched,
+		"the executor did not say it waits on its driver while its registration was on its way")
+}
+
+// runUntilLaunched runs an executor on driver until the test ends (with
+// the Waiting hook waiting) and fails the test unless launched closes, as
+// the driver's LaunchedExecutor does.
+func runUntilLaunched(t *testing.T, driver driverv1connect.DriverServiceHandler, waiting func(), launched <-chan struct{}, failure string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	_, ran := runOnWith(ctx, t, d, func() { close(d.waited) })
-	defer func() {
+	_, ran := runOnWith(ctx, t, driver, waiting)
+	t.Cleanup(func() {
 		cancel()
 		<-ran
-	}()
+	})
 	select {
-	case <-d.launched:
+	case <-launched:
 	case <-time.After(waitLimit):
-		t.Fatal("the executor did not say it waits on its driver while its registration was on its way")
+		t.Fatal(failure)
 	}
 }
 
@@ -379,17 +388,7 @@ func (d *pipelinedDriver) LaunchedExecutor(context.Context, *connect.Request[dri
 
 func TestAnExecutorRegistersWithoutWaitingForThePropertiesItAskedFor(t *testing.T) {
 	d := &pipelinedDriver{registering: make(chan *driverv1.RegisterExecutorRequest, 1), launched: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	_, ran := runOn(ctx, t, d)
-	defer func() {
-		cancel()
-		<-ran
-	}()
-	select {
-	case <-d.launched:
-	case <-time.After(waitLimit):
-		t.Fatal("the executor did not register while its properties were on their way")
-	}
+	runUntilLaunched(t, d, nil, d.launched, "the executor did not register while its properties were on their way")
 	if req := <-d.registering; !req.GetPropsAsked() {
 		t.Error("RegisterExecutor does not say the properties were asked for: the driver cannot keep Spark's order")
 	}
