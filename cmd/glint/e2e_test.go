@@ -76,6 +76,12 @@ func runTests(m *testing.M) int {
 // glintProcesses lists the pids of running processes of the test's glint
 // binaries (glint and glint-executor, under any name linked to them).
 func glintProcesses() []int {
+	var bins []os.FileInfo
+	for _, bin := range []string{glintBin, glintBin + child.ExecutorSuffix} {
+		if fi, err := os.Stat(bin); err == nil {
+			bins = append(bins, fi)
+		}
+	}
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -83,7 +89,7 @@ func glintProcesses() []int {
 		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
 			continue
 		}
-		if isGlint(filepath.Join("/proc", e.Name(), "exe")) {
+		if isOneOf(filepath.Join("/proc", e.Name(), "exe"), bins) {
 			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !isZombie(stat) {
 				pids = append(pids, pid)
 			}
@@ -92,14 +98,14 @@ func glintProcesses() []int {
 	return pids
 }
 
-// isGlint says whether the file at path is one of the test's glint binaries.
-func isGlint(path string) bool {
+// isOneOf says whether the file at path is one of files.
+func isOneOf(path string, files []os.FileInfo) bool {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false
 	}
-	for _, bin := range []string{glintBin, glintBin + child.ExecutorSuffix} {
-		if b, err := os.Stat(bin); err == nil && os.SameFile(fi, b) {
+	for _, f := range files {
+		if os.SameFile(fi, f) {
 			return true
 		}
 	}
