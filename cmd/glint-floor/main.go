@@ -2,13 +2,16 @@
 // `glint-floor -child URL` it makes two HTTP/2 round trips to URL over
 // loopback and exits (make bench forks it as the floor's child); run as
 // `glint-floor [-n N]` it is also the parent, launching itself N times and
-// printing the p50 and p99 of fork/exec → second request received.
+// printing the p50 and p99 of fork/exec → second request received; run as
+// `glint-floor -serve` it prints a loopback URL on its first line and serves
+// the heartbeat floor there until killed.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"time"
@@ -24,6 +27,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == floor.ServeFlag {
+		if err := serve(); err != nil {
+			fmt.Fprintln(os.Stderr, "glint-floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	n := flag.Int("n", 50, "launches to measure")
 	flag.Parse()
 	if *n < 1 {
@@ -34,6 +44,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "glint-floor:", err)
 		os.Exit(1)
 	}
+}
+
+func serve() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("http://%s\n", ln.Addr())
+	return floor.Serve(ln)
 }
 
 func parent(n int) error {

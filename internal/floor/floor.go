@@ -121,3 +121,22 @@ func Child(url string) error {
 	}
 	return nil
 }
+
+// ServeFlag makes cmd/glint-floor the heartbeat floor: a bare HTTP/1.1
+// server that answers every request with an empty message, against which
+// make bench sends the heartbeats it sends to a master.
+const ServeFlag = "-serve"
+
+// Serve answers every request on ln, after reading its body, with 200 and an
+// empty application/proto body (an empty protobuf message, as a Connect
+// client reads it): the least a Go HTTP/1.1 server does for a heartbeat.
+func Serve(ln net.Listener) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/proto")
+		w.WriteHeader(http.StatusOK)
+	}), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	return srv.Serve(ln)
+}
