@@ -3,8 +3,9 @@
 // loopback and exits (make bench forks it as the floor's child); run as
 // `glint-floor [-n N]` it is also the parent, launching itself N times and
 // printing the p50 and p99 of fork/exec → second request received; run as
-// `glint-floor -serve` it prints a loopback URL on its first line and serves
-// the heartbeat floor there until killed.
+// `glint-floor -serve` it serves the heartbeat floor (a bare HTTP/1.1 server
+// and a framed TCP one) on two loopback ports until killed, printing their
+// URLs on its first two lines.
 package main
 
 import (
@@ -47,12 +48,19 @@ func main() {
 }
 
 func serve() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	var lns [2]net.Listener
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		lns[i] = ln
 	}
-	fmt.Printf("http://%s\n", ln.Addr())
-	return floor.Serve(ln)
+	fmt.Printf("http://%s\ntcp://%s\n", lns[0].Addr(), lns[1].Addr())
+	errc := make(chan error, 2)
+	go func() { errc <- floor.Serve(lns[0]) }()
+	go func() { errc <- floor.ServeTCP(lns[1]) }()
+	return <-errc
 }
 
 func parent(n int) error {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/glint-cluster/glint/internal/benchtable"
 	"github.com/glint-cluster/glint/internal/floor"
@@ -103,31 +105,33 @@ func TestBenchMasterScale(t *testing.T) {
 	// 1,000 heartbeats when busy); the third at the rate of 10,000 workers
 	// heartbeating at the default interval, what the target is about (each
 	// heartbeat then finds the master idle and wakes it). A bare Go HTTP/1.1
-	// server gets the same heartbeats in the same run: the floor of a
-	// heartbeat over HTTP/1.1 on this machine.
+	// server gets the same heartbeats in the same run, and then a bare TCP
+	// server the paced round's as frames: the floors of a heartbeat over
+	// HTTP/1.1, and of a message that wakes a Go process, on this machine.
 	send := func(url string, pid int, paced bool) (cpu, wall time.Duration) {
 		return heartbeatRound(t, url, pid, workers, workerID, paced)
 	}
 	send(m.url, pid, false)
 	busyCPU, busyWall := send(m.url, pid, false)
 	pacedCPU, pacedWall := send(m.url, pid, true)
-	floorURL, floorPID := startHeartbeatFloor(t)
+	floorURL, rawAddr, floorPID := startHeartbeatFloor(t)
 	send(floorURL, floorPID, false)
 	floorBusyCPU, _ := send(floorURL, floorPID, false)
 	floorPacedCPU, floorPacedWall := send(floorURL, floorPID, true)
+	rawCPU, rawWall := rawHeartbeatRound(t, rawAddr, floorPID, workers, workerID)
 
 	perThousand := func(cpu time.Duration) float64 { return benchtable.Ms(cpu) * 1000 / float64(workers) }
 	share := func(cpu, wall time.Duration) float64 { return 100 * cpu.Seconds() / wall.Seconds() }
-	pacedShare, floorShare := share(pacedCPU, pacedWall), share(floorPacedCPU, floorPacedWall)
+	pacedShare, floorShare, rawShare := share(pacedCPU, pacedWall), share(floorPacedCPU, floorPacedWall), share(rawCPU, rawWall)
 	regRate := float64(workers) / register.Seconds()
 	benchtable.Record(t, benchtable.Row{
 		ID:   "6a",
-		What: fmt.Sprintf("master CPU while %d workers heartbeat at the rate of 10,000 every %s, over real RPC (%d waiting apps, %d connections); a bare Go HTTP/1.1 server (glint-floor -serve) given the same heartbeats", workers, heartbeatInterval, apps, benchConnections),
-		Result: fmt.Sprintf("%.2f%% of a core (bare server: %.2f%%, %.2f×); busy (%.0f heartbeats/s): %.1f ms CPU per 1,000 (bare server: %.1f ms)",
-			pacedShare, floorShare, pacedShare/floorShare, float64(workers)/busyWall.Seconds(), perThousand(busyCPU), perThousand(floorBusyCPU)),
+		What: fmt.Sprintf("master CPU while %d workers heartbeat at the rate of 10,000 every %s, over real RPC (%d waiting apps, %d connections); the same heartbeats to a bare Go HTTP/1.1 server and as bare TCP frames (glint-floor -serve)", workers, heartbeatInterval, apps, benchConnections),
+		Result: fmt.Sprintf("%.2f%% of a core (bare HTTP/1.1 server: %.2f%%, %.2f×; bare TCP frames: %.2f%%); busy (%.0f heartbeats/s): %.1f ms CPU per 1,000 (bare server: %.1f ms)",
+			pacedShare, floorShare, pacedShare/floorShare, rawShare, float64(workers)/busyWall.Seconds(), perThousand(busyCPU), perThousand(floorBusyCPU)),
 		Target: "10,000 workers ≤ 5% of one core", Met: benchtable.Check(pacedShare, 5, true),
 		Figures: map[string]float64{
-			"core_percent_10000_workers": pacedShare, "floor_core_percent": floorShare,
+			"core_percent_10000_workers": pacedShare, "floor_core_percent": floorShare, "tcp_floor_core_percent": rawShare,
 			"cpu_ms_per_1000_paced": perThousand(pacedCPU), "cpu_ms_per_1000_busy": perThousand(busyCPU), "floor_cpu_ms_per_1000_busy": perThousand(floorBusyCPU),
 		},
 	})
@@ -179,9 +183,9 @@ func heartbeatRound(t testing.TB, url string, pid, n int, workerID func(int) str
 	return after - before, wall
 }
 
-// startHeartbeatFloor starts `glint-floor -serve` and returns its URL and
-// pid; it is killed and reaped when the test ends.
-func startHeartbeatFloor(t testing.TB) (string, int) {
+// startHeartbeatFloor starts `glint-floor -serve` and returns its HTTP URL,
+// its TCP address and its pid; it is killed and reaped when the test ends.
+func startHeartbeatFloor(t testing.TB) (httpURL, tcpAddr string, pid int) {
 	t.Helper()
 	cmd := exec.Command(buildFloor(t), floor.ServeFlag)
 	out, err := cmd.StdoutPipe()
@@ -196,9 +200,59 @@ func startHeartbeatFloor(t testing.TB) (string, int) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	url, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("glint-floor -serve: no URL: %v", err)
+	r := bufio.NewReader(out)
+	var urls [2]string
+	for i := range urls {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("glint-floor -serve: no URL: %v", err)
+		}
+		urls[i] = strings.TrimSpace(line)
 	}
-	return strings.TrimSpace(url), cmd.Process.Pid
+	return urls[0], strings.TrimPrefix(urls[1], "tcp://"), cmd.Process.Pid
+}
+
+// rawHeartbeatRound is heartbeatRound, paced, with each heartbeat sent as a
+// bare frame over TCP to floor.ServeTCP at addr (process pid), its answer an
+// empty frame.
+func rawHeartbeatRound(t testing.TB, addr string, pid, n int, workerID func(int) string) (cpu, wall time.Duration) {
+	t.Helper()
+	before, err := procCPU(pid, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, benchConnections)
+	for c := range benchConnections {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		wg.Go(func() {
+			for i := c; i < n; i += benchConnections {
+				time.Sleep(time.Until(began.Add(time.Duration(i) * heartbeatInterval / 10_000)))
+				msg, err := proto.Marshal(&masterv1.HeartbeatRequest{WorkerId: workerID(i)})
+				if err == nil {
+					err = floor.Exchange(conn, msg)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall = time.Since(began)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	after, err := procCPU(pid, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return after - before, wall
 }

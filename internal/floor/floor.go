@@ -9,7 +9,9 @@
 package floor
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -122,9 +124,10 @@ func Child(url string) error {
 	return nil
 }
 
-// ServeFlag makes cmd/glint-floor the heartbeat floor: a bare HTTP/1.1
-// server that answers every request with an empty message, against which
-// make bench sends the heartbeats it sends to a master.
+// ServeFlag makes cmd/glint-floor the heartbeat floor: it serves Serve and
+// ServeTCP on two loopback ports, printing their URLs (http://, then tcp://)
+// on its first two lines, and make bench sends them the heartbeats it sends a
+// master.
 const ServeFlag = "-serve"
 
 // Serve answers every request on ln, after reading its body, with 200 and an
@@ -139,4 +142,52 @@ func Serve(ln net.Listener) error {
 		w.WriteHeader(http.StatusOK)
 	}), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
 	return srv.Serve(ln)
+}
+
+// maxFrame bounds a frame ServeTCP reads.
+const maxFrame = 64 << 10
+
+// ServeTCP answers every frame (a 4-byte big-endian length, then that many
+// bytes) on each connection ln accepts with an empty frame: the least a Go
+// process does for a message that wakes it, without HTTP.
+func ServeTCP(ln net.Listener) error {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer conn.Close()
+			r := bufio.NewReader(conn)
+			var head [4]byte
+			for {
+				if _, err := io.ReadFull(r, head[:]); err != nil {
+					return
+				}
+				n := binary.BigEndian.Uint32(head[:])
+				if n > maxFrame {
+					return
+				}
+				if _, err := r.Discard(int(n)); err != nil {
+					return
+				}
+				if _, err := conn.Write(make([]byte, 4)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Exchange sends msg to a ServeTCP connection as a frame and reads its answer.
+func Exchange(conn net.Conn, msg []byte) error {
+	if len(msg) > maxFrame {
+		return fmt.Errorf("floor: a frame of %d bytes is over %d", len(msg), maxFrame)
+	}
+	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(msg)), uint32(len(msg)))
+	if _, err := conn.Write(append(frame, msg...)); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(conn, frame[:4])
+	return err
 }

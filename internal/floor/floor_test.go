@@ -1,0 +1,75 @@
+package floor
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func listen(t *testing.T, serve func(net.Listener) error) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { _ = serve(ln) }()
+	return ln.Addr().String()
+}
+
+func TestServeAnswersAnEmptyMessage(t *testing.T) {
+	addr := listen(t, Serve)
+	resp, err := http.Post("http://"+addr+"/glint.master.v1.MasterService/Heartbeat", "application/proto", strings.NewReader("heartbeat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/proto" || len(body) != 0 {
+		t.Fatalf("answer: %s, %q, %d bytes; want 200, application/proto, none", resp.Status, resp.Header.Get("Content-Type"), len(body))
+	}
+}
+
+func TestServeTCPAnswersEveryFrame(t *testing.T) {
+	conn, err := net.Dial("tcp", listen(t, ServeTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, msg := range [][]byte{[]byte("heartbeat"), nil, make([]byte, maxFrame)} {
+		if err := Exchange(conn, msg); err != nil {
+			t.Fatalf("a frame of %d bytes: %v", len(msg), err)
+		}
+	}
+}
+
+func TestServeTCPHangsUpOnAnOverlongFrame(t *testing.T) {
+	conn, err := net.Dial("tcp", listen(t, ServeTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1)); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := conn.Read(make([]byte, 4)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after a frame over %d bytes: read %d bytes, %v; want the connection closed", maxFrame, n, err)
+	}
+}
+
+func TestExchangeRefusesAnOverlongFrame(t *testing.T) {
+	conn, err := net.Dial("tcp", listen(t, ServeTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := Exchange(conn, make([]byte, maxFrame+1)); err == nil || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("Exchange of %d bytes: %v; want refused", maxFrame+1, err)
+	}
+}
