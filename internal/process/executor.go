@@ -40,6 +40,13 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 			// executor (glint worker --prestart-executors) has it made when
 			// its claim comes: the launch it becomes, with its arguments.
 			cfg.Registry = telemetry.NewRegistry()
+			// The worker opened this executor's socket (child.ListenFDEnv);
+			// run by hand, it listens on an ephemeral port once its
+			// arguments name its host.
+			ln, err := child.InheritedListener()
+			if err != nil {
+				return err
+			}
 			var warmErr error
 			if os.Getenv(child.ClaimFDEnv) != "" {
 				// Its start is on no launch's path.
@@ -88,12 +95,6 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 			defer stopObserving()
 			if warmErr != nil {
 				log.Warn("prestarted executor: warm-up before the claim failed", "err", warmErr)
-			}
-			// The worker opened this executor's socket (child.ListenFDEnv);
-			// run by hand, it listens on an ephemeral port.
-			ln, err := child.InheritedListener()
-			if err != nil {
-				return err
 			}
 			url := ""
 			if ln == nil {
