@@ -4,14 +4,15 @@
 // `glint-floor [-n N]` it is also the parent, launching itself N times and
 // printing the p50 and p99 of fork/exec → second request received; run as
 // `glint-floor -serve` it serves the heartbeat floor (a bare HTTP/1.1 server
-// and a framed TCP one) on two loopback ports until killed, printing their
-// URLs on its first two lines.
+// and a framed TCP one) on two loopback ports until its standard input ends,
+// printing their URLs on its first two lines.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -57,9 +58,14 @@ func serve() error {
 		lns[i] = ln
 	}
 	fmt.Printf("http://%s\ntcp://%s\n", lns[0].Addr(), lns[1].Addr())
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- floor.Serve(lns[0]) }()
 	go func() { errc <- floor.ServeTCP(lns[1]) }()
+	// Its end comes with its standard input's: its parent's death ends it.
+	go func() {
+		_, err := io.Copy(io.Discard, os.Stdin)
+		errc <- err
+	}()
 	return <-errc
 }
 

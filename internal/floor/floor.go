@@ -5,7 +5,9 @@
 // request's arrival, as Glint's launch is timed from LaunchExecutor received
 // to RegisterExecutor received. cmd/glint-floor is the child (and a parent
 // for measuring by hand); make bench's launch row runs Floor in the same run
-// as the launches it compares with it.
+// as the launches it compares with it. It also serves the floors of a
+// heartbeat (Serve, ServeTCP), which make bench's heartbeat row sends the
+// heartbeats it sends a master.
 package floor
 
 import (
@@ -147,6 +149,9 @@ func Serve(ln net.Listener) error {
 // maxFrame bounds a frame ServeTCP reads.
 const maxFrame = 64 << 10
 
+// emptyFrame is ServeTCP's answer: a frame of no bytes.
+var emptyFrame [4]byte
+
 // ServeTCP answers every frame (a 4-byte big-endian length, then that many
 // bytes) on each connection ln accepts with an empty frame: the least a Go
 // process does for a message that wakes it, without HTTP.
@@ -171,7 +176,7 @@ func ServeTCP(ln net.Listener) error {
 				if _, err := r.Discard(int(n)); err != nil {
 					return
 				}
-				if _, err := conn.Write(make([]byte, 4)); err != nil {
+				if _, err := conn.Write(emptyFrame[:]); err != nil {
 					return
 				}
 			}
@@ -179,7 +184,8 @@ func ServeTCP(ln net.Listener) error {
 	}
 }
 
-// Exchange sends msg to a ServeTCP connection as a frame and reads its answer.
+// Exchange sends msg to a ServeTCP connection as a frame and reads its
+// answer, which must be an empty frame.
 func Exchange(conn net.Conn, msg []byte) error {
 	if len(msg) > maxFrame {
 		return fmt.Errorf("floor: a frame of %d bytes is over %d", len(msg), maxFrame)
@@ -188,6 +194,11 @@ func Exchange(conn net.Conn, msg []byte) error {
 	if _, err := conn.Write(append(frame, msg...)); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(conn, frame[:4])
-	return err
+	if _, err := io.ReadFull(conn, frame[:4]); err != nil {
+		return err
+	}
+	if n := binary.BigEndian.Uint32(frame[:4]); n != 0 {
+		return fmt.Errorf("floor: an answer of %d bytes, not an empty frame", n)
+	}
+	return nil
 }

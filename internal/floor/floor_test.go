@@ -24,7 +24,8 @@ func listen(t *testing.T, serve func(net.Listener) error) string {
 
 func TestServeAnswersAnEmptyMessage(t *testing.T) {
 	addr := listen(t, Serve)
-	resp, err := http.Post("http://"+addr+"/glint.master.v1.MasterService/Heartbeat", "application/proto", strings.NewReader("heartbeat"))
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Post("http://"+addr+"/glint.master.v1.MasterService/Heartbeat", "application/proto", strings.NewReader("heartbeat"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +42,7 @@ func TestServeTCPAnswersEveryFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
 	for _, msg := range [][]byte{[]byte("heartbeat"), nil, make([]byte, maxFrame)} {
 		if err := Exchange(conn, msg); err != nil {
 			t.Fatalf("a frame of %d bytes: %v", len(msg), err)
@@ -57,7 +59,7 @@ func TestServeTCPHangsUpOnAnOverlongFrame(t *testing.T) {
 	if _, err := conn.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1)); err != nil {
 		t.Fatal(err)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := conn.Read(make([]byte, 4)); !errors.Is(err, io.EOF) {
 		t.Fatalf("after a frame over %d bytes: read %d bytes, %v; want the connection closed", maxFrame, n, err)
 	}
@@ -69,7 +71,29 @@ func TestExchangeRefusesAnOverlongFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
 	if err := Exchange(conn, make([]byte, maxFrame+1)); err == nil || !strings.Contains(err.Error(), "over") {
 		t.Fatalf("Exchange of %d bytes: %v; want refused", maxFrame+1, err)
+	}
+}
+
+func TestExchangeWantsAnEmptyAnswer(t *testing.T) {
+	echo := func(ln net.Listener) error {
+		conn, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = io.Copy(conn, conn)
+		return err
+	}
+	conn, err := net.Dial("tcp", listen(t, echo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	if err := Exchange(conn, []byte("heartbeat")); err == nil || !strings.Contains(err.Error(), "not an empty frame") {
+		t.Fatalf("Exchange with a server that echoes: %v; want the answer refused", err)
 	}
 }
