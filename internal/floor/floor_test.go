@@ -22,6 +22,19 @@ func listen(t *testing.T, serve func(net.Listener) error) string {
 	return ln.Addr().String()
 }
 
+// dial connects to serve on a loopback port, with a deadline of within from
+// now: a server that stops answering fails the test instead of hanging it.
+func dial(t *testing.T, serve func(net.Listener) error, within time.Duration) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", listen(t, serve))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(within))
+	return conn
+}
+
 func TestServeAnswersAnEmptyMessage(t *testing.T) {
 	addr := listen(t, Serve)
 	client := &http.Client{Timeout: time.Minute}
@@ -37,12 +50,7 @@ func TestServeAnswersAnEmptyMessage(t *testing.T) {
 }
 
 func TestServeTCPAnswersEveryFrame(t *testing.T) {
-	conn, err := net.Dial("tcp", listen(t, ServeTCP))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	conn := dial(t, ServeTCP, time.Minute)
 	for _, msg := range [][]byte{[]byte("heartbeat"), nil, make([]byte, maxFrame)} {
 		if err := Exchange(conn, msg); err != nil {
 			t.Fatalf("a frame of %d bytes: %v", len(msg), err)
@@ -51,27 +59,17 @@ func TestServeTCPAnswersEveryFrame(t *testing.T) {
 }
 
 func TestServeTCPHangsUpOnAnOverlongFrame(t *testing.T) {
-	conn, err := net.Dial("tcp", listen(t, ServeTCP))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dial(t, ServeTCP, 10*time.Second)
 	if _, err := conn.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1)); err != nil {
 		t.Fatal(err)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := conn.Read(make([]byte, 4)); !errors.Is(err, io.EOF) {
 		t.Fatalf("after a frame over %d bytes: read %d bytes, %v; want the connection closed", maxFrame, n, err)
 	}
 }
 
 func TestExchangeRefusesAnOverlongFrame(t *testing.T) {
-	conn, err := net.Dial("tcp", listen(t, ServeTCP))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	conn := dial(t, ServeTCP, time.Minute)
 	if err := Exchange(conn, make([]byte, maxFrame+1)); err == nil || !strings.Contains(err.Error(), "over") {
 		t.Fatalf("Exchange of %d bytes: %v; want refused", maxFrame+1, err)
 	}
@@ -87,12 +85,7 @@ func TestExchangeWantsAnEmptyAnswer(t *testing.T) {
 		_, err = io.Copy(conn, conn)
 		return err
 	}
-	conn, err := net.Dial("tcp", listen(t, echo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	conn := dial(t, echo, time.Minute)
 	if err := Exchange(conn, []byte("heartbeat")); err == nil || !strings.Contains(err.Error(), "not an empty frame") {
 		t.Fatalf("Exchange with a server that echoes: %v; want the answer refused", err)
 	}
