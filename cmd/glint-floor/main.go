@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"time"
@@ -48,20 +47,11 @@ func main() {
 	}
 }
 
+// serve is the heartbeat floor until its standard input ends: its parent's
+// death ends it.
 func serve() error {
-	var lns [2]net.Listener
-	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		lns[i] = ln
-	}
-	fmt.Printf("http://%s\ntcp://%s\n", lns[0].Addr(), lns[1].Addr())
-	errc := make(chan error, 3)
-	go func() { errc <- floor.Serve(lns[0]) }()
-	go func() { errc <- floor.ServeTCP(lns[1]) }()
-	// Its end comes with its standard input's: its parent's death ends it.
+	errc := make(chan error, 2)
+	go func() { errc <- floor.ServeFloors(os.Stdout) }()
 	go func() {
 		_, err := io.Copy(io.Discard, os.Stdin)
 		errc <- err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,15 +38,25 @@ const benchConnections = 8
 // as workers call their master.
 func onConnections(t testing.TB, url string, n int, call func(masterv1connect.MasterServiceClient, int) error) {
 	t.Helper()
+	spread(t, n, func() (masterv1connect.MasterServiceClient, func()) {
+		hc := rpc.NewHTTP1Client()
+		return masterv1connect.NewMasterServiceClient(hc, url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...), hc.CloseIdleConnections
+	}, call)
+}
+
+// spread runs call(caller, i) for i in [0, n) spread over benchConnections
+// callers made by open, one goroutine each; the function open returns with
+// a caller runs once all are done. The first error fails the test.
+func spread[C any](t testing.TB, n int, open func() (C, func()), call func(C, int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, benchConnections)
 	for c := range benchConnections {
-		hc := rpc.NewHTTP1Client()
-		defer hc.CloseIdleConnections()
-		client := masterv1connect.NewMasterServiceClient(hc, url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
+		caller, done := open()
+		defer done()
 		wg.Go(func() {
 			for i := c; i < n; i += benchConnections {
-				if err := call(client, i); err != nil {
+				if err := call(caller, i); err != nil {
 					errs <- err
 					return
 				}
@@ -191,30 +199,44 @@ func (t tally) share() float64 { return 100 * t.cpu.Seconds() / t.wall.Seconds()
 
 // heartbeatRound sends the heartbeat of each worker of ids to url once and
 // returns the CPU the server behind url (process pid) spent meanwhile and the
-// round's length. Paced, the i-th heartbeat leaves i × heartbeatInterval /
-// 10,000 after the first, as 10,000 workers' heartbeats arrive; otherwise
-// each as soon as the one before it on its connection was answered. A
-// heartbeat carries its interval as its deadline, as a worker's does
-// (Connect-Timeout-Ms).
+// round's length. Paced, the heartbeats leave as 10,000 workers' arrive
+// (pace); otherwise each as soon as the one before it on its connection was
+// answered. A heartbeat carries its interval as its deadline, as a worker's
+// does (Connect-Timeout-Ms).
 func heartbeatRound(t testing.TB, url string, pid int, ids []string, paced bool) (cpu, wall time.Duration) {
+	t.Helper()
+	return serverCPU(t, pid, func(began time.Time) {
+		onConnections(t, url, len(ids), func(c masterv1connect.MasterServiceClient, i int) error {
+			if paced {
+				pace(began, i)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), heartbeatInterval)
+			defer cancel()
+			resp, err := c.Heartbeat(ctx, connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: ids[i]}))
+			if err == nil && resp.Msg.GetReregister() {
+				err = fmt.Errorf("worker %s told to re-register", ids[i])
+			}
+			return err
+		})
+	})
+}
+
+// pace waits until the i-th heartbeat of a round begun at began is due at
+// the rate of 10,000 workers heartbeating every heartbeatInterval.
+func pace(began time.Time, i int) {
+	time.Sleep(time.Until(began.Add(time.Duration(i) * heartbeatInterval / 10_000)))
+}
+
+// serverCPU runs round, given its start, and returns the CPU process pid
+// spent meanwhile and the round's length.
+func serverCPU(t testing.TB, pid int, round func(began time.Time)) (cpu, wall time.Duration) {
 	t.Helper()
 	before, err := procCPU(pid, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	onConnections(t, url, len(ids), func(c masterv1connect.MasterServiceClient, i int) error {
-		if paced {
-			time.Sleep(time.Until(began.Add(time.Duration(i) * heartbeatInterval / 10_000)))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), heartbeatInterval)
-		defer cancel()
-		resp, err := c.Heartbeat(ctx, connect.NewRequest(&masterv1.HeartbeatRequest{WorkerId: ids[i]}))
-		if err == nil && resp.Msg.GetReregister() {
-			err = fmt.Errorf("worker %s told to re-register", ids[i])
-		}
-		return err
-	})
+	round(began)
 	wall = time.Since(began)
 	after, err := procCPU(pid, false)
 	if err != nil {
@@ -229,31 +251,16 @@ func heartbeatRound(t testing.TB, url string, pid int, ids []string, paced bool)
 func startHeartbeatFloor(t testing.TB) (httpURL, tcpAddr string, pid int) {
 	t.Helper()
 	cmd := exec.Command(buildFloor(t), floor.ServeFlag)
-	if _, err := cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	_, httpURL, tcpAddr, err := floor.StartServe(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	r := bufio.NewReader(out)
-	var urls [2]string
-	for i := range urls {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("glint-floor -serve: no URL: %v", err)
-		}
-		urls[i] = strings.TrimSpace(line)
-	}
-	return urls[0], strings.TrimPrefix(urls[1], "tcp://"), cmd.Process.Pid
+	return httpURL, tcpAddr, cmd.Process.Pid
 }
 
 // rawHeartbeatRound is heartbeatRound, paced, with each heartbeat sent as a
@@ -261,45 +268,23 @@ func startHeartbeatFloor(t testing.TB) (httpURL, tcpAddr string, pid int) {
 // empty frame, within the interval.
 func rawHeartbeatRound(t testing.TB, addr string, pid int, ids []string) (cpu, wall time.Duration) {
 	t.Helper()
-	before, err := procCPU(pid, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, benchConnections)
-	for c := range benchConnections {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		wg.Go(func() {
-			for i := c; i < len(ids); i += benchConnections {
-				time.Sleep(time.Until(began.Add(time.Duration(i) * heartbeatInterval / 10_000)))
-				msg, err := proto.Marshal(&masterv1.HeartbeatRequest{WorkerId: ids[i]})
-				if err == nil {
-					err = conn.SetDeadline(time.Now().Add(heartbeatInterval))
-				}
-				if err == nil {
-					err = floor.Exchange(conn, msg)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	return serverCPU(t, pid, func(began time.Time) {
+		spread(t, len(ids), func() (net.Conn, func()) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
 			}
+			return conn, func() { conn.Close() }
+		}, func(conn net.Conn, i int) error {
+			pace(began, i)
+			msg, err := proto.Marshal(&masterv1.HeartbeatRequest{WorkerId: ids[i]})
+			if err == nil {
+				err = conn.SetDeadline(time.Now().Add(heartbeatInterval))
+			}
+			if err == nil {
+				err = floor.Exchange(conn, msg)
+			}
+			return err
 		})
-	}
-	wg.Wait()
-	wall = time.Since(began)
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	after, err := procCPU(pid, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return after - before, wall
+	})
 }

@@ -126,11 +126,59 @@ func Child(url string) error {
 	return nil
 }
 
-// ServeFlag makes cmd/glint-floor the heartbeat floor: it serves Serve and
-// ServeTCP on two loopback ports, printing their URLs (http://, then tcp://)
-// on its first two lines, and make bench sends them the heartbeats it sends a
-// master.
+// ServeFlag makes cmd/glint-floor the heartbeat floor (ServeFloors), to
+// which make bench sends the heartbeats it sends a master.
 const ServeFlag = "-serve"
+
+// ServeFloors serves Serve and ServeTCP on two loopback ports, after writing
+// their URLs to out (http://, then tcp://, a line each), until one fails.
+func ServeFloors(out io.Writer) error {
+	var lns [2]net.Listener
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		lns[i] = ln
+	}
+	if _, err := fmt.Fprintf(out, "http://%s\ntcp://%s\n", lns[0].Addr(), lns[1].Addr()); err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- Serve(lns[0]) }()
+	go func() { errc <- ServeTCP(lns[1]) }()
+	return <-errc
+}
+
+// StartServe starts cmd, a `glint-floor -serve`, and reads the URLs it
+// writes: its HTTP floor's URL and its TCP floor's address. Closing stdin
+// ends it; the caller waits for it. If the URLs do not come, it is killed
+// and waited for.
+func StartServe(cmd *exec.Cmd) (stdin io.WriteCloser, httpURL, tcpAddr string, err error) {
+	if stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, "", "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", "", err
+	}
+	r := bufio.NewReader(out)
+	var urls [2]string
+	for i, scheme := range []string{"http://", "tcp://"} {
+		line, err := r.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, scheme) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, "", "", fmt.Errorf("glint-floor -serve wrote %q (%v): want a %s URL", line, err, scheme)
+		}
+		urls[i] = strings.TrimSpace(line)
+	}
+	return stdin, urls[0], strings.TrimPrefix(urls[1], "tcp://"), nil
+}
 
 // Serve answers every request on ln, after reading its body, with 200 and an
 // empty application/proto body (an empty protobuf message, as a Connect
