@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,5 +180,55 @@ func TestAClaimChannelWhosePeerIsNotTheWorkerIsRefused(t *testing.T) {
 	}
 	if _, err := ReceiveClaim(); !errors.Is(err, ErrNotPrestarted) {
 		t.Errorf("a second claim: %v, want ErrNotPrestarted (the channel serves once)", err)
+	}
+}
+
+// claimOverChannel is ReceiveClaim over a new claim channel whose worker end
+// is this test's (the peer is so this process, which the environment names
+// as the worker): worker serves it once the process said it is ready.
+func claimOverChannel(t *testing.T, worker func(end *os.File)) (*Claimed, error) {
+	t.Helper()
+	end, process, err := ClaimChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end.Close() })
+	fd, err := syscall.Dup(int(process.Fd())) // ReceiveClaim closes what it was given
+	process.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(ClaimFDEnv, strconv.Itoa(fd))
+	t.Setenv(WorkerPIDEnv, strconv.Itoa(os.Getpid()))
+	go func() {
+		if err := Ready(end); err == nil {
+			worker(end)
+		}
+	}()
+	return ReceiveClaim()
+}
+
+func TestAClaimChannelClosedBeforeTheClaimSaysSo(t *testing.T) {
+	_, err := claimOverChannel(t, func(end *os.File) { end.Close() })
+	if err == nil || !strings.Contains(err.Error(), "closed before a claim came") {
+		t.Errorf("claim over a channel the worker closed: %v, want it named closed before a claim came", err)
+	}
+}
+
+func TestAClaimWhoseLogFilesNeverComeDoesNotSettle(t *testing.T) {
+	dir := t.TempDir()
+	c, err := claimOverChannel(t, func(end *os.File) {
+		if err := SendClaim(end, Claim{Args: []string{"--app-id", "app-1"}, Dir: dir}); err == nil {
+			end.Close()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Args, []string{"--app-id", "app-1"}) {
+		t.Errorf("claimed args %q", c.Args)
+	}
+	if err := c.Settle(); err == nil || !strings.Contains(err.Error(), "worker ended the launch") {
+		t.Errorf("settle over a channel closed after the claim: %v, want the worker ended the launch", err)
 	}
 }
