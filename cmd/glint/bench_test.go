@@ -409,6 +409,13 @@ func launchPhases(tls []driver.Timeline, prefix string) map[string]float64 {
 	}
 }
 
+// launchFigures are a row's figures: launchPhases(tls, prefix) and more.
+func launchFigures(tls []driver.Timeline, prefix string, more map[string]float64) map[string]float64 {
+	figures := launchPhases(tls, prefix)
+	maps.Copy(figures, more)
+	return figures
+}
+
 // sinceLaunched is each timeline's LaunchExecutor received → registered time.
 func sinceLaunched(tls []driver.Timeline) []time.Duration {
 	var ds []time.Duration
@@ -536,14 +543,7 @@ func TestBenchLaunch(t *testing.T) {
 		ID: "2", What: "executor launch: LaunchExecutor received → registered with the driver, one at a time",
 		Result: fmt.Sprintf("p50 %.2f ms (%.2f× floor), p99 %.2f ms (%d launches on %d clusters)", benchtable.Ms(p50), ratio, benchtable.Ms(p99), launches, epochs),
 		Target: "p50 ≤ 2.0× floor", Met: benchtable.Check(ratio, 2.0, true),
-		Figures: maps.Collect(func(yield func(string, float64) bool) {
-			for k, v := range launchPhases(offTimelines, "") {
-				yield(k, v)
-			}
-			for k, v := range map[string]float64{"p50_ms": benchtable.Ms(p50), "p99_ms": benchtable.Ms(p99), "floor_ratio": ratio, "launches": float64(launches)} {
-				yield(k, v)
-			}
-		}),
+		Figures: launchFigures(offTimelines, "", map[string]float64{"p50_ms": benchtable.Ms(p50), "p99_ms": benchtable.Ms(p99), "floor_ratio": ratio, "launches": float64(launches)}),
 	})
 	onP50 := benchtable.Percentile(ons, 50)
 	latency := float64(onP50) / float64(p50)
@@ -553,15 +553,8 @@ func TestBenchLaunch(t *testing.T) {
 		Result: fmt.Sprintf("p50 %.2f ms vs %.2f ms: %.2f× latency; %.2f× CPU (%.1f vs %.1f ms per launch, Jaeger's own CPU not counted)",
 			benchtable.Ms(onP50), benchtable.Ms(p50), latency, cpu, benchtable.Ms(onCPU)/float64(launches), benchtable.Ms(offCPU)/float64(launches)),
 		Target: "≤ 1.05× latency, ≤ 1.10× CPU", Met: benchtable.Check(max(latency-0.05, cpu-0.10), 1.0, true),
-		Figures: maps.Collect(func(yield func(string, float64) bool) {
-			for k, v := range launchPhases(onTimelines, "on_") {
-				yield(k, v)
-			}
-			for k, v := range map[string]float64{"latency_ratio": latency, "cpu_ratio": cpu, "on_p50_ms": benchtable.Ms(onP50), "off_p50_ms": benchtable.Ms(p50),
-				"on_cpu_ms_per_launch": benchtable.Ms(onCPU) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(offCPU) / float64(launches)} {
-				yield(k, v)
-			}
-		}),
+		Figures: launchFigures(onTimelines, "on_", map[string]float64{"latency_ratio": latency, "cpu_ratio": cpu, "on_p50_ms": benchtable.Ms(onP50), "off_p50_ms": benchtable.Ms(p50),
+			"on_cpu_ms_per_launch": benchtable.Ms(onCPU) / float64(launches), "off_cpu_ms_per_launch": benchtable.Ms(offCPU) / float64(launches)}),
 	})
 
 	warmP50, warmP99 := benchtable.Percentile(sinceLaunched(warmTimelines), 50), benchtable.Percentile(sinceLaunched(warmTimelines), 99)
@@ -570,14 +563,7 @@ func TestBenchLaunch(t *testing.T) {
 		ID: "9", What: "warm start: row 2 on workers with --prestart-executors 1, every launch a claim",
 		Result: fmt.Sprintf("p50 %.2f ms (%.2f× floor), p99 %.2f ms", benchtable.Ms(warmP50), warmRatio, benchtable.Ms(warmP99)),
 		Target: "p50 ≤ 0.5× floor", Met: benchtable.Check(warmRatio, 0.5, true),
-		Figures: maps.Collect(func(yield func(string, float64) bool) {
-			for k, v := range launchPhases(warmTimelines, "") {
-				yield(k, v)
-			}
-			for k, v := range map[string]float64{"p50_ms": benchtable.Ms(warmP50), "p99_ms": benchtable.Ms(warmP99), "floor_ratio": warmRatio} {
-				yield(k, v)
-			}
-		}),
+		Figures: launchFigures(warmTimelines, "", map[string]float64{"p50_ms": benchtable.Ms(warmP50), "p99_ms": benchtable.Ms(warmP99), "floor_ratio": warmRatio}),
 	})
 
 }
