@@ -73,11 +73,10 @@ func spread[C any](t testing.TB, n int, open func() (C, func()), call func(C, in
 // TestBenchMasterScale is rows 6 (the master's CPU while heartbeats arrive
 // over real RPC at the rate of 10,000 workers, beside a bare HTTP/1.1
 // server's and a bare TCP server's, and the time to register 10,000 workers)
-// and 8a (the master's
-// memory with 10,000 workers and 1,000 waiting applications). The workers are
-// the test's calls; nothing listens at their addresses, and the applications
-// ask for more memory per executor than any worker has, so nothing is
-// launched on them.
+// and 8a (the master's memory with 10,000 workers and 1,000 waiting
+// applications). The workers are the test's calls; nothing listens at their
+// addresses, and the applications ask for more memory per executor than any
+// worker has, so nothing is launched on them.
 func TestBenchMasterScale(t *testing.T) {
 	workers, apps := 10_000, 1_000
 	if benchtable.Start(t) {

@@ -11,6 +11,8 @@ import (
 	"time"
 )
 
+// listen serves serve on a loopback port until the test ends and returns its
+// address.
 func listen(t *testing.T, serve func(net.Listener) error) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
