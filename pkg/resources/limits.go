@@ -35,6 +35,10 @@ const (
 	// MaxCommandBytes bounds a command's arguments and environment together
 	// (Linux allows 2 MiB for both at exec).
 	MaxCommandBytes = 256 << 10
+	// MaxUnackedFinals is the most final states of its executors and drivers
+	// a worker keeps until a master acknowledges them, and so the most one
+	// registration or heartbeat may carry.
+	MaxUnackedFinals = 1024
 )
 
 // CheckCores checks that field, a number of cores, is 1 to MaxCores.

@@ -28,6 +28,7 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
 	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
+	s.finalsLocked(ctx, m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())
 	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
 		s.workers.heartbeat(w, now)
 		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
@@ -61,7 +62,8 @@ func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 	); err != nil {
 		return "", fmt.Errorf("worker %s: %w", m.GetWorkerId(), err)
 	}
-	if err := checkRuns(m.GetWorkerId(), m.GetExecutors(), m.GetDriverIds()); err != nil {
+	if err := errors.Join(checkRuns(m.GetWorkerId(), m.GetExecutors(), m.GetDriverIds()),
+		checkFinals(m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())); err != nil {
 		return "", err
 	}
 	if m.GetHost() == "" || m.GetPort() <= 0 || m.GetPort() > 65535 {
@@ -111,17 +113,20 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 	if err := ids.ValidateWorker(id); err != nil {
 		return nil, rpc.Error(err)
 	}
-	if err := checkRuns(id, m.GetExecutors(), m.GetDriverIds()); err != nil {
+	if err := errors.Join(checkRuns(id, m.GetExecutors(), m.GetDriverIds()),
+		checkFinals(id, m.GetFinishedExecutors(), m.GetFinishedDrivers())); err != nil {
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.scheduleAndUnlock(ctx)
 	if w, ok := s.workers.alive(id); ok {
 		s.workers.heartbeat(w, s.now())
 		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
-			// A recovering master learns what the worker runs by its registration.
+			// A recovering master learns what the worker runs, and what
+			// ended, by its registration.
 			return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
 		}
+		s.finalsLocked(ctx, id, m.GetFinishedExecutors(), m.GetFinishedDrivers())
 		resp := &masterv1.HeartbeatResponse{}
 		resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
 		return connect.NewResponse(resp), nil
@@ -232,38 +237,53 @@ func (s *Server) activeAppLocked(id string) (*appInfo, error) {
 
 // ExecutorStateChanged applies a worker's report on one of its executors.
 func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[masterv1.ExecutorStateChangedRequest]) (*connect.Response[masterv1.ExecutorStateChangedResponse], error) {
-	m := req.Msg
-	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
+	if err := validateExecutorReport(req.Msg); err != nil {
 		return nil, rpc.Error(err)
-	}
-	if m.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_UNSPECIFIED {
-		return nil, rpc.Error(fmt.Errorf("executor state change: %w: no state", fault.ErrInvalidArgument))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
+	if err := s.executorReportLocked(ctx, req.Msg); err != nil {
+		return nil, rpc.Error(err)
+	}
+	return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+}
+
+func validateExecutorReport(m *masterv1.ExecutorStateChangedRequest) error {
+	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
+		return err
+	}
+	if m.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_UNSPECIFIED {
+		return fmt.Errorf("executor state change: %w: no state", fault.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// executorReportLocked applies a validated report on an executor.
+func (s *Server) executorReportLocked(ctx context.Context, m *masterv1.ExecutorStateChangedRequest) error {
 	a, err := s.activeAppLocked(m.GetAppId())
 	if errors.Is(err, errEnded) {
 		// The application ended first (it finished or was killed, maybe
 		// before this executor even started) and the master killed its
 		// executors: their reports are normal life, not failed calls.
 		s.log.Debug("report on an ended application's executor", "app", m.GetAppId(), "executor", m.GetExecutorId(), "state", lifecycle.Name(m.GetState()))
-		return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+		return nil
 	}
 	if err != nil {
-		return nil, rpc.Error(err)
+		return err
 	}
 	e, ok := a.executors[m.GetExecutorId()]
 	if !ok && lifecycle.ExecutorFinished(m.GetState()) && a.ended(m.GetExecutorId()) {
 		// The master killed it (the driver asked for fewer executors) and
-		// forgot it at once; the worker reports the end it caused.
-		return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+		// forgot it at once, or applied this end already: the worker
+		// reports the end it caused, or reports it again.
+		return nil
 	}
 	if !ok {
-		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", a.id, m.GetExecutorId(), fault.ErrNotFound))
+		return fmt.Errorf("executor %s/%d: %w", a.id, m.GetExecutorId(), fault.ErrNotFound)
 	}
 	if e.worker.id != m.GetWorkerId() {
-		return nil, rpc.Error(fmt.Errorf("executor %s/%d runs on worker %s, not %s: %w",
-			a.id, e.id, e.worker.id, m.GetWorkerId(), fault.ErrFailedPrecondition))
+		return fmt.Errorf("executor %s/%d runs on worker %s, not %s: %w",
+			a.id, e.id, e.worker.id, m.GetWorkerId(), fault.ErrFailedPrecondition)
 	}
 	if raw := m.GetExecutorUrl(); raw != "" {
 		err := resources.CheckLength("executor_url", raw, resources.MaxURLBytes)
@@ -272,41 +292,95 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 			url, err = rpc.NormalizeURL(raw)
 		}
 		if err != nil {
-			return nil, rpc.Error(fmt.Errorf("executor %s/%d url: %w: %w", a.id, e.id, fault.ErrInvalidArgument, err))
+			return fmt.Errorf("executor %s/%d url: %w: %w", a.id, e.id, fault.ErrInvalidArgument, err)
 		}
 		e.url = url
 	}
 	times := &executorTimes{launched: m.GetLaunchedAt(), started: m.GetStartedAt()}
-	if err := s.executorStateChangedLocked(ctx, e, m.GetState(), clip(m.GetMessage()), m.ExitStatus, times); err != nil {
-		return nil, rpc.Error(err)
-	}
-	return connect.NewResponse(&masterv1.ExecutorStateChangedResponse{}), nil
+	return s.executorStateChangedLocked(ctx, e, m.GetState(), clip(m.GetMessage()), m.ExitStatus, times)
 }
 
 // DriverStateChanged applies a worker's report that a driver ended.
 func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[masterv1.DriverStateChangedRequest]) (*connect.Response[masterv1.DriverStateChangedResponse], error) {
-	m := req.Msg
-	// RELAUNCHING is the master's to give (a driver relaunched under a new id).
-	if !lifecycle.DriverFinished(m.GetState()) || m.GetState() == masterv1.DriverState_DRIVER_STATE_RELAUNCHING {
-		return nil, rpc.Error(fmt.Errorf("driver %s state %s: %w: workers report only FINISHED, FAILED, KILLED or ERROR",
-			m.GetDriverId(), m.GetState(), fault.ErrInvalidArgument))
+	if err := validateDriverReport(req.Msg); err != nil {
+		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	d, err := s.activeDriverLocked(m.GetDriverId())
-	if errors.Is(err, errEnded) {
-		// Killed on request, or relaunched elsewhere: its worker reports the end.
-		s.log.Debug("ended driver's end reported", "driver", m.GetDriverId(), "state", lifecycle.Name(m.GetState()))
-		return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
-	}
-	if err != nil {
+	if err := s.driverReportLocked(ctx, req.Msg); err != nil {
 		return nil, rpc.Error(err)
 	}
-	if d.worker == nil || d.worker.id != m.GetWorkerId() {
-		return nil, rpc.Error(fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), fault.ErrFailedPrecondition))
+	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
+}
+
+func validateDriverReport(m *masterv1.DriverStateChangedRequest) error {
+	// RELAUNCHING is the master's to give (a driver relaunched under a new id).
+	if !lifecycle.DriverFinished(m.GetState()) || m.GetState() == masterv1.DriverState_DRIVER_STATE_RELAUNCHING {
+		return fmt.Errorf("driver %s state %s: %w: workers report only FINISHED, FAILED, KILLED or ERROR",
+			m.GetDriverId(), m.GetState(), fault.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// driverReportLocked applies a validated report that a driver ended.
+func (s *Server) driverReportLocked(ctx context.Context, m *masterv1.DriverStateChangedRequest) error {
+	d, err := s.activeDriverLocked(m.GetDriverId())
+	if errors.Is(err, errEnded) {
+		// Killed on request, relaunched elsewhere, or this end applied
+		// already: its worker reports the end, or reports it again.
+		s.log.Debug("ended driver's end reported", "driver", m.GetDriverId(), "state", lifecycle.Name(m.GetState()))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !d.runsOn(m.GetWorkerId()) {
+		return fmt.Errorf("driver %s does not run on worker %s: %w", d.id, m.GetWorkerId(), fault.ErrFailedPrecondition)
 	}
 	s.removeDriverLocked(ctx, d, m.GetState(), clip(m.GetMessage()))
-	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
+	return nil
+}
+
+// finalsLocked applies the final states a registering or heartbeating
+// worker w kept because no master acknowledged them: those the master
+// knows already, or does not know, are passed over (each end is applied
+// once). They are applied before anything else of the call, so a
+// recovering master never takes a driver that finished for one lost.
+func (s *Server) finalsLocked(ctx context.Context, worker string, executors []*masterv1.ExecutorStateChangedRequest, drivers []*masterv1.DriverStateChangedRequest) {
+	for _, m := range executors {
+		if m.GetWorkerId() != worker || !lifecycle.ExecutorFinished(m.GetState()) {
+			continue
+		}
+		if err := s.executorReportLocked(ctx, m); err != nil {
+			s.log.Debug("kept executor end not applied", "worker", worker, "app", m.GetAppId(), "executor", m.GetExecutorId(), "err", err)
+		}
+	}
+	for _, m := range drivers {
+		if m.GetWorkerId() != worker {
+			continue
+		}
+		if err := s.driverReportLocked(ctx, m); err != nil {
+			s.log.Debug("kept driver end not applied", "worker", worker, "driver", m.GetDriverId(), "err", err)
+		}
+	}
+}
+
+// checkFinals validates the final states a worker carries.
+func checkFinals(worker string, executors []*masterv1.ExecutorStateChangedRequest, drivers []*masterv1.DriverStateChangedRequest) error {
+	if n := len(executors) + len(drivers); n > resources.MaxUnackedFinals {
+		return fmt.Errorf("worker %s: %w: carries %d final states, the limit is %d", worker, fault.ErrInvalidArgument, n, resources.MaxUnackedFinals)
+	}
+	for _, m := range executors {
+		if err := validateExecutorReport(m); err != nil {
+			return fmt.Errorf("worker %s: %w", worker, err)
+		}
+	}
+	for _, m := range drivers {
+		if err := validateDriverReport(m); err != nil {
+			return fmt.Errorf("worker %s: %w", worker, err)
+		}
+	}
+	return nil
 }
 
 func (s *Server) activeDriverLocked(id string) (*driverInfo, error) {

@@ -326,6 +326,15 @@ type driverInfo struct {
 	recoveredOn string
 }
 
+// runsOn reports whether d runs on the worker with id, or ran there before
+// the master recovered and that worker has not registered again yet.
+func (d *driverInfo) runsOn(id string) bool {
+	if d.worker != nil {
+		return d.worker.id == id
+	}
+	return d.recoveredOn != "" && d.recoveredOn == id
+}
+
 func (d *driverInfo) setState(to masterv1.DriverState) error {
 	if err := driverTransitions.Check("driver "+d.id, d.state, to); err != nil {
 		return err

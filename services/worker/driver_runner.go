@@ -99,11 +99,15 @@ func (r *driverRunner) removeLocked(ended bool) {
 // poststart does nothing: the master is not told a driver runs.
 func (r *driverRunner) poststart(context.Context, *launch) {}
 
-// exited tells the master the driver's final state.
-func (r *driverRunner) exited(ctx context.Context, state masterv1.DriverState, message string, _ *int32) {
+// endedLocked keeps the driver's final state until a master acknowledges
+// it, and returns its report.
+func (r *driverRunner) endedLocked(state masterv1.DriverState, message string, _ *int32) func(context.Context) {
 	req := &masterv1.DriverStateChangedRequest{DriverId: r.id, State: state, Message: message, WorkerId: r.s.id}
-	r.s.report(ctx, fmt.Sprintf("%s %s", r.what, lifecycle.Name(state)), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
-		_, err := c.DriverStateChanged(ctx, connect.NewRequest(req))
-		return err
-	})
+	r.s.keepLocked(r.what, r.s.finals.addDriver(req))
+	return func(ctx context.Context) {
+		r.s.report(ctx, fmt.Sprintf("%s %s", r.what, lifecycle.Name(state)), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
+			_, err := c.DriverStateChanged(ctx, connect.NewRequest(req))
+			return err
+		}, func() { r.s.finals.ackDriver(req) })
+	}
 }

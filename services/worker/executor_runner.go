@@ -120,13 +120,30 @@ func (r *executorRunner) poststart(ctx context.Context, l *launch) {
 	r.reportState(ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
 }
 
-// exited tells the master the executor's final state.
-func (r *executorRunner) exited(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
-	r.reportState(ctx, state, message, status)
+// endedLocked keeps the executor's final state until a master acknowledges
+// it, and returns its report.
+func (r *executorRunner) endedLocked(state masterv1.ExecutorState, message string, status *int32) func(context.Context) {
+	req := r.stateRequest(state, message, status)
+	r.s.keepLocked(r.what, r.s.finals.addExecutor(req))
+	return func(ctx context.Context) {
+		r.s.report(ctx, r.what+" "+lifecycle.Name(state), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
+			_, err := c.ExecutorStateChanged(ctx, connect.NewRequest(req))
+			return err
+		}, func() { r.s.finals.ackExecutor(req) })
+	}
 }
 
 // reportState queues ExecutorStateChanged for the master.
 func (r *executorRunner) reportState(ctx context.Context, state masterv1.ExecutorState, message string, status *int32) {
+	req := r.stateRequest(state, message, status)
+	r.s.report(ctx, r.what+" "+lifecycle.Name(state), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
+		_, err := c.ExecutorStateChanged(ctx, connect.NewRequest(req))
+		return err
+	}, nil)
+}
+
+// stateRequest is the executor's ExecutorStateChanged.
+func (r *executorRunner) stateRequest(state masterv1.ExecutorState, message string, status *int32) *masterv1.ExecutorStateChangedRequest {
 	req := &masterv1.ExecutorStateChangedRequest{
 		AppId: r.appID, ExecutorId: r.execID, State: state, Message: message, ExitStatus: status,
 		WorkerId: r.s.id, LaunchedAt: timestamppb.New(r.launchedAt), ExecutorUrl: r.current.url,
@@ -134,8 +151,5 @@ func (r *executorRunner) reportState(ctx context.Context, state masterv1.Executo
 	if !r.current.startedAt.IsZero() {
 		req.StartedAt = timestamppb.New(r.current.startedAt)
 	}
-	r.s.report(ctx, r.what+" "+lifecycle.Name(state), func(ctx context.Context, c masterv1connect.MasterServiceClient) error {
-		_, err := c.ExecutorStateChanged(ctx, connect.NewRequest(req))
-		return err
-	})
+	return req
 }

@@ -127,6 +127,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 			active = url
 		}
 		s.endRegistration(active, url, changes)
+		s.acknowledged(req.GetFinishedExecutors(), req.GetFinishedDrivers())
 		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
 		s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
@@ -155,6 +156,7 @@ func (s *Server) beginRegistration() (*masterv1.RegisterWorkerRequest, []string,
 		WorkerUrl: s.cfg.URL,
 	}
 	req.Executors, req.DriverIds = s.runsLocked()
+	req.FinishedExecutors, req.FinishedDrivers = s.finals.snapshot()
 	var targets []string
 	for _, u := range append([]string{s.preferred, s.route}, s.cfg.Masters...) {
 		if u != "" && !slices.Contains(targets, u) {
@@ -203,7 +205,18 @@ func (s *Server) heartbeatRequest() *masterv1.HeartbeatRequest {
 	defer s.mu.Unlock()
 	req := &masterv1.HeartbeatRequest{WorkerId: s.id}
 	req.Executors, req.DriverIds = s.runsLocked()
+	req.FinishedExecutors, req.FinishedDrivers = s.finals.snapshot()
 	return req
+}
+
+// acknowledged forgets the final states a master's answer acknowledged.
+func (s *Server) acknowledged(executors []*masterv1.ExecutorStateChangedRequest, drivers []*masterv1.DriverStateChangedRequest) {
+	if len(executors)+len(drivers) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finals.ack(executors, drivers)
 }
 
 // killUnknown kills the executors and drivers a master said it does not know.
@@ -241,8 +254,9 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 		case <-ticker.C:
 		}
 		url := s.activeMaster()
+		req := s.heartbeatRequest()
 		cctx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := s.client(url).Heartbeat(cctx, connect.NewRequest(s.heartbeatRequest()))
+		resp, err := s.client(url).Heartbeat(cctx, connect.NewRequest(req))
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -251,6 +265,7 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 			return fmt.Sprintf("master %s asked the worker to register again", url)
 		case err == nil:
 			failures = 0
+			s.acknowledged(req.GetFinishedExecutors(), req.GetFinishedDrivers())
 			s.metrics.masterConnected.Set(1)
 			s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
 		case connect.CodeOf(err) == connect.CodeNotFound:

@@ -181,8 +181,12 @@ type hooks[S comparable] interface {
 	// removeLocked takes the runner out of the worker's table: into the
 	// finished ones when it ended, forgotten when it was not admitted.
 	removeLocked(ended bool)
-	// exited reports the final state to the master.
-	exited(ctx context.Context, state S, message string, status *int32)
+	// endedLocked keeps the final state among the unacknowledged ones (in
+	// the same critical section that took the runner out of the table, so
+	// a registration lists the process as running or as ended, never as
+	// neither) and returns its report to the master, sent once s.mu is
+	// released.
+	endedLocked(state S, message string, status *int32) func(ctx context.Context)
 }
 
 // runner runs one process, an executor (Spark's ExecutorRunner) or a
@@ -389,11 +393,12 @@ func (r *runner[S]) finish(ctx context.Context, state S, message string, status 
 	r.setStateLocked(state)
 	r.message, r.exitStatus = message, status
 	r.hooks.removeLocked(true)
+	report := r.hooks.endedLocked(state, message, status)
 	s.coresUsed -= r.cores
 	s.memoryUsedMiB -= r.memoryMiB
 	s.mu.Unlock()
 	r.log.InfoContext(ctx, r.kind.noun+" finished", "state", lifecycle.Name(state), "message", message)
-	r.hooks.exited(ctx, state, message, status)
+	report(ctx)
 }
 
 func (r *runner[S]) setStateLocked(to S) {

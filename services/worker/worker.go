@@ -166,6 +166,8 @@ type Server struct {
 	drivers           map[string]*driverRunner
 	finishedExecutors []*executorRunner
 	finishedDrivers   []*driverRunner
+	// finals are the final states no master acknowledged yet (finals.go).
+	finals unacked
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*Server)(nil)
@@ -406,22 +408,41 @@ func (s *Server) activeMaster() string {
 
 // report queues a message for the active master. Messages are delivered in the
 // order they were queued, so an executor's RUNNING always precedes its end.
-func (s *Server) report(ctx context.Context, what string, send func(context.Context, masterv1connect.MasterServiceClient) error) {
+// ack, unless nil, runs under s.mu once the master answered the report: a
+// final state is kept until then, and carried by the next registration or
+// heartbeat if the report is not answered.
+func (s *Server) report(ctx context.Context, what string, send func(context.Context, masterv1connect.MasterServiceClient) error, ack func()) {
 	s.reports.Post(ctx, func(ctx context.Context) {
 		url := s.activeMaster()
 		if url == "" {
-			s.log.Warn("no active master; report dropped", "report", what)
+			s.log.Warn("no active master; the report waits for the next registration", "report", what)
 			return
 		}
 		err := send(ctx, s.client(url))
 		switch code := connect.CodeOf(err); {
 		case err == nil:
+			if ack != nil {
+				s.mu.Lock()
+				ack()
+				s.mu.Unlock()
+			}
 		case code == connect.CodeNotFound || code == connect.CodeFailedPrecondition:
-			// The master already forgot it (it killed the executor, or the
-			// application ended): nothing to correct.
+			// The master forgot it (it killed the executor, or the
+			// application ended), or does not know it yet (it recovers and
+			// the worker has not registered again): a final state goes
+			// again with the next registration or heartbeat, which the
+			// master answers either way.
 			s.log.Debug("master did not apply report", "report", what, "master", url, "err", err)
 		default:
 			s.log.Warn("report to master failed", "report", what, "master", url, "err", err)
 		}
 	})
+}
+
+// keepLocked warns when keeping a final state dropped the oldest one kept:
+// more ended unacknowledged than resources.MaxUnackedFinals.
+func (s *Server) keepLocked(what string, dropped bool) {
+	if dropped {
+		s.log.Warn("too many final states unacknowledged by a master; the oldest is dropped", "kept", what)
+	}
 }

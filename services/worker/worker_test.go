@@ -187,6 +187,13 @@ func serve(t *testing.T, ln net.Listener, h http.Handler) {
 // checks when run is set, and returns its URL.
 func startMaster(t *testing.T, cfg master.Config, run bool) string {
 	t.Helper()
+	return startWrappedMaster(t, cfg, run, nil)
+}
+
+// startWrappedMaster is startMaster with wrap, unless nil, in front of the
+// master's handler: a test's injected faults.
+func startWrappedMaster(t *testing.T, cfg master.Config, run bool, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	ln := listen(t)
 	cfg.URL = "http://" + ln.Addr().String()
 	cfg.SpreadOut = true
@@ -197,7 +204,11 @@ func startMaster(t *testing.T, cfg master.Config, run bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, ln, m.Handler())
+	h := m.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	serve(t, ln, h)
 	if run {
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan error, 1)
@@ -301,12 +312,14 @@ type clusterConfig struct {
 	worker    Config
 	master    master.Config
 	runMaster bool
+	// wrapMaster, unless nil, stands in front of the master's handler.
+	wrapMaster func(http.Handler) http.Handler
 }
 
 // startCluster starts a master and a worker and waits until the worker is ALIVE.
 func startCluster(t *testing.T, cfg clusterConfig) *cluster {
 	t.Helper()
-	url := startMaster(t, cfg.master, cfg.runMaster)
+	url := startWrappedMaster(t, cfg.master, cfg.runMaster, cfg.wrapMaster)
 	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
 	c.worker = startWorker(t, cfg.worker, url)
 	eventually(t, "worker registered", func() bool {

@@ -594,10 +594,15 @@ type RegisterWorkerRequest struct {
 	// URL at which the worker serves glint.worker.v1.WorkerService.
 	WorkerUrl string `protobuf:"bytes,6,opt,name=worker_url,json=workerUrl,proto3" json:"worker_url,omitempty"`
 	// What the worker already runs (after a reconnect); the master kills what it does not know.
-	Executors     []*RunningExecutor `protobuf:"bytes,7,rep,name=executors,proto3" json:"executors,omitempty"`
-	DriverIds     []string           `protobuf:"bytes,8,rep,name=driver_ids,json=driverIds,proto3" json:"driver_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Executors []*RunningExecutor `protobuf:"bytes,7,rep,name=executors,proto3" json:"executors,omitempty"`
+	DriverIds []string           `protobuf:"bytes,8,rep,name=driver_ids,json=driverIds,proto3" json:"driver_ids,omitempty"`
+	// Final states the worker reported that no master has acknowledged yet
+	// (the master was down or did not answer). An answer to this call
+	// acknowledges them all; the master applies those it does not know yet.
+	FinishedExecutors []*ExecutorStateChangedRequest `protobuf:"bytes,9,rep,name=finished_executors,json=finishedExecutors,proto3" json:"finished_executors,omitempty"`
+	FinishedDrivers   []*DriverStateChangedRequest   `protobuf:"bytes,10,rep,name=finished_drivers,json=finishedDrivers,proto3" json:"finished_drivers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterWorkerRequest) Reset() {
@@ -682,6 +687,20 @@ func (x *RegisterWorkerRequest) GetExecutors() []*RunningExecutor {
 func (x *RegisterWorkerRequest) GetDriverIds() []string {
 	if x != nil {
 		return x.DriverIds
+	}
+	return nil
+}
+
+func (x *RegisterWorkerRequest) GetFinishedExecutors() []*ExecutorStateChangedRequest {
+	if x != nil {
+		return x.FinishedExecutors
+	}
+	return nil
+}
+
+func (x *RegisterWorkerRequest) GetFinishedDrivers() []*DriverStateChangedRequest {
+	if x != nil {
+		return x.FinishedDrivers
 	}
 	return nil
 }
@@ -778,10 +797,14 @@ type HeartbeatRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// What the worker runs; the master answers with what it does not know.
-	Executors     []*RunningExecutor `protobuf:"bytes,2,rep,name=executors,proto3" json:"executors,omitempty"`
-	DriverIds     []string           `protobuf:"bytes,3,rep,name=driver_ids,json=driverIds,proto3" json:"driver_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Executors []*RunningExecutor `protobuf:"bytes,2,rep,name=executors,proto3" json:"executors,omitempty"`
+	DriverIds []string           `protobuf:"bytes,3,rep,name=driver_ids,json=driverIds,proto3" json:"driver_ids,omitempty"`
+	// Final states not acknowledged yet, as in RegisterWorkerRequest; a
+	// heartbeat answered without reregister acknowledges them.
+	FinishedExecutors []*ExecutorStateChangedRequest `protobuf:"bytes,4,rep,name=finished_executors,json=finishedExecutors,proto3" json:"finished_executors,omitempty"`
+	FinishedDrivers   []*DriverStateChangedRequest   `protobuf:"bytes,5,rep,name=finished_drivers,json=finishedDrivers,proto3" json:"finished_drivers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -831,6 +854,20 @@ func (x *HeartbeatRequest) GetExecutors() []*RunningExecutor {
 func (x *HeartbeatRequest) GetDriverIds() []string {
 	if x != nil {
 		return x.DriverIds
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetFinishedExecutors() []*ExecutorStateChangedRequest {
+	if x != nil {
+		return x.FinishedExecutors
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetFinishedDrivers() []*DriverStateChangedRequest {
+	if x != nil {
+		return x.FinishedDrivers
 	}
 	return nil
 }
@@ -2931,7 +2968,11 @@ type PersistedApplication struct {
 	// The executor limit set by the driver; absent: unlimited.
 	ExecutorLimit *int32 `protobuf:"varint,8,opt,name=executor_limit,json=executorLimit,proto3,oneof" json:"executor_limit,omitempty"`
 	// W3C traceparent of the application's registration.
-	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Traceparent string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// Set once the application ended: how it is shown (its secrets redacted)
+	// among the completed applications. A completed application keeps no
+	// token; only this field and id are set.
+	Completed     *ApplicationInfo `protobuf:"bytes,10,opt,name=completed,proto3" json:"completed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3029,6 +3070,13 @@ func (x *PersistedApplication) GetTraceparent() string {
 	return ""
 }
 
+func (x *PersistedApplication) GetCompleted() *ApplicationInfo {
+	if x != nil {
+		return x.Completed
+	}
+	return nil
+}
+
 // PersistedDriver is what a master in recovery mode keeps of a cluster-mode
 // driver. submit_token is a secret, as app_token above.
 type PersistedDriver struct {
@@ -3037,9 +3085,12 @@ type PersistedDriver struct {
 	Description *DriverDescription     `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	SubmitTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
 	// The worker it was launched on; empty while it waits.
-	WorkerId      string `protobuf:"bytes,4,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	SubmitToken   string `protobuf:"bytes,5,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
-	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	WorkerId    string `protobuf:"bytes,4,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	SubmitToken string `protobuf:"bytes,5,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
+	Traceparent string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// Set once the driver ended: how it is shown among the completed drivers.
+	// A completed driver keeps no token; only this field and id are set.
+	Completed     *DriverInfo `protobuf:"bytes,7,opt,name=completed,proto3" json:"completed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3114,6 +3165,13 @@ func (x *PersistedDriver) GetTraceparent() string {
 		return x.Traceparent
 	}
 	return ""
+}
+
+func (x *PersistedDriver) GetCompleted() *DriverInfo {
+	if x != nil {
+		return x.Completed
+	}
+	return nil
 }
 
 // PersistedCounters are the numbers the next application and driver ids take.
@@ -3205,7 +3263,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x05cores\x18\x03 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x04 \x01(\x03R\tmemoryMib\x12\x10\n" +
-	"\x03url\x18\x05 \x01(\tR\x03url\"\x8f\x02\n" +
+	"\x03url\x18\x05 \x01(\tR\x03url\"\xc3\x03\n" +
 	"\x15RegisterWorkerRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3217,7 +3275,10 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"worker_url\x18\x06 \x01(\tR\tworkerUrl\x12>\n" +
 	"\texecutors\x18\a \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
 	"\n" +
-	"driver_ids\x18\b \x03(\tR\tdriverIds\"\x9c\x02\n" +
+	"driver_ids\x18\b \x03(\tR\tdriverIds\x12[\n" +
+	"\x12finished_executors\x18\t \x03(\v2,.glint.master.v1.ExecutorStateChangedRequestR\x11finishedExecutors\x12U\n" +
+	"\x10finished_drivers\x18\n" +
+	" \x03(\v2*.glint.master.v1.DriverStateChangedRequestR\x0ffinishedDrivers\"\x9c\x02\n" +
 	"\x16RegisterWorkerResponse\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1c\n" +
@@ -3225,12 +3286,14 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x12M\n" +
 	"\x11unknown_executors\x18\x04 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
 	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\x12\x14\n" +
-	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\x8e\x01\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\xc2\x02\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12>\n" +
 	"\texecutors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
 	"\n" +
-	"driver_ids\x18\x03 \x03(\tR\tdriverIds\"\xb0\x01\n" +
+	"driver_ids\x18\x03 \x03(\tR\tdriverIds\x12[\n" +
+	"\x12finished_executors\x18\x04 \x03(\v2,.glint.master.v1.ExecutorStateChangedRequestR\x11finishedExecutors\x12U\n" +
+	"\x10finished_drivers\x18\x05 \x03(\v2*.glint.master.v1.DriverStateChangedRequestR\x0ffinishedDrivers\"\xb0\x01\n" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
@@ -3397,7 +3460,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"worker_url\x18\x04 \x01(\tR\tworkerUrl\x12\x14\n" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\x90\x03\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\xd0\x03\n" +
 	"\x14PersistedApplication\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
@@ -3409,8 +3472,10 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12(\n" +
 	"\x10next_executor_id\x18\a \x01(\x05R\x0enextExecutorId\x12*\n" +
 	"\x0eexecutor_limit\x18\b \x01(\x05H\x00R\rexecutorLimit\x88\x01\x01\x12 \n" +
-	"\vtraceparent\x18\t \x01(\tR\vtraceparentB\x11\n" +
-	"\x0f_executor_limit\"\x86\x02\n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparent\x12>\n" +
+	"\tcompleted\x18\n" +
+	" \x01(\v2 .glint.master.v1.ApplicationInfoR\tcompletedB\x11\n" +
+	"\x0f_executor_limit\"\xc1\x02\n" +
 	"\x0fPersistedDriver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
 	"\vdescription\x18\x02 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12;\n" +
@@ -3418,7 +3483,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"submitTime\x12\x1b\n" +
 	"\tworker_id\x18\x04 \x01(\tR\bworkerId\x12!\n" +
 	"\fsubmit_token\x18\x05 \x01(\tR\vsubmitToken\x12 \n" +
-	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\"i\n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x129\n" +
+	"\tcompleted\x18\a \x01(\v2\x1b.glint.master.v1.DriverInfoR\tcompleted\"i\n" +
 	"\x11PersistedCounters\x12&\n" +
 	"\x0fnext_app_number\x18\x01 \x01(\x05R\rnextAppNumber\x12,\n" +
 	"\x12next_driver_number\x18\x02 \x01(\x05R\x10nextDriverNumber*\x95\x01\n" +
@@ -3547,82 +3613,88 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	7,  // 4: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	7,  // 5: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	7,  // 6: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	5,  // 7: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	2,  // 8: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	49, // 9: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	49, // 10: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 11: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	6,  // 12: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	43, // 13: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	49, // 14: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	49, // 15: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	49, // 16: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
-	40, // 17: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	42, // 18: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	42, // 19: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	43, // 20: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	43, // 21: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 22: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	49, // 23: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 24: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	49, // 25: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	49, // 26: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	49, // 27: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	49, // 28: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	49, // 29: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	49, // 30: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	5,  // 31: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 32: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	49, // 33: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	49, // 34: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	41, // 35: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	6,  // 36: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 37: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	49, // 38: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	5,  // 39: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	49, // 40: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	6,  // 41: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	49, // 42: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	8,  // 43: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 44: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 45: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 46: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	16, // 47: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	18, // 48: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	20, // 49: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 50: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	24, // 51: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	26, // 52: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	28, // 53: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	30, // 54: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	32, // 55: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	34, // 56: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	38, // 57: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	36, // 58: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 59: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 60: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 61: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 62: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	17, // 63: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	19, // 64: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	21, // 65: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	23, // 66: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	25, // 67: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	27, // 68: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	29, // 69: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	31, // 70: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	33, // 71: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	35, // 72: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	39, // 73: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	37, // 74: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	59, // [59:75] is the sub-list for method output_type
-	43, // [43:59] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	20, // 4: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 5: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	7,  // 6: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	7,  // 7: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	20, // 8: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 9: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	7,  // 10: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	5,  // 11: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	2,  // 12: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
+	49, // 13: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	49, // 14: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 15: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	6,  // 16: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	43, // 17: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	49, // 18: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	49, // 19: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	49, // 20: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	40, // 21: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	42, // 22: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	42, // 23: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	43, // 24: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	43, // 25: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 26: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	49, // 27: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 28: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	49, // 29: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	49, // 30: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	49, // 31: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	49, // 32: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	49, // 33: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	49, // 34: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	5,  // 35: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 36: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	49, // 37: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	49, // 38: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	41, // 39: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	6,  // 40: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 41: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	49, // 42: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	5,  // 43: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	49, // 44: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	42, // 45: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	6,  // 46: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	49, // 47: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	43, // 48: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	8,  // 49: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 50: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	12, // 51: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	14, // 52: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	16, // 53: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	18, // 54: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	20, // 55: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	22, // 56: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	24, // 57: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	26, // 58: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	28, // 59: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	30, // 60: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	32, // 61: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	34, // 62: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	38, // 63: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	36, // 64: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 65: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	11, // 66: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	13, // 67: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	15, // 68: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	17, // 69: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	19, // 70: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	21, // 71: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	23, // 72: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	25, // 73: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	27, // 74: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	29, // 75: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	31, // 76: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	33, // 77: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	35, // 78: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	39, // 79: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	37, // 80: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	65, // [65:81] is the sub-list for method output_type
+	49, // [49:65] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
