@@ -79,6 +79,10 @@ func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driver
 // killed, the driver (unless the app FINISHED) and every worker told, the app
 // kept among the completed.
 func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state masterv1.ApplicationState, message string) {
+	if a.state == masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
+		// A kept application whose driver is gone: recovery waits for it no more.
+		s.unknownApps--
+	}
 	if err := a.setState(state); err != nil {
 		s.log.Warn("remove application", "err", err)
 		return

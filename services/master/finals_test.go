@@ -19,7 +19,7 @@ func TestARecoveringMasterTakesTheEndAWorkerKeptAndRelaunchesNothing(t *testing.
 	dir := t.TempDir()
 	wp := newPeer(t)
 	worker, app := keptCluster(t, dir, wp, newPeer(t), true)
-	c := recoveringCluster(t, dir)
+	c := recoveringCluster(t, dir, Config{})
 	driver := c.srv.clusterState().GetActiveDrivers()[0].GetId()
 
 	_, err := c.client.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{

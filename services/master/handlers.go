@@ -43,6 +43,9 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 		return nil, rpc.Error(err)
 	}
 	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
+	// A kept worker it replaced at the same address is gone: the recovery
+	// may be complete.
+	s.maybeCompleteRecoveryLocked(ctx)
 	// What the worker still runs from before it re-registered is unknown to this
 	// master now: the worker kills it (SPARK-13604).
 	resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -34,11 +35,13 @@ const (
 // kept state starts RECOVERING. It lists the kept workers UNKNOWN and the
 // kept applications UNKNOWN, tells them all MasterChanged, and adopts what
 // they report — each worker re-registers with the executors and drivers it
-// runs, each driver's answer acknowledges its application — instead of
-// launching anything again. Once every one answered, or a worker timeout
-// passed, it removes the silent ones, relaunches supervised drivers whose
-// worker did not come back, and becomes ALIVE. Meanwhile it schedules
-// nothing and refuses submissions (Unavailable); clients retry.
+// runs and the ends it kept, each driver's answer acknowledges its
+// application — instead of launching anything again. Once every one
+// answered or is known to be gone (it refused the connection, or a new
+// worker registered at its address), or a worker timeout passed, it removes
+// the silent ones, relaunches supervised drivers whose worker did not come
+// back, and becomes ALIVE. Meanwhile it schedules nothing and refuses
+// submissions (Unavailable); clients retry.
 
 // errRecovering refuses what must wait until the master recovered.
 func (s *Server) errRecovering(what string) error {
@@ -107,6 +110,14 @@ func (s *Server) beginRecovery(ctx context.Context) {
 		s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 			if _, err := c.MasterChanged(ctx, connect.NewRequest(workerReq)); err != nil {
 				s.log.Warn("tell worker the master changed", "worker", w.id, "err", err)
+				if gone(err) {
+					s.mu.Lock()
+					defer s.scheduleAndUnlock(ctx)
+					if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+						s.removeWorkerLocked(ctx, w, "it refused the recovering master's connection")
+						s.maybeCompleteRecoveryLocked(ctx)
+					}
+				}
 			}
 		})
 	}
@@ -115,6 +126,15 @@ func (s *Server) beginRecovery(ctx context.Context) {
 		s.postToDriver(ctx, a, func(ctx context.Context) {
 			if _, err := a.client.MasterChanged(ctx, connect.NewRequest(req)); err != nil {
 				s.log.Warn("tell driver the master changed", "app", a.id, "err", err)
+				if gone(err) {
+					s.mu.Lock()
+					defer s.scheduleAndUnlock(ctx)
+					if a.state == masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
+						s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+							"its driver refused the recovering master's connection")
+						s.maybeCompleteRecoveryLocked(ctx)
+					}
+				}
 				return
 			}
 			s.mu.Lock()
@@ -127,6 +147,13 @@ func (s *Server) beginRecovery(ctx context.Context) {
 		defer s.scheduleAndUnlock(s.ctx)
 		s.completeRecoveryLocked(s.ctx)
 	})
+}
+
+// gone reports whether a call failed because nothing listens at the peer's
+// address any more: its process is gone (one that is paused or slow still
+// accepts connections, and is waited for).
+func gone(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // acknowledgeLocked records that a's driver answered MasterChanged.

@@ -45,9 +45,12 @@ func keptCluster(t *testing.T, dir string, wp, dp *peer, supervisedDriver bool) 
 	return worker, app
 }
 
-func recoveringCluster(t *testing.T, dir string) *cluster {
+// recoveringCluster starts a master with cfg on the file store in dir, which
+// holds state: it is RECOVERING.
+func recoveringCluster(t *testing.T, dir string, cfg Config) *cluster {
 	t.Helper()
-	c := newCluster(t, Config{Store: mustOpen(t, dir)})
+	cfg.Store = mustOpen(t, dir)
+	c := newCluster(t, cfg)
 	if got := c.srv.clusterState().GetStatus(); got != statusRecovering {
 		t.Fatalf("a master with kept state starts %s, want RECOVERING", got)
 	}
@@ -58,7 +61,7 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	dir := t.TempDir()
 	wp, dp := newPeer(t), newPeer(t)
 	worker, app := keptCluster(t, dir, wp, dp, false)
-	c := recoveringCluster(t, dir)
+	c := recoveringCluster(t, dir, Config{})
 
 	_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
 		AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
@@ -116,7 +119,7 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {
 	dir := t.TempDir()
 	worker, app := keptCluster(t, dir, newPeer(t), newPeer(t), true)
-	c := recoveringCluster(t, dir)
+	c := recoveringCluster(t, dir, Config{})
 	c.srv.mu.Lock()
 	c.srv.completeRecoveryLocked(context.Background())
 	c.srv.mu.Unlock()

@@ -34,6 +34,10 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 // relaunched (supervised) or ended, and a schedule pass is asked for.
 func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason string) {
 	s.log.Info("removing worker", "worker", w.id, "address", w.address(), "reason", reason)
+	if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+		// A kept worker known to be gone: recovery waits for it no more.
+		s.unknownWorkers--
+	}
 	if err := w.setState(masterv1.WorkerState_WORKER_STATE_DEAD); err != nil {
 		s.log.Warn("remove worker", "err", err)
 	}
