@@ -63,7 +63,8 @@ type finishedDriver struct {
 // cluster-mode driver finishes while its master (--recovery-mode file) is
 // killed, so its worker cannot report the end. The restarted master learns
 // the end from the worker's registration: the driver is FINISHED, once, and
-// not relaunched as a driver whose worker did not bring it back.
+// not relaunched as a driver whose worker did not bring it back; and a
+// master restarted once more still answers for it.
 func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	t.Parallel()
 	port := tooltest.FreePorts(t, 1)[0]
@@ -122,5 +123,18 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	}
 	if out := readFile(filepath.Join(dirs[0], "stdout")); strings.Count(out, "Held 1 tasks until") != 1 {
 		t.Fatalf("driver stdout:\n%s\nwant its tasks held and released once", out)
+	}
+
+	// The end is kept: a master killed and restarted once more still
+	// answers for the driver.
+	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.master.done
+	c.master = start(t, "master-restarted-again", nil, args...)
+	c.waitForDrivers(t, "the master ALIVE again", func(s driversState) bool { return s.Status == "ALIVE" })
+	out, errOut, err := runGlint(t, "status", "--master", c.master.url, driverID)
+	if err != nil || !strings.Contains(out, "FINISHED") {
+		t.Fatalf("glint status %s after a second restart: %v\n%s%s\nwant FINISHED", driverID, err, out, errOut)
 	}
 }

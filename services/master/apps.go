@@ -91,12 +91,15 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	a.endTime = s.now()
 	a.statusMessage = message
 	delete(s.apps, a.id)
-	s.forgetAppLocked(a)
 	s.appQueue = slices.DeleteFunc(s.appQueue, func(o *appInfo) bool { return o == a })
 	s.activeBytes -= a.size
-	s.completedApps.add(a, proto.Size(s.appProto(a)), s.cfg.RetainedApplications, s.cfg.RetainedBytes)
+	dropped := s.completedApps.add(a, proto.Size(s.appProto(a)), s.cfg.RetainedApplications, s.cfg.RetainedBytes)
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
+	}
+	s.persistCompletedAppLocked(a)
+	for _, o := range dropped {
+		s.forgetAppLocked(o)
 	}
 	// As in Spark, a driver that ended its application itself is not told:
 	// it may be gone already.

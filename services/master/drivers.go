@@ -78,10 +78,13 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	}
 	d.message = message
 	delete(s.drivers, d.id)
-	s.forgetDriverLocked(d)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.activeBytes -= d.size
-	s.completedDrivers.add(d, proto.Size(s.driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
+	dropped := s.completedDrivers.add(d, proto.Size(s.driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
+	s.persistCompletedDriverLocked(d)
+	for _, o := range dropped {
+		s.forgetDriverLocked(o)
+	}
 	if d.worker != nil {
 		d.worker.removeDriver(d)
 	}

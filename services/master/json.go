@@ -54,6 +54,9 @@ func workerProto(w *workerInfo) *masterv1.WorkerInfo {
 
 // appProto is a as shown, its command's secrets hidden.
 func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
+	if a.shown != nil {
+		return a.shown
+	}
 	p := &masterv1.ApplicationInfo{
 		Id: a.id, Description: s.cfg.Redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
 		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
@@ -83,6 +86,9 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 
 // driverProto is d as shown, its command's secrets hidden.
 func (s *Server) driverProto(d *driverInfo) *masterv1.DriverInfo {
+	if d.shown != nil {
+		return d.shown
+	}
 	p := &masterv1.DriverInfo{
 		Id: d.id, Description: s.cfg.Redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
 		TraceId: traceID(d.trace),

@@ -79,22 +79,28 @@ type retained[T any] struct {
 
 // add appends v of size bytes. When maxCount entries are kept already it
 // first drops the oldest 10% (at least one), as Spark does, then as many of
-// the oldest as it takes to keep the bytes within maxBytes.
-func (r *retained[T]) add(v T, size, maxCount, maxBytes int) {
+// the oldest as it takes to keep the bytes within maxBytes. It returns what
+// it dropped.
+func (r *retained[T]) add(v T, size, maxCount, maxBytes int) []T {
+	var dropped []T
 	if len(r.items) >= maxCount {
-		r.drop(max(maxCount/10, 1))
+		dropped = r.drop(dropped, max(maxCount/10, 1))
 	}
 	for len(r.items) > 0 && r.bytes+size > maxBytes {
-		r.drop(1)
+		dropped = r.drop(dropped, 1)
 	}
 	r.items, r.sizes, r.bytes = append(r.items, v), append(r.sizes, size), r.bytes+size
+	return dropped
 }
 
-func (r *retained[T]) drop(n int) {
+// drop drops the n oldest entries, appending them to dropped.
+func (r *retained[T]) drop(dropped []T, n int) []T {
 	n = min(n, len(r.items))
 	for _, size := range r.sizes[:n] {
 		r.bytes -= size
 	}
+	dropped = append(dropped, r.items[:n]...)
 	clear(r.items[:n])
 	r.items, r.sizes = r.items[n:], r.sizes[n:]
+	return dropped
 }

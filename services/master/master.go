@@ -166,9 +166,7 @@ func New(cfg Config) (*Server, error) {
 			cancel()
 			return nil, fmt.Errorf("new master: %w", err)
 		}
-		if !rec.empty() {
-			s.recoverLocked(rec)
-		}
+		s.recoverLocked(rec)
 	}
 	return s, nil
 }

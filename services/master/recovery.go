@@ -49,7 +49,9 @@ func (s *Server) errRecovering(what string) error {
 		what, fault.ErrUnavailable, s.cfg.WorkerTimeout)
 }
 
-// recoverLocked rebuilds the kept state, all UNKNOWN until it reports.
+// recoverLocked rebuilds the kept state, all UNKNOWN until it reports; with
+// nothing active kept (a first start, or all ended), the master is ALIVE at
+// once.
 func (s *Server) recoverLocked(rec *Recovered) {
 	now := s.now()
 	s.nextAppNumber = int(rec.Counters.GetNextAppNumber())
@@ -60,10 +62,14 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		s.workers.add(w)
 		s.unknownWorkers++
 	}
+	s.recoverCompletedLocked(rec)
 	apps := slices.SortedFunc(slices.Values(rec.Applications), func(a, b *masterv1.PersistedApplication) int {
 		return cmp.Or(a.GetStartTime().AsTime().Compare(b.GetStartTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	for _, p := range apps {
+		if p.GetCompleted() != nil {
+			continue
+		}
 		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(),
 			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
 		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
@@ -77,6 +83,9 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		s.unknownApps++
 	}
 	for _, p := range rec.Drivers {
+		if p.GetCompleted() != nil {
+			continue
+		}
 		d := &driverInfo{
 			id: p.GetId(), desc: p.GetDescription(), size: proto.Size(p.GetDescription()),
 			state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: p.GetSubmitTime().AsTime(),
@@ -93,8 +102,46 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		s.drivers[d.id] = d
 		s.activeBytes += d.size
 	}
+	if !rec.active() {
+		return
+	}
 	s.status = statusRecovering
 	s.log.Info("recovering", "workers", len(rec.Workers), "applications", len(rec.Applications), "drivers", len(rec.Drivers))
+}
+
+// recoverCompletedLocked lists the kept completed applications and drivers
+// as they were shown, oldest end first, within the completed lists' bounds.
+func (s *Server) recoverCompletedLocked(rec *Recovered) {
+	var apps []*masterv1.ApplicationInfo
+	for _, p := range rec.Applications {
+		if c := p.GetCompleted(); c != nil && c.GetId() == p.GetId() {
+			apps = append(apps, c)
+		}
+	}
+	slices.SortFunc(apps, func(a, b *masterv1.ApplicationInfo) int {
+		return cmp.Or(a.GetEndTime().AsTime().Compare(b.GetEndTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
+	})
+	for _, c := range apps {
+		a := &appInfo{id: c.GetId(), state: c.GetState(), shown: c}
+		for _, o := range s.completedApps.add(a, proto.Size(c), s.cfg.RetainedApplications, s.cfg.RetainedBytes) {
+			s.forgetAppLocked(o)
+		}
+	}
+	var drivers []*masterv1.DriverInfo
+	for _, p := range rec.Drivers {
+		if c := p.GetCompleted(); c != nil && c.GetId() == p.GetId() {
+			drivers = append(drivers, c)
+		}
+	}
+	slices.SortFunc(drivers, func(a, b *masterv1.DriverInfo) int {
+		return cmp.Or(a.GetSubmitTime().AsTime().Compare(b.GetSubmitTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
+	})
+	for _, c := range drivers {
+		d := &driverInfo{id: c.GetId(), state: c.GetState(), shown: c}
+		for _, o := range s.completedDrivers.add(d, proto.Size(c), s.cfg.RetainedDrivers, s.cfg.RetainedBytes) {
+			s.forgetDriverLocked(o)
+		}
+	}
 }
 
 // beginRecovery tells every kept worker and driver that this master is
@@ -322,6 +369,15 @@ func (s *Server) persistAppLocked(a *appInfo) error {
 	return s.persist("application "+a.id, func(st Store) error { return st.PutApplication(p) })
 }
 
+// persistCompletedAppLocked keeps a as it is shown, without its token, in
+// place of the active application: a master that recovers still answers for
+// it, until it drops out of the completed list (forgetAppLocked).
+func (s *Server) persistCompletedAppLocked(a *appInfo) error {
+	return s.persist("application "+a.id, func(st Store) error {
+		return st.PutApplication(&masterv1.PersistedApplication{Id: a.id, Completed: s.appProto(a)})
+	})
+}
+
 func (s *Server) forgetAppLocked(a *appInfo) error {
 	return s.persist("application "+a.id, func(st Store) error { return st.DeleteApplication(a.id) })
 }
@@ -335,6 +391,15 @@ func (s *Server) persistDriverLocked(d *driverInfo) error {
 		p.WorkerId = d.worker.id
 	}
 	return s.persist("driver "+d.id, func(st Store) error { return st.PutDriver(p) })
+}
+
+// persistCompletedDriverLocked keeps d as it is shown, without its token,
+// in place of the active driver, as persistCompletedAppLocked does for
+// applications.
+func (s *Server) persistCompletedDriverLocked(d *driverInfo) error {
+	return s.persist("driver "+d.id, func(st Store) error {
+		return st.PutDriver(&masterv1.PersistedDriver{Id: d.id, Completed: s.driverProto(d)})
+	})
 }
 
 func (s *Server) forgetDriverLocked(d *driverInfo) error {

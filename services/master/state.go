@@ -219,6 +219,9 @@ type appInfo struct {
 	trace   trace.SpanContext
 	client  driverv1connect.DriverServiceClient
 	mailbox *rpc.Mailbox
+	// shown is how a completed application recovered from the Store was
+	// shown when it ended (appProto); nil for the others.
+	shown *masterv1.ApplicationInfo
 }
 
 func (a *appInfo) setState(to masterv1.ApplicationState) error {
@@ -324,6 +327,9 @@ type driverInfo struct {
 	// recoveredOn is the worker a recovered driver ran on, until that
 	// worker re-registers with it.
 	recoveredOn string
+	// shown is how a completed driver recovered from the Store was shown
+	// when it ended (driverProto); nil for the others.
+	shown *masterv1.DriverInfo
 }
 
 // runsOn reports whether d runs on the worker with id, or ran there before

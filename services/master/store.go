@@ -1,6 +1,8 @@
 package master
 
 import (
+	"slices"
+
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 )
 
@@ -8,7 +10,9 @@ import (
 // workers, applications, drivers and id counters (Spark's
 // PersistenceEngine). Every state change is one write, made before the
 // change is answered. Executors are not kept: the workers report them to
-// the recovering master, which adopts them.
+// the recovering master, which adopts them. Completed applications and
+// drivers are kept as they were shown (PersistedApplication.completed),
+// while the completed lists retain them.
 type Store interface {
 	// Load returns everything kept.
 	Load() (*Recovered, error)
@@ -30,7 +34,10 @@ type Recovered struct {
 	Counters     *masterv1.PersistedCounters
 }
 
-// empty reports whether nothing was kept: a first start.
-func (r *Recovered) empty() bool {
-	return len(r.Workers) == 0 && len(r.Applications) == 0 && len(r.Drivers) == 0
+// active reports whether workers, or applications or drivers that had not
+// ended, were kept: the master must recover them before it leads.
+func (r *Recovered) active() bool {
+	return len(r.Workers) > 0 ||
+		slices.ContainsFunc(r.Applications, func(p *masterv1.PersistedApplication) bool { return p.GetCompleted() == nil }) ||
+		slices.ContainsFunc(r.Drivers, func(p *masterv1.PersistedDriver) bool { return p.GetCompleted() == nil })
 }
