@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -51,9 +52,32 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 	if err := d.setState(masterv1.DriverState_DRIVER_STATE_RUNNING); err != nil {
 		s.log.Warn("launch driver", "err", err)
 	}
+	d.message = ""
 	s.persistDriverLocked(d)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.sendLaunchDriver(ctx, w, d)
+}
+
+// requeueDriverLocked puts d, whose launch failed, back among the waiting
+// drivers: it is placed again (on any worker) once its backoff — relaunchWait
+// of its failed launches in a row, as an application's executors back off —
+// is over.
+func (s *Server) requeueDriverLocked(ctx context.Context, d *driverInfo, reason string) {
+	if err := d.setState(masterv1.DriverState_DRIVER_STATE_SUBMITTED); err != nil {
+		s.log.Warn("requeue driver", "err", err)
+		return
+	}
+	d.worker.removeDriver(d)
+	d.worker = nil
+	d.launchFailures++
+	wait := relaunchWait(d.launchFailures)
+	d.relaunchAfter = s.now().Add(wait)
+	d.message = fmt.Sprintf("%s; launching it again in %s", reason, wait)
+	s.log.InfoContext(ctx, "driver back among the waiting", "driver", d.id, "reason", reason, "in", wait)
+	s.persistDriverLocked(d)
+	s.waitingDrivers = append(s.waitingDrivers, d)
+	time.AfterFunc(wait, s.wake)
+	s.needSchedule = true
 }
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).

@@ -38,10 +38,13 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		return
 	}
 	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
+	now := s.now()
 	for _, d := range s.waitingDrivers {
+		if now.Before(d.relaunchAfter) {
+			continue // backing off after its launch failed
+		}
 		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
 	}
-	now := s.now()
 	for _, a := range s.appQueue {
 		if now.Before(a.relaunchAfter) {
 			continue // backing off after its executors failed
@@ -193,21 +196,67 @@ func (s *Server) postToDriver(ctx context.Context, a *appInfo, send func(context
 // in the order the master sent them and no caller waits on a slow peer; the
 // call carries ctx's span context (the schedule span, for launches).
 
-// sendLaunchDriver tells w to launch d. A worker that rejects it or cannot be
-// reached ends the driver in ERROR.
+// sendLaunchDriver tells w to launch d. A call that failed without an
+// answer (it timed out, or the connection broke) may have reached the
+// worker: it is sent again, as a launch of an executor is, and the worker
+// refuses a driver id it runs or ran (AlreadyExists), which tells the master
+// it was launched. A launch that certainly did not happen — the worker's port
+// refused the connection, or the worker refused it for now (busy, or it
+// follows another master) — puts the driver back among the waiting, to be
+// placed again after a backoff; so does any failed launch of a supervised
+// driver. Any other refusal ends an unsupervised driver in ERROR.
 func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo) {
+	s.postLaunchDriver(ctx, w, d, 0)
+}
+
+func (s *Server) postLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo, retry int) {
 	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
 	s.launchOnWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
-		if _, err := c.LaunchDriver(ctx, connect.NewRequest(req)); err != nil {
-			s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
-			s.mu.Lock()
-			defer s.scheduleAndUnlock(ctx)
-			if d.worker == w && !lifecycle.DriverFinished(d.state) {
-				s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
-					fmt.Sprintf("launch driver on worker %s: %v", w.id, err))
-			}
+		if retry > 0 && !s.launchingDriver(w, d) {
+			return
 		}
+		_, err := c.LaunchDriver(ctx, connect.NewRequest(req))
+		code := connect.CodeOf(err)
+		switch {
+		case err == nil, retry > 0 && code == connect.CodeAlreadyExists:
+			return
+		case answerless(code) && !gone(err):
+			wait := min(launchRetryBase<<min(retry, 5), launchRetryCap)
+			s.log.Warn("launch driver not taken yet; sending it again", "driver", d.id, "worker", w.id, "in", wait, "err", err)
+			time.AfterFunc(wait, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.postLaunchDriver(ctx, w, d, retry+1)
+			})
+			return
+		}
+		s.log.Warn("launch driver failed", "driver", d.id, "worker", w.id, "err", err)
+		s.mu.Lock()
+		defer s.scheduleAndUnlock(ctx)
+		if d.worker != w || lifecycle.DriverFinished(d.state) {
+			return
+		}
+		reason := fmt.Sprintf("launch driver on worker %s: %v", w.id, err)
+		if d.desc.GetSupervise() || notLaunched(code, err) {
+			s.requeueDriverLocked(ctx, d, reason)
+			return
+		}
+		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, reason)
 	})
+}
+
+// launchingDriver reports whether d still waits for its launch on w.
+func (s *Server) launchingDriver(w *workerInfo, d *driverInfo) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return d.worker == w && d.state == masterv1.DriverState_DRIVER_STATE_RUNNING && s.drivers[d.id] == d
+}
+
+// notLaunched reports whether a failed launch certainly did not start
+// anything: nothing listened at the worker's address, or the worker refused
+// the launch for now (it was busy, or followed another master).
+func notLaunched(code connect.Code, err error) bool {
+	return gone(err) || code == connect.CodeResourceExhausted || code == connect.CodeFailedPrecondition
 }
 
 // Retries of a LaunchExecutor whose outcome is unknown: after 250 ms,

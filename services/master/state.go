@@ -65,6 +65,8 @@ var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 		masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,
 		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_ERROR,
 		masterv1.DriverState_DRIVER_STATE_RELAUNCHING,
+		// Its launch failed: it waits to be placed again.
+		masterv1.DriverState_DRIVER_STATE_SUBMITTED,
 	},
 }
 
@@ -330,6 +332,10 @@ type driverInfo struct {
 	// shown is how a completed driver recovered from the Store was shown
 	// when it ended (driverProto); nil for the others.
 	shown *masterv1.DriverInfo
+	// launchFailures counts its failed launches; relaunchAfter holds it
+	// back after one (requeueDriverLocked).
+	launchFailures int
+	relaunchAfter  time.Time
 }
 
 // runsOn reports whether d runs on the worker with id, or ran there before

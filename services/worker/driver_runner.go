@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -81,8 +82,10 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 	return r
 }
 
+// addLocked refuses a driver id that runs here or ran here (a launch the
+// master sent again, not knowing the first had arrived).
 func (r *driverRunner) addLocked() bool {
-	if _, dup := r.s.drivers[r.id]; dup {
+	if _, dup := r.s.drivers[r.id]; dup || slices.ContainsFunc(r.s.finishedDrivers, func(o *driverRunner) bool { return o.id == r.id }) {
 		return false
 	}
 	r.s.drivers[r.id] = r

@@ -38,8 +38,8 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			wantState: masterv1.DriverState_DRIVER_STATE_FAILED, wantMessage: "exited with code 3", wantStarts: 1,
 		},
 		{
-			name:    "driver that cannot start ends ERROR, even supervised",
-			command: func(*testing.T) *masterv1.Command { return missing }, supervise: true,
+			name:        "unsupervised driver that cannot start ends ERROR",
+			command:     func(*testing.T) *masterv1.Command { return missing },
 			wantState:   masterv1.DriverState_DRIVER_STATE_ERROR,
 			wantMessage: `process.start: exec: "/nonexistent/glint-worker-test-driver": stat /nonexistent/glint-worker-test-driver: no such file or directory`,
 			wantStarts:  1, // the log shows the one attempt; it is not retried
@@ -101,6 +101,39 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestASupervisedDriverWhoseLaunchFailsIsRestarted: a supervised driver
+// whose launch fails is launched again, with the supervise backoff, as one
+// that failed after it ran: the worker shows it RESTARTING with the launch's
+// error, the master RUNNING, until it is killed.
+func TestASupervisedDriverWhoseLaunchFailsIsRestarted(t *testing.T) {
+	c := startCluster(t, clusterConfig{worker: Config{SuperviseBackoffCap: 10 * time.Millisecond}})
+	ctx := context.Background()
+	resp, err := c.master.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{Name: "worker-test-driver", Cores: 1, MemoryMib: 64, Supervise: true,
+			Command: &masterv1.Command{Args: []string{"/nonexistent/glint-worker-test-driver"}}},
+	}))
+	if err != nil {
+		t.Fatalf("submit driver: %v", err)
+	}
+	id := resp.Msg.GetDriverId()
+	eventually(t, "the driver restarted after failed launches", func() bool {
+		st := c.worker.fetchJSON(t)
+		return len(st.Drivers) == 1 && st.Drivers[0].Restarts >= 2 && st.Drivers[0].State == "RESTARTING" &&
+			strings.HasPrefix(st.Drivers[0].Message, "launch failed: process.start: exec: ")
+	})
+	st, err := c.master.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
+	if err != nil || st.Msg.GetDriver().GetState() != masterv1.DriverState_DRIVER_STATE_RUNNING {
+		t.Fatalf("the master shows the restarting driver %v %v, want RUNNING", st, err)
+	}
+	if _, err := c.master.KillDriver(ctx, connect.NewRequest(&masterv1.KillDriverRequest{DriverId: id})); err != nil {
+		t.Fatalf("kill driver: %v", err)
+	}
+	eventually(t, "the killed driver KILLED at the master", func() bool {
+		st, err := c.master.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
+		return err == nil && st.Msg.GetDriver().GetState() == masterv1.DriverState_DRIVER_STATE_KILLED
+	})
 }
 
 func TestRestartWaitDoublesResetsAndIsCapped(t *testing.T) {

@@ -46,6 +46,29 @@ func TestAnExecutorIDLaunchedHereIsNeverLaunchedAgainUntilItsApplicationFinishes
 	}
 }
 
+// TestADriverIDThatRanHereIsNotLaunchedAgain: a LaunchDriver the master
+// sent again (it lost the first answer) after the driver had already ended
+// here is refused as AlreadyExists, which the master takes as launched.
+func TestADriverIDThatRanHereIsNotLaunchedAgain(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	ctx := context.Background()
+	id := "driver-20261129140000-0000"
+	launch := &workerv1.LaunchDriverRequest{
+		MasterUrl: c.masterURL, DriverId: id,
+		Description: &masterv1.DriverDescription{Name: "d", Cores: 1, MemoryMib: 64, Command: driverCommand(t, "exit")},
+	}
+	if _, err := c.worker.client.LaunchDriver(ctx, connect.NewRequest(launch)); err != nil {
+		t.Fatalf("LaunchDriver: %v", err)
+	}
+	eventually(t, "the driver ended", func() bool { return len(c.worker.fetchJSON(t).FinishedDrivers) == 1 })
+	if _, err := c.worker.client.LaunchDriver(ctx, connect.NewRequest(launch)); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Fatalf("launching a driver that ran here already: %v, want already_exists", err)
+	}
+	if st := c.worker.fetchJSON(t); len(st.Drivers) != 0 || len(st.FinishedDrivers) != 1 {
+		t.Fatalf("the driver ran a second time: %+v", st)
+	}
+}
+
 func TestAnExecutorTheMasterDoesNotKnowIsKilledAtTheNextHeartbeat(t *testing.T) {
 	c := startCluster(t, clusterConfig{master: master.Config{WorkerTimeout: 2 * time.Second}, runMaster: true})
 	// The master never placed this executor: a launch that arrived after the

@@ -280,8 +280,8 @@ func (r *runner[S]) stop(reason error) {
 	r.kill(reason)
 }
 
-// run starts the process, restarting it while it is supervised and fails,
-// and finishes with its final state.
+// run starts the process, restarting it while it is supervised and it, or
+// its launch, fails, and finishes with its final state.
 func (r *runner[S]) run() {
 	defer r.s.runners.Done()
 	defer r.kill(nil)
@@ -301,30 +301,40 @@ func (r *runner[S]) run() {
 		// The next launch's work dir is made once this one's process
 		// started (or its launch failed): not on its way.
 		r.s.spare.fill()
+		// failed says why a supervised process is restarted; status is its
+		// last exit status, if it ran.
+		var failed string
+		var status *int32
+		var ran time.Duration
 		if err != nil {
 			if r.ctx.Err() != nil {
 				r.finish(r.ctx, r.kind.killed, fmt.Sprintf("%v before its process started", context.Cause(r.ctx)), nil)
 				return
 			}
 			r.log.WarnContext(r.ctx, r.kind.noun+" failed to launch", "err", err)
-			r.finish(r.ctx, r.kind.launchFailed, err.Error(), nil)
-			return
+			if !r.supervise {
+				r.finish(r.ctx, r.kind.launchFailed, err.Error(), nil)
+				return
+			}
+			failed = "launch failed: " + err.Error()
+		} else {
+			r.log.InfoContext(r.ctx, r.kind.noun+" started", "pid", l.cmd.Process.Pid, "path", l.path,
+				"launch", l.startedAt.Sub(begin), slog.Group("steps", timings...))
+			began := time.Now()
+			e, restart := r.exit(&l)
+			if !restart {
+				return
+			}
+			failed, status, ran = e.String(), e.status(), time.Since(began)
 		}
-		r.log.InfoContext(r.ctx, r.kind.noun+" started", "pid", l.cmd.Process.Pid, "path", l.path,
-			"launch", l.startedAt.Sub(begin), slog.Group("steps", timings...))
-		began := time.Now()
-		e, restart := r.exit(&l)
-		if !restart {
-			return
-		}
-		wait = restartWait(wait, time.Since(began), r.s.cfg.SuperviseBackoffCap)
-		r.restarting(e, wait)
+		wait = restartWait(wait, ran, r.s.cfg.SuperviseBackoffCap)
+		r.restarting(failed, status, wait)
 		timer := time.NewTimer(wait)
 		select {
 		case <-r.ctx.Done():
 			timer.Stop()
 			r.finish(r.ctx, r.kind.killed,
-				fmt.Sprintf("%v while waiting to restart; last run %v", context.Cause(r.ctx), e), e.status())
+				fmt.Sprintf("%v while waiting to restart; last run %v", context.Cause(r.ctx), failed), status)
 			return
 		case <-timer.C:
 		}
@@ -372,17 +382,19 @@ func (r *runner[S]) running(ctx context.Context, l *launch) {
 	r.hooks.poststart(ctx, l)
 }
 
-// restarting records that a supervised process failed as e and will be
-// restarted after wait.
-func (r *runner[S]) restarting(e exit, wait time.Duration) {
+// restarting records that a supervised process, or its launch, failed (why,
+// and its exit status if it ran) and that it will be restarted after wait.
+func (r *runner[S]) restarting(failed string, status *int32, wait time.Duration) {
 	r.s.mu.Lock()
-	r.setStateLocked(r.kind.restarting)
+	if r.state != r.kind.restarting {
+		r.setStateLocked(r.kind.restarting)
+	}
 	r.restarts++
 	r.pid = 0
-	r.message, r.exitStatus = e.String(), e.status()
+	r.message, r.exitStatus = failed, status
 	restarts := r.restarts
 	r.s.mu.Unlock()
-	r.log.Warn("supervised "+r.kind.noun+" failed; restarting", "exit", e.String(), "wait", wait, "restarts", restarts)
+	r.log.Warn("supervised "+r.kind.noun+" failed; restarting", "failure", failed, "wait", wait, "restarts", restarts)
 }
 
 // finish records the final state, frees the cores and memory and reports the

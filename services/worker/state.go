@@ -23,12 +23,13 @@ var executorTransitions = lifecycle.Transitions[masterv1.ExecutorState]{
 }
 
 // driverTransitions: a driver is SUBMITTED until its process started, and
-// RESTARTING while a supervised driver waits to be restarted (RELAUNCHING is
-// the master's: a driver relaunched elsewhere under a new id).
+// RESTARTING while a supervised driver waits to be restarted — after it
+// failed, or its launch did (RELAUNCHING is the master's: a driver
+// relaunched elsewhere under a new id).
 var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 	masterv1.DriverState_DRIVER_STATE_SUBMITTED: {
 		masterv1.DriverState_DRIVER_STATE_RUNNING, masterv1.DriverState_DRIVER_STATE_KILLED,
-		masterv1.DriverState_DRIVER_STATE_ERROR,
+		masterv1.DriverState_DRIVER_STATE_ERROR, masterv1.DriverState_DRIVER_STATE_RESTARTING,
 	},
 	masterv1.DriverState_DRIVER_STATE_RUNNING: {
 		masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_FAILED,

@@ -1,0 +1,88 @@
+package master
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+)
+
+// busyOnceWorker refuses its first LaunchDriver for want of free resources
+// (still reaping what ran before), as a worker whose executors die does.
+type busyOnceWorker struct {
+	workerPeer
+	refused atomic.Bool
+}
+
+func (w *busyOnceWorker) LaunchDriver(ctx context.Context, r *connect.Request[workerv1.LaunchDriverRequest]) (*connect.Response[workerv1.LaunchDriverResponse], error) {
+	if w.refused.CompareAndSwap(false, true) {
+		w.record("refused LaunchDriver %s", r.Msg.GetDriverId())
+		return nil, connect.NewError(connect.CodeResourceExhausted, nil)
+	}
+	return w.workerPeer.LaunchDriver(ctx, r)
+}
+
+func submitDriver(t *testing.T, c *cluster, supervise bool) string {
+	t.Helper()
+	resp, err := c.client.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{Name: "d", Cores: 1, MemoryMib: 256, Supervise: supervise,
+			Command: &masterv1.Command{Args: []string{"/bin/true"}}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Msg.GetDriverId()
+}
+
+func (c *cluster) driver(t *testing.T, id string) *masterv1.DriverInfo {
+	t.Helper()
+	st, err := c.client.DriverStatus(context.Background(), connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Msg.GetDriver()
+}
+
+// TestADriverWhoseLaunchWasRefusedForNowIsLaunchedAgainAfterABackoff: the
+// worker refuses a driver's launch for want of free resources; the driver
+// waits (SUBMITTED, saying why) and is launched again once its backoff is
+// over, supervised or not.
+func TestADriverWhoseLaunchWasRefusedForNowIsLaunchedAgainAfterABackoff(t *testing.T) {
+	c := newCluster(t, Config{})
+	w := &busyOnceWorker{workerPeer: workerPeer{&peer{messages: make(chan string, 100)}}}
+	w.url = serveWorker(t, w)
+	c.registerWorker(t, w.peer, 7078, 2, 4096)
+	id := submitDriver(t, c, false)
+	w.expect(t, "refused LaunchDriver "+id)
+	waitFor(t, "the driver waiting again", func() bool {
+		d := c.driver(t, id)
+		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "launching it again in 1s")
+	})
+	c.clock.Advance(time.Second)
+	w.expect(t, "LaunchDriver "+id)
+	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "RUNNING" || d.GetMessage() != "" {
+		t.Fatalf("driver %s %q after its second launch, want RUNNING", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+}
+
+// TestADriverWhoseWorkerIsGoneWaitsForAnother: the worker's port refuses
+// the launch (it was killed): nothing ran, so the driver waits to be placed
+// again instead of ending in ERROR.
+func TestADriverWhoseWorkerIsGoneWaitsForAnother(t *testing.T) {
+	c := newCluster(t, Config{})
+	wp, stop := stoppablePeer(t)
+	c.registerWorker(t, wp, 7078, 2, 4096)
+	stop()
+	id := submitDriver(t, c, false)
+	waitFor(t, "the driver waiting again", func() bool {
+		d := c.driver(t, id)
+		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "launching it again")
+	})
+}
