@@ -230,6 +230,7 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 		return
 	}
 	e.removed = true
+	d.log.Info("removed executor", "executor", e.id, "reason", reason)
 	if e.launched {
 		d.totalCores -= e.cores
 	}
@@ -246,6 +247,30 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 		}
 	}
 	d.makeOffersLocked(ctx)
+}
+
+// removeUnreachableLocked removes e if err, a call's failure, is no answer
+// from it: it could not be reached, the connection broke, or the call timed
+// out (Spark's onDisconnected). Its tasks are queued again without counting
+// as failures; the master is told nothing, as e's worker reports its end. A
+// refusal, which is e's answer, is not handled here; it says whether e was
+// removed.
+func (d *Driver) removeUnreachableLocked(ctx context.Context, e *executorData, err error) bool {
+	if !unreachable(err) {
+		return false
+	}
+	d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor unreachable: %v", err), false)
+	return true
+}
+
+// unreachable says whether a call failed without the peer's answer, rather
+// than by its refusal: executors answer with the codes of pkg/fault.
+func unreachable(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
+		return true
+	}
+	return false
 }
 
 // stopExecutors tells every ready executor to stop (Spark's StopExecutors).
