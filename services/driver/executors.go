@@ -130,6 +130,9 @@ func (d *Driver) waitRegistered(ctx context.Context) error {
 
 // RegisterExecutor admits an executor of this application; a duplicate id or
 // another application's executor is refused, and the executor then exits.
+// The same executor registering again (same id, URL and cores: it tries again
+// when a call got no answer, which the driver may have taken) is answered as
+// the first time, and nothing changes.
 func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
 	m := req.Msg
 	if err := d.waitRegistered(ctx); err != nil {
@@ -158,6 +161,9 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	e := d.executorLocked(m.GetExecutorId())
 	switch {
+	case e.registered && !e.removed && e.url == url && e.cores == m.GetCores():
+		d.log.InfoContext(ctx, "executor registered again", "executor", e.id, "url", url)
+		return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
 	case e.registered:
 		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: duplicate executor id", e.id, fault.ErrAlreadyExists))
 	case e.removed:
