@@ -258,9 +258,9 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 // removeUnreachableLocked removes e if err, a call's failure, is no answer
 // from it: it could not be reached, the connection broke, or the call timed
 // out (Spark's onDisconnected). Its tasks are queued again without counting
-// as failures; the master is told nothing, as e's worker reports its end. A
-// refusal, which is e's answer, is not handled here; it says whether e was
-// removed.
+// as failures; the master is told nothing, as e's worker reports its end.
+// It says whether e was removed; a refusal, e's answer, is left to the
+// caller.
 func (d *Driver) removeUnreachableLocked(ctx context.Context, e *executorData, err error) bool {
 	if !unreachable(err) {
 		return false
@@ -270,7 +270,8 @@ func (d *Driver) removeUnreachableLocked(ctx context.Context, e *executorData, e
 }
 
 // unreachable says whether a call failed without the peer's answer, rather
-// than by its refusal: executors answer with the codes of pkg/fault.
+// than by its refusal: an executor answers only with the codes rpc.Error
+// gives pkg/fault's kinds, never Unknown, Canceled or DeadlineExceeded.
 func unreachable(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
