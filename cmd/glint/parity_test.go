@@ -147,6 +147,10 @@ func TestWorkerCleanupRemovesOnlyOldDirectoriesOfFinishedApps(t *testing.T) {
 	master := start(t, "master", nil, "master", "--listen", "127.0.0.1:0")
 	work := t.TempDir()
 	old := time.Now().Add(-2 * time.Hour)
+	// made writes the file path and dates it and its directories up to work
+	// mtime, outermost first: the worker's cleanup may remove a directory as
+	// soon as everything in it is old, so the file is dated last, and the
+	// test touches nothing of its tree after that.
 	made := func(path string, mtime time.Time) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
@@ -155,7 +159,11 @@ func TestWorkerCleanupRemovesOnlyOldDirectoriesOfFinishedApps(t *testing.T) {
 		if err := os.WriteFile(path, []byte("log\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		var tree []string
 		for p := path; p != work; p = filepath.Dir(p) {
+			tree = append(tree, p)
+		}
+		for _, p := range slices.Backward(tree) {
 			if err := os.Chtimes(p, mtime, mtime); err != nil {
 				t.Fatal(err)
 			}

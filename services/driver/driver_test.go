@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,12 +118,14 @@ func TestRegisterExecutorRejectsUnknownAppsDuplicatesAndBadInput(t *testing.T) {
 		err  error
 		code connect.Code
 	}{
-		"unknown app":       {register("app-20260101000000-0999", 0, 1, "http://127.0.0.1:1"), connect.CodeNotFound},
-		"zero cores":        {register(d.AppID(), 0, 0, "http://127.0.0.1:1"), connect.CodeInvalidArgument},
-		"negative id":       {register(d.AppID(), -1, 1, "http://127.0.0.1:1"), connect.CodeInvalidArgument},
-		"bad executor url":  {register(d.AppID(), 0, 1, "http://127.0.0.1:1/x?y"), connect.CodeInvalidArgument},
-		"first is admitted": {register(d.AppID(), 0, 1, "http://127.0.0.1:1"), 0},
-		"duplicate id":      {register(d.AppID(), 0, 1, "http://127.0.0.1:1"), connect.CodeAlreadyExists},
+		"unknown app":           {register("app-20260101000000-0999", 0, 1, "http://127.0.0.1:1"), connect.CodeNotFound},
+		"zero cores":            {register(d.AppID(), 0, 0, "http://127.0.0.1:1"), connect.CodeInvalidArgument},
+		"negative id":           {register(d.AppID(), -1, 1, "http://127.0.0.1:1"), connect.CodeInvalidArgument},
+		"bad executor url":      {register(d.AppID(), 0, 1, "http://127.0.0.1:1/x?y"), connect.CodeInvalidArgument},
+		"first is admitted":     {register(d.AppID(), 0, 1, "http://127.0.0.1:1"), 0},
+		"its retry is admitted": {register(d.AppID(), 0, 1, "http://127.0.0.1:1"), 0},
+		"duplicate id":          {register(d.AppID(), 0, 1, "http://127.0.0.1:2"), connect.CodeAlreadyExists},
+		"same id, other cores":  {register(d.AppID(), 0, 2, "http://127.0.0.1:1"), connect.CodeAlreadyExists},
 	} {
 		if connect.CodeOf(tc.err) != tc.code && !(tc.code == 0 && tc.err == nil) {
 			t.Errorf("%s: got %v, want code %v", name, tc.err, tc.code)
@@ -156,6 +163,64 @@ func TestAnExecutorThatAskedForItsPropertiesIsRegisteredOnlyOnceItRetrievedThem(
 	tl := d.Timelines()
 	if len(tl) != 1 || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.Before(tl[0].PropsRetrieved) {
 		t.Errorf("timelines %+v: want executor 0 registered after it retrieved its properties", tl)
+	}
+}
+
+// An executor tries RegisterExecutor again when a call got no answer; the
+// driver may have taken the call whose answer was lost (its caller gave up,
+// or the connection broke after it arrived). The retry is the same executor's
+// and is admitted: refused as a duplicate, the executor would exit, and its
+// cores would be lost to the application while the master thinks it runs.
+func TestAnExecutorWhoseRegistrationsAnswerWasLostRegistersAgain(t *testing.T) {
+	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) { return in, nil })
+	d := startDriver(t, a, nil)
+	target, err := url.Parse(d.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := httputil.NewSingleHostReverseProxy(target)
+	upstream.ErrorLog = log.New(io.Discard, "", 0) // the executor's last calls are cut off as the test ends
+	var lost atomic.Bool
+	ln, proxyURL := servicetest.Listen(t)
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- rpc.Serve(serveCtx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == driverv1connect.DriverServiceRegisterExecutorProcedure && lost.CompareAndSwap(false, true) {
+				// The driver takes the first registration; its answer is lost.
+				upstream.ServeHTTP(httptest.NewRecorder(), r)
+				http.Error(w, "connection to the driver lost", http.StatusServiceUnavailable)
+				return
+			}
+			upstream.ServeHTTP(w, r)
+		}))
+	}()
+	defer func() { stopServing(); <-served }()
+	cfg := executorConfig(t, d, a, 0, 1)
+	cfg.DriverURL = proxyURL
+	ctx, cancel := context.WithCancel(context.Background())
+	exLn, _ := servicetest.Listen(t)
+	ended := make(chan struct{})
+	var runErr error
+	go func() { defer close(ended); runErr = servicetest.RunExecutor(ctx, exLn, cfg) }()
+	defer func() { cancel(); <-ended }()
+	res := make(chan error, 1)
+	go func() {
+		_, err := d.RunTasks(context.Background(), "task", inputs(1))
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ended:
+		t.Fatalf("the executor ended: %v; want it registered on its retry", runErr)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not run")
+	}
+	if !lost.Load() {
+		t.Error("no registration's answer was lost")
 	}
 }
 

@@ -130,6 +130,9 @@ func (d *Driver) waitRegistered(ctx context.Context) error {
 
 // RegisterExecutor admits an executor of this application; a duplicate id or
 // another application's executor is refused, and the executor then exits.
+// The same executor registering again (same id, URL and cores: it tries again
+// when a call got no answer, which the driver may have taken) is answered as
+// the first time, and nothing changes.
 func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
 	m := req.Msg
 	if err := d.waitRegistered(ctx); err != nil {
@@ -158,6 +161,9 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 	}
 	e := d.executorLocked(m.GetExecutorId())
 	switch {
+	case e.registered && !e.removed && e.url == url && e.cores == m.GetCores():
+		d.log.InfoContext(ctx, "executor registered again", "executor", e.id, "url", url)
+		return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
 	case e.registered:
 		return nil, rpc.Error(fmt.Errorf("register executor %d: %w: duplicate executor id", e.id, fault.ErrAlreadyExists))
 	case e.removed:
@@ -230,6 +236,7 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 		return
 	}
 	e.removed = true
+	d.log.Info("removed executor", "executor", e.id, "reason", reason)
 	if e.launched {
 		d.totalCores -= e.cores
 	}
@@ -246,6 +253,31 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 		}
 	}
 	d.makeOffersLocked(ctx)
+}
+
+// removeUnreachableLocked removes e if err, a call's failure, is no answer
+// from it: it could not be reached, the connection broke, or the call timed
+// out (Spark's onDisconnected). Its tasks are queued again without counting
+// as failures; the master is told nothing, as e's worker reports its end.
+// It says whether e was removed; a refusal, e's answer, is left to the
+// caller.
+func (d *Driver) removeUnreachableLocked(ctx context.Context, e *executorData, err error) bool {
+	if !unreachable(err) {
+		return false
+	}
+	d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor unreachable: %v", err), false)
+	return true
+}
+
+// unreachable says whether a call failed without the peer's answer, rather
+// than by its refusal: an executor answers only with the codes rpc.Error
+// gives pkg/fault's kinds, never Unknown, Canceled or DeadlineExceeded.
+func unreachable(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
+		return true
+	}
+	return false
 }
 
 // stopExecutors tells every ready executor to stop (Spark's StopExecutors).

@@ -184,6 +184,9 @@ func (d *Driver) dropTaskSetLocked(ctx context.Context, ts *taskSet) {
 		e.mailbox.Post(ctx, func(ctx context.Context) {
 			if _, err := e.client.KillTask(ctx, connect.NewRequest(&executorv1.KillTaskRequest{TaskId: id, Reason: "task set ended"})); err != nil {
 				d.log.Debug("kill task", "task", id, "err", err)
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				d.removeUnreachableLocked(ctx, e, err)
 			}
 		})
 	}
@@ -331,8 +334,10 @@ func (d *Driver) assignTaskLocked(ctx context.Context, e *executorData, ts *task
 		telemetry.ExecutorID.Int(int(e.id)), attribute.Int64("glint.task.id", id), attribute.Int("glint.task.index", index)))
 }
 
-// sendTasksLocked posts l to e; if the call fails, each of its tasks that
-// is still e's fails with the call's error.
+// sendTasksLocked posts l to e. If the call gets no answer, e is removed
+// and its tasks, l's among them, are queued again uncounted
+// (removeUnreachableLocked); if e refuses l, each of its tasks that is still
+// e's fails with the refusal.
 func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch) {
 	e.mailbox.Post(ctx, func(ctx context.Context) {
 		_, err := e.client.LaunchTask(ctx, connect.NewRequest(&executorv1.LaunchTaskRequest{Tasks: l.tasks}))
@@ -341,6 +346,9 @@ func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		if d.removeUnreachableLocked(ctx, e, err) {
+			return
+		}
 		for i, rt := range l.running {
 			id := l.tasks[i].GetTaskId()
 			if d.running[id] != rt {
