@@ -78,6 +78,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 			id: p.GetId(), desc: p.GetDescription(), size: proto.Size(p.GetDescription()),
 			state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: p.GetSubmitTime().AsTime(),
 			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), recoveredOn: p.GetWorkerId(),
+			submission: p.GetSubmissionId(),
 		}
 		if d.recoveredOn != "" {
 			d.state = masterv1.DriverState_DRIVER_STATE_RUNNING
@@ -302,7 +303,7 @@ func (s *Server) forgetAppLocked(a *appInfo) error {
 func (s *Server) persistDriverLocked(d *driverInfo) error {
 	p := &masterv1.PersistedDriver{
 		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken,
-		Traceparent: formatTraceparent(d.trace),
+		Traceparent: formatTraceparent(d.trace), SubmissionId: d.submission,
 	}
 	if d.worker != nil {
 		p.WorkerId = d.worker.id

@@ -324,6 +324,9 @@ type driverInfo struct {
 	// recoveredOn is the worker a recovered driver ran on, until that
 	// worker re-registers with it.
 	recoveredOn string
+	// submission is the client's submission id that made the driver (empty:
+	// none, or a relaunch).
+	submission string
 }
 
 func (d *driverInfo) setState(to masterv1.DriverState) error {
