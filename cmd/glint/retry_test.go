@@ -79,7 +79,9 @@ func (c *client) wait() (string, error) {
 }
 
 // retrying says whether the command said it retries a call.
-func (c *client) retrying() bool { return strings.Contains(c.out.String(), "retrying for up to 1m0s (--retry-timeout)") }
+func (c *client) retrying() bool {
+	return strings.Contains(c.out.String(), "retrying for up to 1m0s (--retry-timeout)")
+}
 
 var driverIDPattern = regexp.MustCompile(`driver-\d{14}-\d{4}`)
 

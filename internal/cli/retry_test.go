@@ -108,7 +108,10 @@ func serveMaster(t *testing.T, m *flakyMaster) string {
 	return rpctest.Serve(t, mux)
 }
 
-func unavailable() error { return connect.NewError(connect.CodeUnavailable, errors.New("this master is a standby")) }
+// unavailable is a standby's answer.
+func unavailable() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("this master is a standby"))
+}
 
 // syncBuffer is a buffer that is safe to write while the test reads it.
 type syncBuffer struct {
