@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/glint-cluster/glint/internal/etcdtest"
 	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
@@ -261,5 +263,59 @@ func TestASubmissionRepeatedAfterTheMasterRestartedMakesOneDriver(t *testing.T) 
 	}
 	if d := c.drivers(t); len(d.Active) != 1 || len(d.Completed) != 0 {
 		t.Errorf("drivers %+v, want %s alone", d, first)
+	}
+}
+
+// TestSubmitWaitFollowsItsDriverAcrossAFailover: two masters on etcd; the
+// leader is killed while a cluster-mode driver runs. glint submit --wait,
+// given both (the killed one first), retries its polls through the standby's
+// unavailable until the standby leads, and exits 0 once the driver FINISHED.
+func TestSubmitWaitFollowsItsDriverAcrossAFailover(t *testing.T) {
+	t.Parallel()
+	endpoint := etcdtest.Start(t)
+	var urls []string
+	var masters []*proc
+	for i, port := range tooltest.FreePorts(t, 2) {
+		m := start(t, fmt.Sprintf("master-%d", i), nil, "master", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+			"--worker-timeout", "6s", "--recovery-mode", "etcd", "--etcd-endpoints", endpoint, "--etcd-lease-ttl", "2s")
+		masters = append(masters, m)
+		urls = append(urls, m.url)
+	}
+	var leader string
+	waitUntil(t, "one master elected", func() bool { leader, _ = leaderOf(t, urls, "ALIVE"); return leader != "" })
+	leaderAt := slices.IndexFunc(masters, func(m *proc) bool { return m.url == leader })
+	standby := urls[1-leaderAt]
+	all := leader + "," + standby
+	c := &testCluster{master: masters[leaderAt]}
+	c.workers = append(c.workers, start(t, "worker", nil, "worker", "--master", all, "--listen", "127.0.0.1:0", "--cores", "2",
+		"--memory", "2g", "--work-dir", t.TempDir(), "--register-interval", "200ms", "--kill-grace", "2s"))
+	c.waitFor(t, "the worker alive", func(s masterJSON) bool { return s.alive() == 1 })
+	release := filepath.Join(t.TempDir(), "release")
+	submit := startClient(t, "submit", "--master", all, "--deploy-mode", "cluster", "--wait", "--driver-memory", "256m",
+		"--executor-memory", "256m", "--total-executor-cores", "1", "--log-level", "warn", "hold", release, "1")
+	c.waitFor(t, "the driver's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 1 })
+	waitUntil(t, "submit printing the driver's id", func() bool { return driverIDPattern.MatchString(submit.out.String()) })
+	driverID := driverIDPattern.FindString(submit.out.String())
+
+	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.master.done
+	c.master = masters[1-leaderAt]
+	c.waitFor(t, "the standby ALIVE with the driver's executor", func(s masterJSON) bool {
+		return s.Status == "ALIVE" && len(runningExecutors(s)) == 1
+	})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := submit.wait()
+	if err != nil {
+		t.Fatalf("submit --wait across the failover: %v\n%s", err, out)
+	}
+	if !submit.retrying() || !strings.Contains(out, "driver "+driverID+" is FINISHED") {
+		t.Errorf("submit --wait output has no retried poll or no FINISHED driver:\n%s", out)
+	}
+	if d := c.drivers(t); len(d.Active) != 0 || len(d.Completed) != 1 || d.Completed[0].ID != driverID || d.Completed[0].State != "FINISHED" {
+		t.Errorf("drivers %+v, want %s alone, FINISHED", d, driverID)
 	}
 }
