@@ -38,8 +38,8 @@ const (
 func retryFlag(fl *pflag.FlagSet, d *time.Duration) {
 	fl.DurationVar(d, "retry-timeout", defaultRetryTimeout,
 		"how long to retry a call to the masters that failed for a passing reason (no master reachable or answering in time, a standby's "+
-			"or a recovering master's unavailable), going through the --master list each time, before giving up; the default outlasts "+
-			"a master's recovery after a restart, which takes at most its --worker-timeout (60s by default); 0: try once")
+			"or a recovering master's unavailable), going through the --master list each time, before giving up; the default is as long "+
+			"as a master's recovery after a restart can take: at most its --worker-timeout (60s by default); 0: try once")
 }
 
 // retrier retries a client's calls to the masters: a call that failed for a
