@@ -75,10 +75,10 @@ func TestClientsSayWhatToDoWhenNoMasterAnswers(t *testing.T) {
 	addr := "http://" + ln.Addr().String()
 	ln.Close()
 	for _, args := range [][]string{
-		{"status", "--master", addr},
-		{"kill", "--master", addr, "app-20260101000000-0000"},
+		{"status", "--master", addr, "--retry-timeout", "1s"},
+		{"kill", "--master", addr, "--retry-timeout", "1s", "app-20260101000000-0000"},
 		{"submit", "--master", addr, "--log-level", "error", "pi", "2"},
-		{"submit", "--master", addr, "--deploy-mode", "cluster", "pi", "2"},
+		{"submit", "--master", addr, "--deploy-mode", "cluster", "--retry-timeout", "1s", "pi", "2"},
 	} {
 		_, stderr, err := runGlint(t, args...)
 		if exitCode(err) == 0 || !strings.Contains(stderr, "is a master running at "+addr+"? start one with `glint master`") || !strings.Contains(stderr, "connection refused") {

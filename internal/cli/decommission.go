@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 
 func newDecommissionCommand(g *globals) *cobra.Command {
 	var masters string
+	var retryTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "decommission WORKER_ID",
 		Short: "Decommission a worker: nothing new is placed on it, its executors finish their tasks and stop",
@@ -30,7 +32,7 @@ func newDecommissionCommand(g *globals) *cobra.Command {
 			if err := ids.ValidateWorker(id); err != nil {
 				return err
 			}
-			client, err := g.masterClient(masters)
+			client, err := g.masterClient(masters, retryTimeout)
 			if err != nil {
 				return err
 			}
@@ -47,6 +49,7 @@ func newDecommissionCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&masters, "master", "http://localhost:7077", "master URL")
+	retryFlag(cmd.Flags(), &retryTimeout)
 	return cmd
 }
 

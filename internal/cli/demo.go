@@ -246,9 +246,10 @@ func (c *demoProcess) stop() error {
 	}
 }
 
-// waitForWorkers polls the master until n workers are ALIVE.
+// waitForWorkers polls the master until n workers are ALIVE; each poll is
+// tried once, the loop retries.
 func waitForWorkers(ctx context.Context, g *globals, masterURL string, n int) error {
-	client, err := g.masterClient(masterURL)
+	client, err := g.masterClient(masterURL, 0)
 	if err != nil {
 		return err
 	}

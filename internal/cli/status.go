@@ -24,8 +24,9 @@ import (
 )
 
 // masterClient connects to the masters of a --master list — the one that
-// leads answers — with --token-file's token.
-func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient, error) {
+// leads answers — with --token-file's token, retrying calls for
+// retryTimeout (--retry-timeout).
+func (g *globals) masterClient(list string, retryTimeout time.Duration) (masterv1connect.MasterServiceClient, error) {
 	masters, err := rpc.ParseURLs(list)
 	if err != nil {
 		return nil, fmt.Errorf("--master: %w", err)
@@ -34,29 +35,35 @@ func (g *globals) masterClient(list string) (masterv1connect.MasterServiceClient
 	if err != nil {
 		return nil, err
 	}
-	return newMasterClient(masters, token)
+	return newMasterClient(masters, token, newRetrier(retryTimeout, len(masters), g.Stderr))
 }
 
-// newMasterClient calls the master at url with token; a call nothing answers
+// newMasterClient calls the masters with token: each call goes through the
+// list to the one that leads (rpc.NewFailoverHTTPClient) and, when it fails
+// for a reason that passes, again as r retries it; a call nothing answered
 // says what to do.
-func newMasterClient(masters []string, token string) (masterv1connect.MasterServiceClient, error) {
-	opts := append(rpc.ClientOptions(otel.GetTracerProvider(), token), connect.WithInterceptors(unreachableHint(strings.Join(masters, ", "))))
+func newMasterClient(masters []string, token string, r retrier) (masterv1connect.MasterServiceClient, error) {
 	client, err := rpc.NewFailoverHTTPClient(masters)
 	if err != nil {
 		return nil, err
 	}
+	// Outermost, the hint explains the final error; each try is traced and
+	// carries the token.
+	opts := append([]connect.ClientOption{connect.WithInterceptors(unreachableHint(strings.Join(masters, ", ")), r.interceptor())},
+		rpc.ClientOptions(otel.GetTracerProvider(), token)...)
 	return masterv1connect.NewMasterServiceClient(client, masters[0], opts...), nil
 }
 
 func newStatusCommand(g *globals) *cobra.Command {
 	var masters string
 	var asJSON bool
+	var retryTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status [APP_ID|DRIVER_ID]",
 		Short: "Show the cluster, or one application or driver",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := g.masterClient(masters)
+			client, err := g.masterClient(masters, retryTimeout)
 			if err != nil {
 				return err
 			}
@@ -83,6 +90,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&masters, "master", "http://localhost:7077", "master URL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	retryFlag(cmd.Flags(), &retryTimeout)
 	return cmd
 }
 
@@ -206,12 +214,13 @@ func printDrivers(g *globals, drivers []*masterv1.DriverInfo) {
 
 func newKillCommand(g *globals) *cobra.Command {
 	var masters string
+	var retryTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "kill APP_ID|DRIVER_ID",
 		Short: "Kill an application or a driver",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := g.masterClient(masters)
+			client, err := g.masterClient(masters, retryTimeout)
 			if err != nil {
 				return err
 			}
@@ -219,6 +228,7 @@ func newKillCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&masters, "master", "http://localhost:7077", "master URL")
+	retryFlag(cmd.Flags(), &retryTimeout)
 	return cmd
 }
 

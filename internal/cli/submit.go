@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +33,7 @@ type submitFlags struct {
 	supervise    bool
 	wait         bool
 	every        time.Duration
+	retryTimeout time.Duration
 }
 
 func newSubmitCommand(g *globals) *cobra.Command {
@@ -61,6 +63,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 	fl.BoolVar(&f.supervise, "supervise", false, "restart the driver if it fails (cluster mode)")
 	fl.BoolVar(&f.wait, "wait", false, "show the application's progress (executors, tasks, elapsed time) until it ends; in cluster mode follow the driver and exit with its status")
 	fl.DurationVar(&f.every, "every", 0, "submit again every interval until stopped (a steady load for dashboards); a failed run is reported, not fatal")
+	retryFlag(fl, &f.retryTimeout)
 	return cmd
 }
 
@@ -148,11 +151,14 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
 		Command: &masterv1.Command{Args: command},
 	}
-	client, err := newMasterClient(masters, token)
+	client, err := newMasterClient(masters, token, newRetrier(f.retryTimeout, len(masters), g.Stderr))
 	if err != nil {
 		return err
 	}
-	resp, err := client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: desc}))
+	// Every retry of this submission carries its id: a master that made a
+	// driver for it, its answer lost, answers with that driver.
+	req := &masterv1.SubmitDriverRequest{Description: desc, SubmissionId: rand.Text()}
+	resp, err := client.SubmitDriver(ctx, connect.NewRequest(req))
 	if err != nil {
 		return fmt.Errorf("submit driver to %s: %w", strings.Join(masters, ", "), err)
 	}
@@ -167,7 +173,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 
 // followDriver polls a driver's status until it ends, showing it and its
 // application's executors, and returns an exit status error unless it
-// FINISHED.
+// FINISHED; a poll that fails is retried as the client retries calls.
 func followDriver(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
 	line := newProgressLine(g.Stderr, time.Now())
 	defer line.end()
@@ -175,6 +181,9 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 	defer t.Stop()
 	for {
 		resp, err := client.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return fmt.Errorf("driver status of %s: %w (the master no longer knows it: a master that restarts forgets the drivers that ended)", id, err)
+		}
 		if err != nil {
 			return fmt.Errorf("driver status of %s: %w", id, err)
 		}
@@ -195,9 +204,11 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 		}
 		if lifecycle.DriverFinished(d.GetState()) {
 			line.end()
+			ended := fmt.Sprintf("driver %s ended %s", id, lifecycle.Name(d.GetState()))
 			if d.GetMessage() != "" {
-				fmt.Fprintf(g.Stderr, "driver %s: %s\n", id, d.GetMessage())
+				ended += ": " + d.GetMessage()
 			}
+			fmt.Fprintln(g.Stderr, ended)
 			return process.ExitError(1)
 		}
 		select {
@@ -208,9 +219,10 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 	}
 }
 
-// driverApp is the active application of the driver with id, if any.
+// driverApp is the active application of the driver with id, if any. It
+// only adds to what a poll shows, so it is tried once.
 func driverApp(ctx context.Context, client masterv1connect.MasterServiceClient, id string) *masterv1.ApplicationInfo {
-	resp, err := client.GetClusterState(ctx, connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+	resp, err := client.GetClusterState(tryOnce(ctx), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
 	if err != nil {
 		return nil
 	}

@@ -16,12 +16,13 @@ import (
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
-// submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver),
-// or says why it could not keep it.
-func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription) (*driverInfo, error) {
+// submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver)
+// for the client's submission id (empty: none), kept with it, or says why it
+// could not keep it.
+func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription, submission string) (*driverInfo, error) {
 	now := s.now()
 	d := &driverInfo{
-		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc),
+		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc), submission: submission,
 		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
 	}
 	if s.cfg.Tokens != nil {
@@ -82,7 +83,7 @@ func (s *Server) requeueDriverLocked(ctx context.Context, d *driverInfo, reason 
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
 func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
-	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc)
+	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc, "")
 	if err != nil {
 		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("its worker was lost and it could not be relaunched: %v", err))
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/fault"
@@ -13,6 +14,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -408,24 +410,70 @@ func (s *Server) completedDriverLocked(id string) *driverInfo {
 	return nil
 }
 
-// SubmitDriver queues a cluster-mode driver.
+// SubmitDriver queues a cluster-mode driver. A repeat of a submission id
+// (a client's retry whose first answer was lost) is answered with the driver
+// that submission made, active or retained, and makes no other.
 func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1.SubmitDriverRequest]) (*connect.Response[masterv1.SubmitDriverResponse], error) {
-	d := req.Msg.GetDescription()
-	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()),
+	d, submission := req.Msg.GetDescription(), req.Msg.GetSubmissionId()
+	if err := errors.Join(checkSubmissionID(submission), checkCommand(d.GetName(), d.GetCommand()),
 		resources.CheckCores("cores", int64(d.GetCores())), resources.CheckMemoryMiB("memory_mib", d.GetMemoryMib()),
 	); err != nil {
 		return nil, rpc.Error(fmt.Errorf("submit driver %.256q: %w", d.GetName(), err))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
+	if prev := s.submittedLocked(submission); prev != nil {
+		if !proto.Equal(prev.desc, d) {
+			return nil, rpc.Error(fmt.Errorf("submit driver: submission id %s made %s: %w: that driver's description differs", submission, prev.id, fault.ErrAlreadyExists))
+		}
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(prev.id))
+		return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: prev.id}), nil
+	}
 	if err := s.admitLocked("submit driver", len(s.drivers), MaxActiveDrivers, proto.Size(d)); err != nil {
 		return nil, rpc.Error(err)
 	}
-	driver, err := s.submitDriverLocked(ctx, d)
+	driver, err := s.submitDriverLocked(ctx, d, submission)
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
+}
+
+// maxSubmissionID is the longest submission id a master keeps.
+const maxSubmissionID = 64
+
+// checkSubmissionID checks a client's submission id: empty (none), or 1 to
+// maxSubmissionID of A-Z, a-z, 0-9, '-' and '_'.
+func checkSubmissionID(id string) error {
+	if len(id) > maxSubmissionID {
+		return fmt.Errorf("submission id: %w: %d bytes, at most %d", fault.ErrInvalidArgument, len(id), maxSubmissionID)
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("submission id %q: %w: want only A-Z, a-z, 0-9, '-' and '_'", id, fault.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// submittedLocked is the driver that submission made, while the master keeps
+// it (active, or retained after its end), or nil. The ids live on the
+// drivers, so they are bounded as the drivers are.
+func (s *Server) submittedLocked(submission string) *driverInfo {
+	if submission == "" {
+		return nil
+	}
+	for _, d := range s.drivers {
+		if d.submission == submission {
+			return d
+		}
+	}
+	for _, d := range s.completedDrivers.items {
+		if d.submission == submission {
+			return d
+		}
+	}
+	return nil
 }
 
 // KillDriver kills a waiting driver at once, or tells its worker to kill it.

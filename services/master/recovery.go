@@ -90,6 +90,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 			id: p.GetId(), desc: p.GetDescription(), size: proto.Size(p.GetDescription()),
 			state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: p.GetSubmitTime().AsTime(),
 			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), recoveredOn: p.GetWorkerId(),
+			submission: p.GetSubmissionId(),
 		}
 		if d.recoveredOn != "" {
 			d.state = masterv1.DriverState_DRIVER_STATE_RUNNING
@@ -127,17 +128,18 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 			s.forgetAppLocked(o)
 		}
 	}
-	var drivers []*masterv1.DriverInfo
+	var drivers []*masterv1.PersistedDriver
 	for _, p := range rec.Drivers {
 		if c := p.GetCompleted(); c != nil && c.GetId() == p.GetId() {
-			drivers = append(drivers, c)
+			drivers = append(drivers, p)
 		}
 	}
-	slices.SortFunc(drivers, func(a, b *masterv1.DriverInfo) int {
-		return cmp.Or(a.GetSubmitTime().AsTime().Compare(b.GetSubmitTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
+	slices.SortFunc(drivers, func(a, b *masterv1.PersistedDriver) int {
+		return cmp.Or(a.GetCompleted().GetSubmitTime().AsTime().Compare(b.GetCompleted().GetSubmitTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
 	})
-	for _, c := range drivers {
-		d := &driverInfo{id: c.GetId(), state: c.GetState(), shown: c}
+	for _, p := range drivers {
+		c := p.GetCompleted()
+		d := &driverInfo{id: c.GetId(), state: c.GetState(), shown: c, submission: p.GetSubmissionId()}
 		for _, o := range s.completedDrivers.add(d, proto.Size(c), s.cfg.RetainedDrivers, s.cfg.RetainedBytes) {
 			s.forgetDriverLocked(o)
 		}
@@ -385,7 +387,7 @@ func (s *Server) forgetAppLocked(a *appInfo) error {
 func (s *Server) persistDriverLocked(d *driverInfo) error {
 	p := &masterv1.PersistedDriver{
 		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken,
-		Traceparent: formatTraceparent(d.trace),
+		Traceparent: formatTraceparent(d.trace), SubmissionId: d.submission,
 	}
 	if d.worker != nil {
 		p.WorkerId = d.worker.id
@@ -398,7 +400,7 @@ func (s *Server) persistDriverLocked(d *driverInfo) error {
 // applications.
 func (s *Server) persistCompletedDriverLocked(d *driverInfo) error {
 	return s.persist("driver "+d.id, func(st Store) error {
-		return st.PutDriver(&masterv1.PersistedDriver{Id: d.id, Completed: s.driverProto(d)})
+		return st.PutDriver(&masterv1.PersistedDriver{Id: d.id, SubmissionId: d.submission, Completed: s.driverProto(d)})
 	})
 }
 

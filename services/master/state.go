@@ -336,6 +336,9 @@ type driverInfo struct {
 	// back after one (requeueDriverLocked).
 	launchFailures int
 	relaunchAfter  time.Time
+	// submission is the client's submission id that made the driver (empty:
+	// none, or a relaunch).
+	submission string
 }
 
 // runsOn reports whether d runs on the worker with id, or ran there before

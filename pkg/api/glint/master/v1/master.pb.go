@@ -1561,8 +1561,13 @@ func (*DriverStateChangedResponse) Descriptor() ([]byte, []int) {
 }
 
 type SubmitDriverRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Description   *DriverDescription     `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Description *DriverDescription     `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	// A random id the client makes once per submission and sends again with
+	// every retry of it (1 to 64 of A-Z, a-z, 0-9, '-', '_'; empty: none). A
+	// master that made a driver for it answers with that driver's id instead of
+	// making another, while it keeps the driver (active or retained).
+	SubmissionId  string `protobuf:"bytes,2,opt,name=submission_id,json=submissionId,proto3" json:"submission_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1602,6 +1607,13 @@ func (x *SubmitDriverRequest) GetDescription() *DriverDescription {
 		return x.Description
 	}
 	return nil
+}
+
+func (x *SubmitDriverRequest) GetSubmissionId() string {
+	if x != nil {
+		return x.SubmissionId
+	}
+	return ""
 }
 
 type SubmitDriverResponse struct {
@@ -3088,9 +3100,13 @@ type PersistedDriver struct {
 	WorkerId    string `protobuf:"bytes,4,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	SubmitToken string `protobuf:"bytes,5,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
 	Traceparent string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// The SubmitDriverRequest's submission_id that made it, so that a retry
+	// reaching the master after a restart or a failover makes no second driver.
+	SubmissionId string `protobuf:"bytes,7,opt,name=submission_id,json=submissionId,proto3" json:"submission_id,omitempty"`
 	// Set once the driver ended: how it is shown among the completed drivers.
-	// A completed driver keeps no token; only this field and id are set.
-	Completed     *DriverInfo `protobuf:"bytes,7,opt,name=completed,proto3" json:"completed,omitempty"`
+	// A completed driver keeps no token; only this field, id and
+	// submission_id are set.
+	Completed     *DriverInfo `protobuf:"bytes,8,opt,name=completed,proto3" json:"completed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3163,6 +3179,13 @@ func (x *PersistedDriver) GetSubmitToken() string {
 func (x *PersistedDriver) GetTraceparent() string {
 	if x != nil {
 		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *PersistedDriver) GetSubmissionId() string {
+	if x != nil {
+		return x.SubmissionId
 	}
 	return ""
 }
@@ -3341,9 +3364,10 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\x0e2\x1c.glint.master.v1.DriverStateR\x05state\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
 	"\tworker_id\x18\x04 \x01(\tR\bworkerId\"\x1c\n" +
-	"\x1aDriverStateChangedResponse\"[\n" +
+	"\x1aDriverStateChangedResponse\"\x80\x01\n" +
 	"\x13SubmitDriverRequest\x12D\n" +
-	"\vdescription\x18\x01 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\"3\n" +
+	"\vdescription\x18\x01 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12#\n" +
+	"\rsubmission_id\x18\x02 \x01(\tR\fsubmissionId\"3\n" +
 	"\x14SubmitDriverResponse\x12\x1b\n" +
 	"\tdriver_id\x18\x01 \x01(\tR\bdriverId\"0\n" +
 	"\x11KillDriverRequest\x12\x1b\n" +
@@ -3475,7 +3499,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vtraceparent\x18\t \x01(\tR\vtraceparent\x12>\n" +
 	"\tcompleted\x18\n" +
 	" \x01(\v2 .glint.master.v1.ApplicationInfoR\tcompletedB\x11\n" +
-	"\x0f_executor_limit\"\xc1\x02\n" +
+	"\x0f_executor_limit\"\xe6\x02\n" +
 	"\x0fPersistedDriver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
 	"\vdescription\x18\x02 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12;\n" +
@@ -3483,8 +3507,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"submitTime\x12\x1b\n" +
 	"\tworker_id\x18\x04 \x01(\tR\bworkerId\x12!\n" +
 	"\fsubmit_token\x18\x05 \x01(\tR\vsubmitToken\x12 \n" +
-	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x129\n" +
-	"\tcompleted\x18\a \x01(\v2\x1b.glint.master.v1.DriverInfoR\tcompleted\"i\n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12#\n" +
+	"\rsubmission_id\x18\a \x01(\tR\fsubmissionId\x129\n" +
+	"\tcompleted\x18\b \x01(\v2\x1b.glint.master.v1.DriverInfoR\tcompleted\"i\n" +
 	"\x11PersistedCounters\x12&\n" +
 	"\x0fnext_app_number\x18\x01 \x01(\x05R\rnextAppNumber\x12,\n" +
 	"\x12next_driver_number\x18\x02 \x01(\x05R\x10nextDriverNumber*\x95\x01\n" +
