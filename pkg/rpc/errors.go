@@ -35,3 +35,16 @@ func Error(err error) error {
 	}
 	return connect.NewError(code, err)
 }
+
+// Answerless reports whether a call failed without the peer's answer (it
+// could not be reached, the connection broke, the call timed out), so that it
+// may or may not have taken effect — rather than by the peer's refusal. Glint's
+// services answer only with the codes Error gives pkg/fault's kinds, never
+// Unknown, Canceled or DeadlineExceeded.
+func Answerless(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeDeadlineExceeded, connect.CodeUnavailable, connect.CodeCanceled, connect.CodeUnknown:
+		return true
+	}
+	return false
+}

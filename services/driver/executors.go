@@ -262,22 +262,11 @@ func (d *Driver) removeExecutorLocked(ctx context.Context, e *executorData, reas
 // It says whether e was removed; a refusal, e's answer, is left to the
 // caller.
 func (d *Driver) removeUnreachableLocked(ctx context.Context, e *executorData, err error) bool {
-	if !unreachable(err) {
+	if !rpc.Answerless(err) {
 		return false
 	}
 	d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor unreachable: %v", err), false)
 	return true
-}
-
-// unreachable says whether a call failed without the peer's answer, rather
-// than by its refusal: an executor answers only with the codes rpc.Error
-// gives pkg/fault's kinds, never Unknown, Canceled or DeadlineExceeded.
-func unreachable(err error) bool {
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
-		return true
-	}
-	return false
 }
 
 // stopExecutors tells every ready executor to stop (Spark's StopExecutors).

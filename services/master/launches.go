@@ -220,7 +220,7 @@ func (s *Server) postLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 		switch {
 		case err == nil, retry > 0 && code == connect.CodeAlreadyExists:
 			return
-		case answerless(code) && !gone(err):
+		case rpc.Answerless(err) && !gone(err):
 			wait := min(launchRetryBase<<min(retry, 5), launchRetryCap)
 			s.log.Warn("launch driver not taken yet; sending it again", "driver", d.id, "worker", w.id, "in", wait, "err", err)
 			time.AfterFunc(wait, func() {
@@ -299,7 +299,7 @@ func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry 
 		case err == nil, retry > 0 && code == connect.CodeAlreadyExists:
 			s.metrics.executorLaunches.WithLabelValues(launchOK).Inc()
 			return
-		case answerless(code), code == connect.CodeResourceExhausted && retry < maxBusyResends:
+		case rpc.Answerless(err), code == connect.CodeResourceExhausted && retry < maxBusyResends:
 			wait := min(launchRetryBase<<min(retry, 5), launchRetryCap)
 			s.log.Warn("launch executor not taken yet; sending it again", "app", a.id, "executor", e.id, "worker", w.id, "in", wait, "err", err)
 			time.AfterFunc(wait, func() {
@@ -325,16 +325,6 @@ func (s *Server) launching(e *executorInfo) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return e.state == masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING && e.app.executors[e.id] == e && !e.app.finished()
-}
-
-// answerless reports whether a call failed without the peer's answer (so it
-// may or may not have taken effect), rather than by the peer's refusal.
-func answerless(code connect.Code) bool {
-	switch code {
-	case connect.CodeDeadlineExceeded, connect.CodeUnavailable, connect.CodeCanceled, connect.CodeUnknown:
-		return true
-	}
-	return false
 }
 
 // sendExecutorAdded tells e's driver that e was placed.
