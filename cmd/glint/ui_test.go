@@ -281,10 +281,10 @@ func TestWebUIKillButtonEndsARunningAppOnlyAfterLogin(t *testing.T) {
 	}
 	jar, _ := cookiejar.New(nil)
 	session := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	if code, body := post(t, session, c.master.url+"/login", url.Values{"token": {"not-the-token-but-long-enough"}}); code != http.StatusUnauthorized {
+	if code, body := postLogin(t, session, c.master.url, url.Values{"token": {"not-the-token-but-long-enough"}}); code != http.StatusUnauthorized {
 		t.Errorf("login with a wrong token: %d %s, want 401", code, body)
 	}
-	if code, body := post(t, session, c.master.url+"/login", url.Values{"token": {testToken}, "next": {"//evil.example/"}}); code != http.StatusSeeOther {
+	if code, body := postLogin(t, session, c.master.url, url.Values{"token": {testToken}, "next": {"//evil.example/"}}); code != http.StatusSeeOther {
 		t.Fatalf("login: %d %s", code, body)
 	}
 	if code, body := post(t, session, kill, url.Values{}); code != http.StatusForbidden || !strings.Contains(body, "CSRF") {
@@ -351,6 +351,24 @@ func post(t *testing.T, client *http.Client, target string, form url.Values) (in
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// postLogin posts the login form of the page server at base with form, as
+// a browser does: with the CSRF token of the form client was given first.
+func postLogin(t *testing.T, client *http.Client, base string, form url.Values) (int, string) {
+	t.Helper()
+	resp, err := client.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login form has no CSRF token:\n%s", page)
+	}
+	form.Set("csrf", string(m[1]))
+	return post(t, client, base+"/login", form)
 }
 
 // get GETs target with the test's token and returns the status and body.

@@ -6,7 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +31,15 @@ const (
 	MaxSessions = 1024
 	// maxFormBytes bounds a login or button form's body.
 	maxFormBytes = 8 << 10
+)
+
+// Login attempts are throttled per client address: a burst of loginBurst,
+// then one every loginRefill, so that guessing tokens is slow; at most
+// maxThrottled addresses are tracked.
+const (
+	loginBurst   = 10
+	loginRefill  = 6 * time.Second
+	maxThrottled = 4096
 )
 
 // Config configures a Site.
@@ -57,6 +70,14 @@ type Site struct {
 
 	mu       sync.Mutex
 	sessions map[[sha256.Size]byte]*session
+	// logins are the login attempts left to each client address.
+	logins map[string]*attempts
+}
+
+// attempts are a client address's login attempts left, as of when.
+type attempts struct {
+	left float64
+	when time.Time
 }
 
 // session is one browser's login; the token stays on the server and is
@@ -90,7 +111,8 @@ func New(cfg Config) *Site {
 	secret := make([]byte, 32)
 	_, _ = rand.Read(id) // crypto/rand.Read never fails on Linux
 	_, _ = rand.Read(secret)
-	return &Site{cfg: cfg, cookie: "glint-" + cfg.Service + "-" + hex.EncodeToString(id), secret: secret, sessions: map[[sha256.Size]byte]*session{}}
+	return &Site{cfg: cfg, cookie: "glint-" + cfg.Service + "-" + hex.EncodeToString(id), secret: secret,
+		sessions: map[[sha256.Size]byte]*session{}, logins: map[string]*attempts{}}
 }
 
 // Routes are the login and logout pages, to serve beside the process's own.
@@ -152,20 +174,54 @@ func (s *Site) refuse(w http.ResponseWriter, r *http.Request, v Viewer, why stri
 	if r.Method != http.MethodGet {
 		next = "/"
 	}
-	s.Render(w, r, http.StatusUnauthorized, "login", "Log in", v, loginPage{Error: why, Next: next})
+	s.renderLogin(w, r, http.StatusUnauthorized, v, why, next)
 }
 
 // loginPage is the login form's data.
 type loginPage struct {
 	Error string
 	Next  string
+	// CSRF is the login form's own CSRF token (loginCSRF).
+	CSRF string
+}
+
+// renderLogin answers with the login form, which carries its CSRF token.
+func (s *Site) renderLogin(w http.ResponseWriter, r *http.Request, code int, v Viewer, why, next string) {
+	s.Render(w, r, code, "login", "Log in", v, loginPage{Error: why, Next: next, CSRF: s.loginCSRF(w, r)})
+}
+
+// loginCSRF is the login form's CSRF token: an HMAC of a random value kept
+// in a cookie of the form's own, set here when the browser has none. A login
+// is taken only with both, so another site cannot log a browser in under a
+// token of its choosing: it can read neither, and SameSite=Strict keeps the
+// cookie off its posts.
+func (s *Site) loginCSRF(w http.ResponseWriter, r *http.Request) string {
+	value := ""
+	if c, err := r.Cookie(s.cookie + "-login"); err == nil && len(c.Value) == 43 {
+		value = c.Value
+	} else {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		value = base64.RawURLEncoding.EncodeToString(b)
+		http.SetCookie(w, &http.Cookie{
+			Name: s.cookie + "-login", Value: value, Path: "/login", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		})
+	}
+	return s.mac("login\x00" + value)
+}
+
+// mac is the site's HMAC of v, as a form value.
+func (s *Site) mac(v string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(v))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 func (s *Site) loginForm(w http.ResponseWriter, r *http.Request) {
-	s.Render(w, r, http.StatusOK, "login", "Log in", s.viewer(r), loginPage{Next: safeNext(r.URL.Query().Get("next"))})
+	s.renderLogin(w, r, http.StatusOK, s.viewer(r), "", safeNext(r.URL.Query().Get("next")))
 }
 
-// login checks the form's token and starts a session for it.
+// login checks the form's CSRF token and token, and starts a session for it.
 func (s *Site) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
@@ -173,16 +229,26 @@ func (s *Site) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostFormValue("next"))
+	if wait, ok := s.attempt(r); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+1)))
+		s.Error(w, r, http.StatusTooManyRequests, fmt.Sprintf("too many logins from your address: try again in %s", wait.Round(time.Second)+time.Second))
+		return
+	}
+	c, err := r.Cookie(s.cookie + "-login")
+	if err != nil || !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(s.mac("login\x00"+c.Value))) {
+		s.renderLogin(w, r, http.StatusForbidden, s.viewer(r), "the login form's CSRF token is missing or wrong: log in from this page", next)
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	switch {
 	case s.cfg.Tokens == nil:
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	case token == "" || len(token) > rpc.MaxTokenBytes || !s.cfg.Tokens.Allows(token, rpc.AnyToken):
-		s.Render(w, r, http.StatusUnauthorized, "login", "Log in", s.viewer(r), loginPage{Error: "that token is not one this " + s.cfg.Service + " accepts", Next: next})
+		s.renderLogin(w, r, http.StatusUnauthorized, s.viewer(r), "that token is not one this "+s.cfg.Service+" accepts", next)
 		return
 	case !s.cfg.Tokens.Allows(token, s.cfg.Read):
-		s.Render(w, r, http.StatusForbidden, "login", "Log in", s.viewer(r), loginPage{Error: "that token may not read this " + s.cfg.Service + "'s pages: it needs the " + s.cfg.Read.String() + " token", Next: next})
+		s.renderLogin(w, r, http.StatusForbidden, s.viewer(r), "that token may not read this "+s.cfg.Service+"'s pages: it needs the "+s.cfg.Read.String()+" token", next)
 		return
 	}
 	id := make([]byte, 32)
@@ -198,6 +264,49 @@ func (s *Site) login(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// attempt takes one login attempt of r's client address, or says how long
+// until it has one.
+func (s *Site) attempt(r *http.Request) (time.Duration, bool) {
+	addr := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.logins[addr]
+	if !ok {
+		if len(s.logins) >= maxThrottled {
+			s.dropAttemptsLocked(now)
+		}
+		a = &attempts{left: loginBurst, when: now}
+		s.logins[addr] = a
+	}
+	a.left = min(loginBurst, a.left+float64(now.Sub(a.when))/float64(loginRefill))
+	a.when = now
+	if a.left < 1 {
+		return time.Duration((1 - a.left) * float64(loginRefill)), false
+	}
+	a.left--
+	return 0, true
+}
+
+// dropAttemptsLocked forgets the addresses whose attempts have refilled,
+// and, if none has, one of them.
+func (s *Site) dropAttemptsLocked(now time.Time) {
+	for addr, a := range s.logins {
+		if a.left+float64(now.Sub(a.when))/float64(loginRefill) >= loginBurst {
+			delete(s.logins, addr)
+		}
+	}
+	for addr := range s.logins {
+		if len(s.logins) < maxThrottled {
+			return
+		}
+		delete(s.logins, addr)
+	}
 }
 
 // dropSessionsLocked removes expired sessions and, while there are
@@ -238,9 +347,16 @@ func (s *Site) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// safeNext is where to go after login: a path on this site, else "/".
+// safeNext is where to go after login: a path on this site, else "/". It
+// is parsed, and refused with a control character or backslash anywhere
+// (browsers drop tabs and newlines from URLs and read "\\" as "/", so
+// "/\t/evil.example" would go to evil.example), percent-encoded or not, and
+// with a scheme, a host or a path that starts with "//" after decoding.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") ||
+		strings.ContainsFunc(next+u.Path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
 		return "/"
 	}
 	return next
@@ -252,14 +368,12 @@ func (s *Site) viewer(r *http.Request) Viewer {
 	if c, err := r.Cookie(s.cookie); err == nil {
 		sid = c.Value
 	}
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write([]byte(sid))
 	token := s.token(r)
 	return Viewer{
 		LoggedIn: s.cfg.Tokens != nil && s.holds(token, rpc.AnyToken),
 		CanAct:   s.holds(token, s.cfg.Act),
 		Auth:     s.cfg.Tokens != nil,
-		CSRF:     base64.RawURLEncoding.EncodeToString(mac.Sum(nil)),
+		CSRF:     s.mac(sid),
 		canRead:  s.cfg.Public || s.holds(token, s.cfg.Read),
 	}
 }

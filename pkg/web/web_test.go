@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -77,10 +78,25 @@ func do(t *testing.T, c *http.Client, method, target string, form url.Values, be
 	return resp, string(body)
 }
 
+var loginCSRFPattern = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// postLogin posts the login form of the site at base with form, as a
+// browser does: with the CSRF token of the form it was given first.
+func postLogin(t *testing.T, c *http.Client, base string, form url.Values, bearer string) (*http.Response, string) {
+	t.Helper()
+	_, page := do(t, c, http.MethodGet, base+"/login", nil, "")
+	m := loginCSRFPattern.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login form has no CSRF token:\n%s", page)
+	}
+	form.Set("csrf", m[1])
+	return do(t, c, http.MethodPost, base+"/login", form, bearer)
+}
+
 // login logs c in with token and returns the page's CSRF token.
 func (s *site) login(t *testing.T, c *http.Client, token string) string {
 	t.Helper()
-	if resp, body := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {token}}, ""); resp.StatusCode != http.StatusSeeOther {
+	if resp, body := postLogin(t, c, s.url, url.Values{"token": {token}}, ""); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %s %s", resp.Status, body)
 	}
 	resp, body := do(t, c, http.MethodGet, s.url+"/page", nil, "")
@@ -113,10 +129,10 @@ func TestPagesNeedALoginOrABearerTokenUnlessPublic(t *testing.T) {
 func TestLoginKeepsTheTokenOnTheServerAndASessionIDInAStrictCookie(t *testing.T) {
 	s := newSite(t, false)
 	c := browser(t)
-	if resp, body := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {"wrong-token-0123456789"}}, ""); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not one this master accepts") {
+	if resp, body := postLogin(t, c, s.url, url.Values{"token": {"wrong-token-0123456789"}}, ""); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not one this master accepts") {
 		t.Errorf("login with a wrong token: %s %s, want 401", resp.Status, body)
 	}
-	resp, _ := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {submitToken}, "next": {"/page?x=1"}}, "")
+	resp, _ := postLogin(t, c, s.url, url.Values{"token": {submitToken}, "next": {"/page?x=1"}}, "")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/page?x=1" {
 		t.Fatalf("login: %s to %q, want 303 to /page?x=1", resp.Status, resp.Header.Get("Location"))
 	}
@@ -158,7 +174,7 @@ func TestLoginRefusesATokenThatMayNotRead(t *testing.T) {
 	}
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
-	resp, body := do(t, browser(t), http.MethodPost, hs.URL+"/login", url.Values{"token": {submitToken}}, "")
+	resp, body := postLogin(t, browser(t), hs.URL, url.Values{"token": {submitToken}}, "")
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "needs the cluster token") || len(resp.Cookies()) != 0 {
 		t.Errorf("login with a submit token on a worker: %s %s, want 403 and no session", resp.Status, body)
 	}
@@ -172,11 +188,72 @@ func TestLoginReturnsOnlyToAPageOfTheSameSite(t *testing.T) {
 		"https://evil.example": "/",
 		`/\evil.example`:       "/",
 		"":                     "/",
+		"/\t/evil.example":     "/",
+		"/%09/evil.example":    "/",
+		"/%2F/evil.example":    "/",
+		"/%5Cevil.example":     "/",
+		"/\n/evil.example":     "/",
+		"http:/evil.example":   "/",
+		"/page?next=%2F%2Fx":   "/page?next=%2F%2Fx",
 	} {
-		resp, _ := do(t, browser(t), http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}, "next": {next}}, "")
+		s.clock.Advance(loginRefill) // one login from this address more
+		resp, _ := postLogin(t, browser(t), s.url, url.Values{"token": {clusterToken}, "next": {next}}, "")
 		if got := resp.Header.Get("Location"); got != want {
 			t.Errorf("login with next %q went to %q, want %q", next, got, want)
 		}
+	}
+}
+
+func TestTheLoginFormsNextIsAPageOfTheSameSite(t *testing.T) {
+	s := newSite(t, false)
+	_, page := do(t, browser(t), http.MethodGet, s.url+"/login?next=%2F%09%2Fevil.example", nil, "")
+	if !strings.Contains(page, `name="next" value="/"`) {
+		t.Errorf("the login form for next=/<TAB>/evil.example:\n%s\nwant next /", page)
+	}
+}
+
+// sessions counts the session cookies resp sets (not the login form's).
+func sessions(resp *http.Response) int {
+	n := 0
+	for _, c := range resp.Cookies() {
+		if !strings.HasSuffix(c.Name, "-login") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestALoginNeedsItsFormsCSRFToken(t *testing.T) {
+	s := newSite(t, false)
+	c := browser(t)
+	if resp, body := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}}, ""); resp.StatusCode != http.StatusForbidden ||
+		!strings.Contains(body, "CSRF") || sessions(resp) != 0 {
+		t.Errorf("a login posted without its form: %s %s, want 403 and no session", resp.Status, body)
+	}
+	other := browser(t)
+	_, page := do(t, other, http.MethodGet, s.url+"/login", nil, "")
+	theirs := loginCSRFPattern.FindStringSubmatch(page)[1]
+	_, _ = do(t, c, http.MethodGet, s.url+"/login", nil, "")
+	if resp, _ := do(t, c, http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}, "csrf": {theirs}}, ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a login with another browser's form token: %s, want 403", resp.Status)
+	}
+}
+
+func TestLoginsFromOneAddressAreThrottled(t *testing.T) {
+	s := newSite(t, false)
+	c := browser(t)
+	for i := range loginBurst {
+		if resp, _ := postLogin(t, c, s.url, url.Values{"token": {"wrong-token-0123456789"}}, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong login %d: %s, want 401", i+1, resp.Status)
+		}
+	}
+	resp, body := postLogin(t, c, s.url, url.Values{"token": {clusterToken}}, "")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || sessions(resp) != 0 {
+		t.Fatalf("login %d within the burst: %s %s, want 429 with Retry-After and no session", loginBurst+1, resp.Status, body)
+	}
+	s.clock.Advance(loginRefill)
+	if resp, body := postLogin(t, c, s.url, url.Values{"token": {clusterToken}}, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login after the wait: %s %s, want 303", resp.Status, body)
 	}
 }
 
@@ -262,8 +339,8 @@ func TestSessionsAreBoundedTheFirstToEndGoesFirst(t *testing.T) {
 	first := browser(t)
 	s.login(t, first, clusterToken)
 	for range MaxSessions - 1 {
-		s.clock.Advance(time.Millisecond)
-		if resp, _ := do(t, browser(t), http.MethodPost, s.url+"/login", url.Values{"token": {clusterToken}}, ""); resp.StatusCode != http.StatusSeeOther {
+		s.clock.Advance(loginRefill) // one login from this address more
+		if resp, _ := postLogin(t, browser(t), s.url, url.Values{"token": {clusterToken}}, ""); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("login: %s", resp.Status)
 		}
 	}
