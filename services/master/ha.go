@@ -110,7 +110,10 @@ func standbyAccess() rpc.Access {
 }
 
 // Handler serves the leader's answers while this master leads and its lease
-// is held, the standby's otherwise.
+// is held, the standby's otherwise. The lease is looked at as each request
+// comes in: one that got past the look just before a stop is answered after
+// it as the leader's — true when it was looked at — while whatever the
+// master sends carries its epoch, which the workers and drivers fence.
 func (h *HA) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if l := h.leading.Load(); l != nil && l.session.Held() {
