@@ -3,12 +3,17 @@ package etcd
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/glint-cluster/glint/internal/etcdtest"
+	"github.com/glint-cluster/glint/internal/fakeclock"
 	"github.com/glint-cluster/glint/internal/faultproxy"
 )
 
@@ -147,6 +152,104 @@ func TestASessionEndsWhenItsLeaseCannotBeRenewedForATTLOrIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, revoked.Done(), time.Minute, "a session whose lease was revoked elsewhere ending")
+	if cut.Held() || revoked.Held() {
+		t.Fatal("an ended session says its lease is held")
+	}
+}
+
+// A session's lease is held until a TTL after the last keep-alive etcd
+// answered was sent. The clock is a fake one moved by hand: moving it on
+// by more than a TTL is what a process that was stopped (SIGSTOP) sees
+// when it runs again — the monotonic clock ran on meanwhile.
+func TestASessionIsHeldUntilATTLAfterItsLastAnsweredKeepAliveWasSent(t *testing.T) {
+	const ttl = time.Second
+	clock := fakeclock.New(time.Now())
+	s, err := newSessionOnClock(context.Background(), newClient(t, etcdtest.Start(t)), ttl, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if !s.Held() {
+		t.Fatal("a session just granted is not held")
+	}
+	// Half a TTL on, a keep-alive is sent and answered: the lease is held a
+	// TTL past that send, beyond the grant's TTL.
+	clock.Advance(ttl / 2)
+	waitFor(t, "a keep-alive sent half a TTL on answered", func() bool { return s.heldUntil.Load() >= int64(ttl/2+ttl) })
+	clock.Advance(3 * ttl / 4)
+	if !s.Held() {
+		t.Fatal("a session renewed less than a TTL ago is not held")
+	}
+	// A pause longer than a TTL: not held from the first look after it,
+	// whatever keep-alive was on its way, and the session ends.
+	clock.Advance(2 * ttl)
+	if s.Held() {
+		t.Fatal("a session not renewed for a TTL says its lease is held")
+	}
+	within(t, s.Done(), time.Minute, "a session not renewed for a TTL ending")
+	if s.Held() {
+		t.Fatal("an ended session says its lease is held")
+	}
+}
+
+// A keep-alive counts from when it was sent, not from when its answer came:
+// a process stopped while one was on its way (SIGSTOP after the send, the
+// answer read after SIGCONT) must not take the late answer for a renewal
+// from then on. A proxy in front of etcd moves the fake clock on while the
+// first keep-alive is on its way, and holds every later one.
+func TestAKeepAliveCountsFromWhenItWasSent(t *testing.T) {
+	const ttl = time.Second
+	clock := fakeclock.New(time.Now())
+	target, err := url.Parse(etcdtest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.FlushInterval = -1 // the keep-alive's answer is a stream
+	var keepAlives atomic.Int32
+	second, stop := make(chan struct{}), make(chan struct{})
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v3/lease/keepalive" {
+			switch keepAlives.Add(1) {
+			case 1:
+				clock.Advance(9 * ttl / 10)
+			case 2:
+				close(second)
+				fallthrough
+			default:
+				select {
+				case <-r.Context().Done():
+				case <-stop:
+				}
+				return
+			}
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(stop); proxy.Close() })
+	s, err := newSessionOnClock(context.Background(), newClient(t, proxy.URL), ttl, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	// The second keep-alive is sent once the first one's answer was taken.
+	within(t, second, time.Minute, "a second keep-alive")
+	clock.Advance(ttl / 5)
+	if s.Held() {
+		t.Fatal("a TTL after the last answered keep-alive was sent, the session says its lease is held")
+	}
+}
+
+// waitFor polls cond until it holds (a generous bound ends a hung test).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func TestAnUnreachableEndpointIsPassedAndARefusalIsEtcds(t *testing.T) {

@@ -198,18 +198,8 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 	if tokens == nil {
 		return next
 	}
-	errs := connect.NewErrorWriter()
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
-		err = fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)
-		if errs.IsSupported(r) {
-			_ = errs.Write(w, r, connect.NewError(code, err))
-			return
-		}
-		status := http.StatusUnauthorized
-		if code == connect.CodePermissionDenied {
-			status = http.StatusForbidden
-		}
-		http.Error(w, err.Error(), status)
+		Refuse(w, r, connect.NewError(code, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		role := need(r)
@@ -217,8 +207,8 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		token, ok := BearerToken(r)
+		if !ok {
 			refuse(w, r, connect.CodeUnauthenticated, errNoToken)
 			return
 		}
@@ -232,6 +222,40 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// BearerToken is the token a request presents (Authorization: Bearer …);
+// false when it presents none.
+func BearerToken(r *http.Request) (string, bool) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return token, ok && token != ""
+}
+
+// errorWriter writes Connect errors in each caller's protocol.
+var errorWriter = connect.NewErrorWriter()
+
+// Refuse answers a request with err, its code given as Error gives it,
+// without reading the request's body: in the caller's protocol for a
+// Connect, gRPC or gRPC-Web call, else as plain text with the HTTP status of
+// the code (401, 403, 503; 500 for the others). The middleware refuses with
+// it; so does a master standing by.
+func Refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var ce *connect.Error
+	errors.As(Error(err), &ce)
+	if errorWriter.IsSupported(r) {
+		_ = errorWriter.Write(w, r, ce)
+		return
+	}
+	status := http.StatusInternalServerError
+	switch ce.Code() {
+	case connect.CodeUnauthenticated:
+		status = http.StatusUnauthorized
+	case connect.CodePermissionDenied:
+		status = http.StatusForbidden
+	case connect.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	}
+	http.Error(w, ce.Error(), status)
 }
 
 // bearer is the client side: it sends token with every call.

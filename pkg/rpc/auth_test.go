@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -124,5 +125,29 @@ func TestATokenLongerThanTheLongestIsRefused(t *testing.T) {
 	}
 	if tokens.Allows(longest+"x", Cluster) {
 		t.Error("a token one byte longer than a valid one, and than MaxTokenBytes, is accepted")
+	}
+}
+
+func TestARefusalIsWrittenInTheCallersProtocol(t *testing.T) {
+	refusal := connect.NewError(connect.CodeUnavailable, errors.New("a standby"))
+	for _, tc := range []struct {
+		name, contentType string
+		status            int
+		want              string // in the body, or (gRPC) the grpc-status header
+	}{
+		{"connect", "application/json", http.StatusServiceUnavailable, `"code":"unavailable"`},
+		{"grpc", "application/grpc", http.StatusOK, "14"},
+		{"plain", "", http.StatusServiceUnavailable, "a standby"},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/test.v1.Service/Call", strings.NewReader("{}"))
+		if tc.contentType != "" {
+			req.Header.Set("Content-Type", tc.contentType)
+		}
+		rec := httptest.NewRecorder()
+		Refuse(rec, req, refusal)
+		got := rec.Body.String() + " grpc-status " + rec.Header().Get("Grpc-Status")
+		if rec.Code != tc.status || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %d %q, want %d with %q", tc.name, rec.Code, got, tc.status, tc.want)
+		}
 	}
 }

@@ -15,10 +15,14 @@ import (
 const failoverAttempt = 5 * time.Second
 
 // NewFailoverHTTPClient is NewHTTPClient for a list of masters of which one
-// leads: a call goes to the first; if it cannot be reached, does not answer
-// within failoverAttempt, or answers Unavailable (HTTP 503: a standby, or a
-// master recovering), the same call goes to the next, and so on. The Connect client is made with the first
-// URL; the others stand in for its scheme and host.
+// leads: a call goes to the master its URL names (a Connect client made
+// with one of urls: the first, or the one known to lead), then, if that
+// master cannot be reached, does not answer within failoverAttempt, or
+// answers Unavailable (HTTP 503: a standby, whatever token the call
+// carries; a leader that cannot confirm its lease; a master recovering),
+// the same call goes to each other master in urls' order. The last answer
+// stands, to be retried by the caller as it sees fit; any other answer
+// (Unauthenticated from a master that leads) is final.
 func NewFailoverHTTPClient(urls []string) (*http.Client, error) {
 	c := NewHTTPClient()
 	f := &failover{base: c.Transport}
@@ -48,10 +52,16 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		body = b
 	}
+	targets := []*url.URL{req.URL}
+	for _, t := range f.targets {
+		if t.Host != req.URL.Host || t.Scheme != req.URL.Scheme {
+			targets = append(targets, t)
+		}
+	}
 	var resp *http.Response
 	var err error
-	for i, target := range f.targets {
-		last := i == len(f.targets)-1
+	for i, target := range targets {
+		last := i == len(targets)-1
 		ctx, cancel := req.Context(), context.CancelFunc(func() {})
 		if !last {
 			ctx, cancel = context.WithTimeout(ctx, failoverAttempt)

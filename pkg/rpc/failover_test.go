@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -54,4 +55,42 @@ func serveH2C(t *testing.T, h http.Handler) *httptest.Server {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// A call goes first to the master its URL names (the one known to lead),
+// then to the others in the list's order.
+func TestAFailoverCallGoesFirstToTheMasterItNames(t *testing.T) {
+	var order []string
+	var mu sync.Mutex
+	master := func(name string, status int) *httptest.Server {
+		return serveH2C(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			w.WriteHeader(status)
+		}))
+	}
+	a, b, c := master("a", http.StatusServiceUnavailable), master("b", http.StatusServiceUnavailable), master("c", http.StatusOK)
+	client, err := NewFailoverHTTPClient([]string{a.URL, b.URL, c.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		first string
+		want  string
+	}{
+		{c.URL, "c"},
+		{b.URL, "b a c"},
+		{a.URL, "a b c"},
+	} {
+		order = nil
+		resp, err := client.Post(tc.first+"/glint.master.v1.MasterService/GetClusterState", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := strings.Join(order, " "); resp.StatusCode != http.StatusOK || got != tc.want {
+			t.Errorf("a call for %s: %d, tried %q, want %q", tc.first, resp.StatusCode, got, tc.want)
+		}
+	}
 }

@@ -17,9 +17,31 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
+// DefaultRegisterTimeout is how long a driver tries to register unless told
+// otherwise (Config.RegisterTimeout): longer than a failover of the masters
+// under their defaults — a standby is elected once the leader's lease (10 s)
+// lapsed, and refuses registrations while it recovers, up to a worker
+// timeout (60 s) — with room to spare.
+const DefaultRegisterTimeout = 2 * time.Minute
+
+// unreachableRounds is how many rounds a driver tries when no master
+// answers at all (nothing listens at any URL it was given: a wrong URL, no
+// cluster, every master down) before it gives up without waiting out
+// RegisterTimeout: 9 s at the default RegisterInterval.
+const unreachableRounds = 10
+
+// registerAttemptTimeout bounds one registration call: a paused master
+// takes the connection and never answers.
+const registerAttemptTimeout = 20 * time.Second
+
 // Register is StandaloneAppClient's registerWithMaster: it registers the
-// application with the first master that answers, trying the masters in turn
-// for RegisterAttempts rounds; Run calls it.
+// application with the first master that takes it, trying the masters in
+// turn, round after round RegisterInterval apart, until RegisterTimeout
+// passed (or unreachableRounds, if no master answered at all); Run calls
+// it. A master that cannot be reached, does not answer, or answers
+// Unavailable — a standby (whatever token the driver holds), a leader that
+// cannot confirm its lease, a master recovering — is passed for the next; a
+// refusal of the application or its token by a master that leads is final.
 func (d *Driver) Register(ctx context.Context) error {
 	desc := &masterv1.ApplicationDescription{
 		Name:                 d.cfg.Name,
@@ -34,16 +56,19 @@ func (d *Driver) Register(ctx context.Context) error {
 		desc.CoresPerExecutor = &d.cfg.ExecutorCores
 	}
 	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID, AppToken: d.appToken}
-	var errs []error
-	for round := 1; round <= d.cfg.RegisterAttempts; round++ {
+	registering, cancel := context.WithTimeout(ctx, d.cfg.RegisterTimeout)
+	defer cancel()
+	answered := false // by any master, with any error of its own
+	for round := 1; ; round++ {
+		var errs []error
 		for _, url := range d.cfg.Masters {
 			client := masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
-			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			resp, err := client.RegisterApplication(rctx, connect.NewRequest(req))
+			call, cancel := context.WithTimeout(registering, registerAttemptTimeout)
+			resp, err := client.RegisterApplication(call, connect.NewRequest(req))
 			cancel()
 			if err == nil {
 				d.mu.Lock()
-				d.appID, d.master, d.registeredAt = resp.Msg.GetAppId(), client, time.Now()
+				d.appID, d.master, d.registeredAt = resp.Msg.GetAppId(), d.masterClient(url), time.Now()
 				d.mu.Unlock()
 				close(d.registered)
 				return nil
@@ -52,18 +77,37 @@ func (d *Driver) Register(ctx context.Context) error {
 			case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeUnauthenticated, connect.CodePermissionDenied:
 				return fmt.Errorf("register application with master %s: rejected: %w", url, err)
 			}
-			d.log.Warn("master unreachable", "master", url, "round", round, "err", err)
+			answered = answered || connect.IsWireError(err)
 			errs = append(errs, fmt.Errorf("%s: %w", url, err))
-		}
-		if round < d.cfg.RegisterAttempts {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("register application: %w", ctx.Err())
-			case <-time.After(d.cfg.RegisterInterval):
+			if registering.Err() != nil {
+				break
 			}
+			level := slog.LevelWarn
+			if connect.CodeOf(err) == connect.CodeUnavailable && connect.IsWireError(err) {
+				level = slog.LevelInfo // a standby or a recovering master: expected in a failover
+			}
+			d.log.Log(ctx, level, "master did not take the registration; trying the next", "master", url, "round", round, "err", err)
 		}
+		if !answered && round >= unreachableRounds {
+			return fmt.Errorf("register application: no master answered in %d rounds: %w", round, errors.Join(errs...))
+		}
+		select {
+		case <-registering.Done():
+		case <-time.After(d.cfg.RegisterInterval):
+			continue
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("register application: %w", ctx.Err())
+		}
+		return fmt.Errorf("register application: no master took it within %s (%d rounds): %w", d.cfg.RegisterTimeout, round, errors.Join(errs...))
 	}
-	return fmt.Errorf("register application: all masters are unresponsive after %d rounds: %w", d.cfg.RegisterAttempts, errors.Join(errs...))
+}
+
+// masterClient is the client of the master at url for the application's
+// calls: it passes a call on to the other masters while that one does not
+// answer or does not lead.
+func (d *Driver) masterClient(url string) masterv1connect.MasterServiceClient {
+	return masterv1connect.NewMasterServiceClient(d.masterHTTP, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
 }
 
 // releaseExecutors sets the application's executor limit to zero, so the
@@ -212,7 +256,7 @@ func (d *Driver) MasterChanged(ctx context.Context, req *connect.Request[driverv
 	if err := d.fenceLocked(req.Msg.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
-	d.master = masterv1connect.NewMasterServiceClient(d.http, url, rpc.ClientOptions(d.cfg.TracerProvider, d.cfg.SubmitToken)...)
+	d.master = d.masterClient(url)
 	d.log.InfoContext(ctx, "master changed", "app", d.appID, "master", url)
 	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
 }

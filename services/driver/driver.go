@@ -69,9 +69,10 @@ type Config struct {
 	Conf map[string]string
 	// DriverID is set when the driver runs in cluster mode.
 	DriverID string
-	// RegisterAttempts is how many rounds over the masters registration tries; default 3.
-	RegisterAttempts int
-	// RegisterInterval is the pause between rounds; default 5s.
+	// RegisterTimeout is how long registration tries the masters, in rounds,
+	// before it gives up; default DefaultRegisterTimeout.
+	RegisterTimeout time.Duration
+	// RegisterInterval is the pause between rounds; default 1s.
 	RegisterInterval time.Duration
 	// Stdout receives the application's output; default os.Stdout.
 	Stdout io.Writer
@@ -106,11 +107,11 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("driver URL: %w", err)
 	}
 	c.URL = url
-	if c.RegisterAttempts <= 0 {
-		c.RegisterAttempts = 3
+	if c.RegisterTimeout <= 0 {
+		c.RegisterTimeout = DefaultRegisterTimeout
 	}
 	if c.RegisterInterval <= 0 {
-		c.RegisterInterval = 5 * time.Second
+		c.RegisterInterval = time.Second
 	}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout
@@ -127,6 +128,9 @@ type Driver struct {
 	tracer  trace.Tracer
 	metrics *metrics
 	http    *http.Client
+	// masterHTTP carries the calls to the master the driver reports to,
+	// on to the other masters while that one does not lead.
+	masterHTTP *http.Client
 	settings
 	// appToken is the application's own token: the driver accepts calls
 	// only with it (from its executors and the master) and calls its
@@ -163,8 +167,13 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
+	masterHTTP, err := rpc.NewFailoverHTTPClient(cfg.Masters)
+	if err != nil {
+		return nil, fmt.Errorf("driver: %w", err)
+	}
 	d := &Driver{
 		cfg:        cfg,
+		masterHTTP: masterHTTP,
 		log:        cfg.Logger,
 		tracer:     telemetry.Tracer(cfg.TracerProvider),
 		http:       rpc.NewHTTPClient(),

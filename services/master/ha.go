@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,20 +40,34 @@ type HAConfig struct {
 }
 
 // HA is a master under etcd leader election. Until elected it is a standby:
-// every call gets Unavailable naming the leader, /json says STANDBY. Once
+// every call gets Unavailable, /json says STANDBY, /readyz is 503. Once
 // elected, with the election's revision as its epoch, it recovers the state
-// kept in etcd and leads. A leader whose lease lapses steps down by ending
-// Run with an error (the process exits, its supervisor starts it again as a
-// standby); until it notices, the workers and drivers refuse its commands,
-// which carry the older epoch, and etcd refuses its writes.
+// kept in etcd and leads — but answers as the leader only while its lease
+// is known to be held (etcd.Session.Held, looked at on every request): a
+// leader that was paused past its lease, or cut off from etcd for as long,
+// answers as a standby from its first request on, and steps down by ending
+// Run with an error once its session ends (the process exits, its
+// supervisor starts it again as a standby). Whatever it sends meanwhile
+// carries its older epoch, which the workers and drivers refuse, and etcd
+// refuses its writes.
 type HA struct {
 	cfg     HAConfig
-	handler atomic.Pointer[http.Handler]
+	leading atomic.Pointer[leadership]
 	standby http.Handler
 
 	mu     sync.Mutex
 	leader string // the leader's URL, as the standby last saw it
 }
+
+// leadership is an elected master's handler and the session whose lease
+// holds its leadership.
+type leadership struct {
+	handler http.Handler
+	session *etcd.Session
+}
+
+// masterServicePath is where the Connect service's procedures are served.
+const masterServicePath = "/" + masterv1connect.MasterServiceName + "/"
 
 // NewHA returns a standby master for cfg.
 func NewHA(cfg HAConfig) (*HA, error) {
@@ -70,40 +85,66 @@ func NewHA(cfg HAConfig) (*HA, error) {
 		Name: "glint_master_leader", Help: "1 while this master leads the cluster (ALIVE), 0 while it recovers or stands by.",
 	}, func() float64 { return 0 }))
 	h.standby = rpc.NewHandler(rpc.Endpoints{
-		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
-			return masterv1connect.NewMasterServiceHandler(masterv1connect.UnimplementedMasterServiceHandler{},
-				append(o, connect.WithInterceptors(connect.UnaryInterceptorFunc(h.refuse)))...)
+		Service: func(...connect.HandlerOption) (string, http.Handler) {
+			return masterServicePath, http.HandlerFunc(h.refuse)
 		},
 		TracerProvider: cfg.Master.TracerProvider,
 		Registry:       reg,
 		Pages: map[string]http.HandlerFunc{"GET /json": h.serveStandbyJSON, "GET /json/": h.serveStandbyJSON,
 			"GET /readyz": func(w http.ResponseWriter, _ *http.Request) { writeReady(w, statusStandby) }},
 		Tokens:      cfg.Master.Tokens,
-		Access:      access,
+		Access:      standbyAccess(),
 		MetricsAuth: cfg.Master.MetricsAuth,
 	})
-	h.handler.Store(&h.standby)
 	return h, nil
 }
 
-// Handler serves the standby's answers, then the leader's.
+// standbyAccess is access with every MasterService call open: a standby's
+// answer to each is the same refusal, which reads nothing of the call, and
+// a caller whose token only the leader knows (a cluster-mode driver's) must
+// be told to try the next master, not that its token is wrong.
+func standbyAccess() rpc.Access {
+	a := maps.Clone(access)
+	maps.DeleteFunc(a, func(path string, _ rpc.Role) bool { return strings.HasPrefix(path, masterServicePath) })
+	return a.Grant(rpc.Public, masterServicePath)
+}
+
+// Handler serves the leader's answers while this master leads and its lease
+// is held, the standby's otherwise. The lease is looked at as each request
+// comes in: one that got past the look just before a stop is answered after
+// it as the leader's — true when it was looked at — while whatever the
+// master sends carries its epoch, which the workers and drivers fence.
 func (h *HA) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.handler.Load()).ServeHTTP(w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l := h.leading.Load(); l != nil && l.session.Held() {
+			l.handler.ServeHTTP(w, r)
+			return
+		}
+		h.standby.ServeHTTP(w, r)
+	})
 }
 
-// refuse answers every call of a standby.
-func (h *HA) refuse(connect.UnaryFunc) connect.UnaryFunc {
-	return func(_ context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		return nil, rpc.Error(fmt.Errorf("%s: %w: this master (%s) is a standby; the leader is %s",
-			req.Spec().Procedure, fault.ErrUnavailable, h.cfg.Master.URL, h.leaderName()))
+// refuse answers every call of a standby with Unavailable, so that its
+// caller tries the next master. Only a caller with a token this master
+// accepts (who may read its /json) is told which master leads.
+func (h *HA) refuse(w http.ResponseWriter, r *http.Request) {
+	why := "is a standby"
+	if h.leading.Load() != nil {
+		why = "cannot confirm its leadership: its etcd lease may have lapsed (it was paused, or etcd is unreachable)"
 	}
+	next := "try the next master"
+	if token, _ := rpc.BearerToken(r); h.cfg.Master.Tokens.Allows(token, rpc.AnyToken) {
+		next = "the leader is " + h.leaderName()
+	}
+	rpc.Refuse(w, r, fmt.Errorf("%s: %w: this master (%s) %s; %s", r.URL.Path, fault.ErrUnavailable, h.cfg.Master.URL, why, next))
 }
 
+// leaderName is the leader's URL as this standby last saw it.
 func (h *HA) leaderName() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.leader == "" {
-		return "not elected yet"
+		return "not known yet"
 	}
 	return h.leader
 }
@@ -143,8 +184,10 @@ func (h *HA) Run(ctx context.Context) error {
 		return errors.Join(err, session.Close())
 	}
 	log.Info("elected leader", "epoch", epoch, "status", m.clusterState().GetStatus())
-	handler := m.Handler()
-	h.handler.Store(&handler)
+	h.mu.Lock()
+	h.leader = ""
+	h.mu.Unlock()
+	h.leading.Store(&leadership{handler: m.Handler(), session: session})
 
 	// The master leads while the session holds: it stops when the lease may
 	// have lapsed, or when asked to.
