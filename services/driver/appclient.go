@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -58,7 +59,9 @@ func (d *Driver) Register(ctx context.Context) error {
 	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID, AppToken: d.appToken}
 	registering, cancel := context.WithTimeout(ctx, d.cfg.RegisterTimeout)
 	defer cancel()
-	answered := false // by any master, with any error of its own
+	// lastAnswer is the last refusal a master answered with: said at the
+	// end even when the deadline cut the last round's calls short.
+	var lastAnswer error
 	for round := 1; ; round++ {
 		var errs []error
 		for _, url := range d.cfg.Masters {
@@ -77,8 +80,10 @@ func (d *Driver) Register(ctx context.Context) error {
 			case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeUnauthenticated, connect.CodePermissionDenied:
 				return fmt.Errorf("register application with master %s: rejected: %w", url, err)
 			}
-			answered = answered || connect.IsWireError(err)
 			errs = append(errs, fmt.Errorf("%s: %w", url, err))
+			if connect.IsWireError(err) {
+				lastAnswer = errs[len(errs)-1]
+			}
 			if registering.Err() != nil {
 				break
 			}
@@ -88,7 +93,7 @@ func (d *Driver) Register(ctx context.Context) error {
 			}
 			d.log.Log(ctx, level, "master did not take the registration; trying the next", "master", url, "round", round, "err", err)
 		}
-		if !answered && round >= unreachableRounds {
+		if lastAnswer == nil && round >= unreachableRounds {
 			return fmt.Errorf("register application: no master answered in %d rounds: %w", round, errors.Join(errs...))
 		}
 		select {
@@ -98,6 +103,9 @@ func (d *Driver) Register(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("register application: %w", ctx.Err())
+		}
+		if lastAnswer != nil && !slices.Contains(errs, lastAnswer) {
+			errs = append(errs, fmt.Errorf("the last answer: %w", lastAnswer))
 		}
 		return fmt.Errorf("register application: no master took it within %s (%d rounds): %w", d.cfg.RegisterTimeout, round, errors.Join(errs...))
 	}

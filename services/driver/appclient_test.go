@@ -2,7 +2,9 @@ package driver_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,12 +84,12 @@ func TestRegistrationPassesAStandbyListedFirstWhateverTheDriversToken(t *testing
 	// taken as a refusal.
 	d, err := servicetest.NewDriver(t, driver.Config{
 		Masters: []string{standby}, App: echoApp(nil), ExecutorCommand: []string{"/bin/false"},
-		SubmitToken: driverToken, RegisterTimeout: 300 * time.Millisecond, RegisterInterval: 10 * time.Millisecond,
+		SubmitToken: driverToken, RegisterTimeout: 2 * time.Second, RegisterInterval: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Register(context.Background()); err == nil || !strings.Contains(err.Error(), "no master took it within 300ms") ||
+	if err := d.Register(context.Background()); err == nil || !strings.Contains(err.Error(), "no master took it within 2s") ||
 		!strings.Contains(err.Error(), "standby") {
 		t.Fatalf("registering with a standby alone: %v, want the standby's answer until the timeout", err)
 	}
@@ -101,9 +103,16 @@ func TestRegistrationWaitsForAMasterThatRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A kept worker that never comes back: recovery lasts a worker timeout.
-	if err := store.PutWorker(&masterv1.PersistedWorker{Id: "worker-20261201000000-127.0.0.1-1", Host: "127.0.0.1", Port: 1,
-		WorkerUrl: "http://127.0.0.1:1", Cores: 1, MemoryMib: 1024}); err != nil {
+	// A kept worker that never answers (a paused process: its port takes
+	// connections, nothing reads them): recovery lasts a worker timeout.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	port := silent.Addr().(*net.TCPAddr).Port
+	if err := store.PutWorker(&masterv1.PersistedWorker{Id: fmt.Sprintf("worker-20261201000000-127.0.0.1-%d", port), Host: "127.0.0.1",
+		Port: int32(port), WorkerUrl: "http://" + silent.Addr().String(), Cores: 1, MemoryMib: 1024}); err != nil {
 		t.Fatal(err)
 	}
 	m := servicetest.Master(t, master.Config{Store: store, WorkerTimeout: 2 * time.Second})
