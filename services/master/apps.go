@@ -23,18 +23,21 @@ import (
 // registerApplicationLocked admits a validated application (Spark's
 // registerApplication) unless the master keeps as many as it may.
 func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken string) (*appInfo, error) {
+	// A driver whose registration was answered but the answer lost (a
+	// timeout, a failover) registers again with the same token: it gets the
+	// application it has, not a second one — from a recovering master too,
+	// for which the repeat acknowledges the kept application as its answer
+	// to MasterChanged would (the driver, not knowing its id, refused that).
+	for _, a := range s.appQueue {
+		if a.appToken == appToken && a.driverURL == driverURL && appToken != "" && s.status != statusDeposed {
+			s.log.InfoContext(ctx, "registration repeated", "app", a.id, "driver_url", driverURL)
+			s.acknowledgeLocked(ctx, a)
+			return a, nil
+		}
+	}
 	size := proto.Size(desc)
 	if err := s.admitLocked("register application", len(s.apps), MaxActiveApps, size); err != nil {
 		return nil, err
-	}
-	// A driver whose registration was answered but the answer lost (a
-	// timeout, a failover) registers again with the same token: it gets the
-	// application it has, not a second one.
-	for _, a := range s.appQueue {
-		if a.appToken == appToken && a.driverURL == driverURL && appToken != "" {
-			s.log.InfoContext(ctx, "registration repeated", "app", a.id, "driver_url", driverURL)
-			return a, nil
-		}
 	}
 	now := s.now()
 	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, now, trace.SpanContextFromContext(ctx))

@@ -93,3 +93,24 @@ func TestRecoveryEndsOnceANewWorkerTookTheKeptOnesAddress(t *testing.T) {
 	}
 	waitFor(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
 }
+
+// TestARecoveringMasterAnswersARepeatedRegistrationWithTheKeptApplication:
+// a driver whose registration's answer was lost registers again while the
+// master recovers: it gets its kept application, which that acknowledges.
+func TestARecoveringMasterAnswersARepeatedRegistrationWithTheKeptApplication(t *testing.T) {
+	dir := t.TempDir()
+	dp := newPeer(t)
+	_, app := keptCluster(t, dir, newPeer(t), dp, false)
+	c := recoveringCluster(t, dir, Config{WorkerTimeout: 10 * time.Minute})
+	c.srv.mu.Lock()
+	token := c.srv.apps[app].appToken
+	c.srv.mu.Unlock()
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		AppToken: token, Description: appDesc(512, 1), DriverUrl: dp.url}))
+	if err != nil || resp.Msg.GetAppId() != app {
+		t.Fatalf("a repeated registration while recovering: %v %v, want the kept application %s", resp, err, app)
+	}
+	if a := c.app(t, app); lifecycle.Name(a.GetState()) == "UNKNOWN" {
+		t.Fatalf("the kept application is still UNKNOWN after its driver registered again")
+	}
+}
