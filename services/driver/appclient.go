@@ -138,19 +138,50 @@ func (d *Driver) unregister(ctx context.Context) {
 	})
 }
 
-// tellMaster makes one call about the application to its master, unless the
-// master already removed the application; a failure is only logged.
+// Tries of a call about the application: each at most masterCallTimeout,
+// the first retry after masterRetryFirst, doubling up to masterRetryMax.
+const (
+	masterCallTimeout = 10 * time.Second
+	masterRetryFirst  = 100 * time.Millisecond
+	masterRetryMax    = 2 * time.Second
+)
+
+// tellMaster makes a call about the application to its master, unless the
+// master already removed the application. A call that got no answer, or
+// whose master does not lead (a standby, a master recovering or down while
+// it restarts), is tried again — on the master the driver then reports to,
+// which MasterChanged may have changed — for RegisterTimeout, so that the
+// application's end reaches whichever master leads once one does; a
+// refusal, or running out of time, is logged.
 func (d *Driver) tellMaster(ctx context.Context, what string, call func(context.Context, masterv1connect.MasterServiceClient, string) error) {
-	if d.appRemoved() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RegisterTimeout)
 	defer cancel()
-	d.mu.Lock()
-	master, appID := d.master, d.appID
-	d.mu.Unlock()
-	if err := call(ctx, master, appID); err != nil {
-		d.log.Warn(what, "app", appID, "err", err)
+	wait := masterRetryFirst
+	for {
+		if d.appRemoved() {
+			return
+		}
+		d.mu.Lock()
+		master, appID := d.master, d.appID
+		d.mu.Unlock()
+		try, cancelTry := context.WithTimeout(ctx, masterCallTimeout)
+		err := call(try, master, appID)
+		cancelTry()
+		if err == nil {
+			return
+		}
+		if !rpc.Answerless(err) || ctx.Err() != nil {
+			d.log.Warn(what, "app", appID, "err", err)
+			return
+		}
+		d.log.Info(what+": no master answered or leads; trying again", "app", appID, "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			d.log.Warn(what, "app", appID, "err", fmt.Errorf("no master took it within %s: %w", d.cfg.RegisterTimeout, err))
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, masterRetryMax)
 	}
 }
 

@@ -70,7 +70,9 @@ type Config struct {
 	// DriverID is set when the driver runs in cluster mode.
 	DriverID string
 	// RegisterTimeout is how long registration tries the masters, in rounds,
-	// before it gives up; default DefaultRegisterTimeout.
+	// before it gives up, and how long a later call about the application
+	// (its executor limit, its end) is tried again while no master answers
+	// or leads; default DefaultRegisterTimeout.
 	RegisterTimeout time.Duration
 	// RegisterInterval is the pause between rounds; default 1s.
 	RegisterInterval time.Duration
