@@ -79,6 +79,9 @@ func CheckCommand(args []string, env map[string]string) error {
 		if err := CheckLength(fmt.Sprintf("command argument %d", i), a, MaxArgBytes); err != nil {
 			return err
 		}
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("command argument %d: %w: it holds a NUL byte", i, fault.ErrInvalidArgument)
+		}
 		if a == "--conf" || strings.HasPrefix(a, "--conf=") {
 			conf++
 		}
@@ -91,12 +94,16 @@ func CheckCommand(args []string, env map[string]string) error {
 		if err := CheckLength("command environment variable name", k, MaxEnvNameBytes); err != nil {
 			return err
 		}
-		name := fmt.Sprintf("command environment variable %.64q", k)
-		if strings.ContainsAny(k, "=\x00") {
-			name = "a command environment variable with a malformed name" // which may hold a secret
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			// The name is not quoted: a malformed one may hold a secret.
+			return fmt.Errorf("command environment: %w: a variable's name is empty or holds '=' or a NUL byte", fault.ErrInvalidArgument)
 		}
+		name := fmt.Sprintf("command environment variable %.64q", k)
 		if err := CheckLength(name, v, MaxArgBytes); err != nil {
 			return err
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("%s: %w: its value holds a NUL byte", name, fault.ErrInvalidArgument)
 		}
 		total += len(k) + len(v)
 	}

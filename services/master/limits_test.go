@@ -54,6 +54,12 @@ func commandCases() map[string]struct {
 		"long env name":     {&masterv1.Command{Args: args(0, ""), Env: map[string]string{strings.Repeat("N", 257): "x"}}, "variable name", "256"},
 		"long env value":    {&masterv1.Command{Args: args(0, ""), Env: map[string]string{"N": big + "x"}}, `"N"`, "65536"},
 		"command too large": {&masterv1.Command{Args: args(5, big)}, "bytes of arguments and environment", "262144"},
+		// What a worker would refuse at launch, refused at the door.
+		"NUL in an arg":       {&masterv1.Command{Args: args(1, "a\x00b")}, "argument 1", "NUL"},
+		"'=' in an env name":  {&masterv1.Command{Args: args(0, ""), Env: map[string]string{"A=B": "x"}}, "environment", "'='"},
+		"NUL in an env name":  {&masterv1.Command{Args: args(0, ""), Env: map[string]string{"A\x00": "x"}}, "environment", "NUL"},
+		"empty env name":      {&masterv1.Command{Args: args(0, ""), Env: map[string]string{"": "x"}}, "environment", "empty"},
+		"NUL in an env value": {&masterv1.Command{Args: args(0, ""), Env: map[string]string{"N": "a\x00"}}, `"N"`, "NUL"},
 	}
 }
 

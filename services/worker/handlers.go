@@ -58,7 +58,6 @@ func checkLimits(masterURL, name string, cores int32, memoryMiB int64, c *master
 		resources.CheckLength("name", name, resources.MaxNameBytes),
 		resources.CheckCores("cores", int64(cores)),
 		resources.CheckMemoryMiB("memory_mib", memoryMiB),
-		resources.CheckCommand(c.GetArgs(), c.GetEnv()),
 	); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/resources"
 )
 
 // commandStep turns the command template into the process's argument vector
@@ -68,24 +69,14 @@ func mergeEnv(lists ...[]string) []string {
 	return out
 }
 
-// validateCommand checks a command from the network: a non-empty argv[0], no
-// NUL bytes, environment keys that are names. Errors name keys, never values,
-// and a malformed key holding '=' as shown.
+// validateCommand checks a command from the network: a non-empty argv[0],
+// and resources.CheckCommand's rules (no NUL bytes, environment keys that are
+// names; errors name keys, never values, and a malformed key not at all),
+// which the master checked already at admission.
 func validateCommand(c *masterv1.Command) error {
 	args := c.GetArgs()
 	if len(args) == 0 || args[0] == "" {
 		return fmt.Errorf("no command: %w", fault.ErrInvalidArgument)
 	}
-	for i, a := range args {
-		if strings.ContainsRune(a, 0) {
-			return fmt.Errorf("command argument %d holds a NUL byte: %w", i, fault.ErrInvalidArgument)
-		}
-	}
-	for k, v := range c.GetEnv() {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			// The name is not quoted: a malformed one may hold a secret.
-			return fmt.Errorf("a command environment variable's name is empty or holds '=' or a NUL byte: %w", fault.ErrInvalidArgument)
-		}
-	}
-	return nil
+	return resources.CheckCommand(args, c.GetEnv())
 }
