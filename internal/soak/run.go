@@ -475,7 +475,12 @@ func (r *run) runJob(ctx context.Context, j Job) {
 			if soon := time.Now().Add(10 * time.Second); !follow && soon.Before(limit) {
 				limit = soon
 			}
-			if !r.waitChainEnd(ctx, m[1], limit) && follow {
+			ended := r.waitChainEnd(ctx, m[1], limit)
+			if ctx.Err() != nil {
+				r.logf("job %s: cut short", j.Name)
+				return
+			}
+			if !ended && follow {
 				res.TimedOut = true
 			}
 		}
