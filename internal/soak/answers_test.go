@@ -101,6 +101,7 @@ func TestSplitOutputFindsEachLaunchAndItsAnswer(t *testing.T) {
 		{"one launch", header + "Pi is roughly 3.141592\n", true, 1, true, []int{0}},
 		{"a failed launch, then one that answered", header + header + "Pi is roughly 3.141592\n", true, 2, true, []int{1}},
 		{"an answer, then a launch more", header + "Pi is roughly 3.141592\n" + header, true, 2, true, []int{0}},
+		{"an application's own line of =", header + "Pi is roughly 3.141592\n" + strings.Repeat("=", 40) + "\n", true, 1, false, []int{0}},
 		{"two answers", header + "Pi is roughly 3.141592\n" + header + "Pi is roughly 3.141592\n", true, 2, false, []int{0, 1}},
 	} {
 		outs := SplitOutput(c.out, c.headers)
