@@ -123,6 +123,9 @@ func run() int {
 		}
 	}
 	if failed {
+		if !s.keep {
+			fmt.Printf("glint-soak: SOAK_SEED=%d SOAK_KEEP=1 repeats the schedule and keeps every process's log and work dir\n", s.seed)
+		}
 		return 1
 	}
 	return 0

@@ -14,6 +14,7 @@ const (
 	CauseWrongAnswer Cause = "wrong answer"
 	CauseTaskFailed  Cause = "task failed maxFailures"
 	CauseDriverLost  Cause = "driver lost"
+	CauseLaunch      Cause = "driver launch failed"
 	CauseAppRemoved  Cause = "application removed by master"
 	CauseRefused     Cause = "refused by a master"
 	CauseClientGave  Cause = "client gave up"
@@ -49,13 +50,15 @@ type Result struct {
 
 // failurePatterns classify a failure by the text of its errors, first
 // match first: a task failure's message names what it saw (an executor
-// lost, too), so it comes before the rest.
+// lost, too), and a driver the master could not launch says what the
+// worker answered (unavailable, too), so they come before the rest.
 var failurePatterns = []struct {
 	cause Cause
 	texts []string
 }{
 	{CauseTaskFailed, []string{"times, most recently:"}},
-	{CauseDriverLost, []string{"unreachable for", "worker was lost", "DRIVER_STATE_ERROR", "DRIVER_STATE_RELAUNCHING"}},
+	{CauseLaunch, []string{"launch driver on worker"}},
+	{CauseDriverLost, []string{"unreachable for", "worker was lost", "did not re-register", "DRIVER_STATE_ERROR", "DRIVER_STATE_RELAUNCHING"}},
 	{CauseAppRemoved, []string{"master removed application"}},
 	{CauseRefused, []string{"rejected:", "unauthenticated", "permission_denied"}},
 	{CauseClientGave, []string{"unavailable", "unresponsive", "connection refused", "deadline_exceeded", "deadline exceeded",

@@ -174,8 +174,25 @@ func (p *proc) logTail(n int64) string {
 	return string(b)
 }
 
-// lastLine is the last non-empty line of s.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
+// exitReason is what a log that ends in an exit says of it: a Go panic's
+// or fatal error's message and the frame it came from, else the log's last
+// line.
+func exitReason(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for i, line := range lines {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			reason := line
+			for j := i + 1; j < len(lines); j++ {
+				if strings.HasPrefix(lines[j], "goroutine ") && j+1 < len(lines) {
+					reason += " in " + strings.TrimSpace(lines[j+1])
+					if j+2 < len(lines) {
+						reason += " at " + strings.TrimSpace(lines[j+2])
+					}
+					break
+				}
+			}
+			return reason
+		}
+	}
 	return strings.TrimSpace(lines[len(lines)-1])
 }

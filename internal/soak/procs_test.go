@@ -113,3 +113,24 @@ func TestReservePortsHoldsDistinctFreePorts(t *testing.T) {
 		}
 	}
 }
+
+func TestExitReasonNamesAPanicAndWhereItCameFrom(t *testing.T) {
+	panicked := `{"level":"INFO","msg":"elected leader"}
+panic: runtime error: invalid memory address or nil pointer dereference
+[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x5c1a2e]
+
+goroutine 71 [running]:
+github.com/glint-cluster/glint/services/master.(*Server).recover(0xc0001e2000)
+	/src/services/master/recovery.go:120 +0x2e
+created by time.goFunc
+	/usr/local/go/src/time/sleep.go:215 +0x2d
+`
+	want := "panic: runtime error: invalid memory address or nil pointer dereference in " +
+		"github.com/glint-cluster/glint/services/master.(*Server).recover(0xc0001e2000) at /src/services/master/recovery.go:120 +0x2e"
+	if got := exitReason(panicked); got != want {
+		t.Errorf("exitReason = %q\nwant %q", got, want)
+	}
+	if got := exitReason("{\"msg\":\"starting\"}\nglint: register worker: giving up\n"); got != "glint: register worker: giving up" {
+		t.Errorf("exitReason of an error exit = %q", got)
+	}
+}

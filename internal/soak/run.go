@@ -209,7 +209,7 @@ func (r *run) exited(p *proc, err error) {
 		r.mu.Unlock()
 		delay = 500 * time.Millisecond
 	} else {
-		r.violation(Violation{ExitedByItself, fmt.Sprintf("%s: %v; its log ends: %.300s", p.name, err, lastLine(tail))})
+		r.violation(Violation{ExitedByItself, fmt.Sprintf("%s: %v: %.500s", p.name, err, exitReason(tail))})
 	}
 	time.Sleep(delay)
 	if !r.tearing.Load() {
