@@ -30,7 +30,6 @@ const (
 // cluster is the processes of one run, and what a client needs to reach
 // them: the masters' URLs, the token files.
 type cluster struct {
-	mode        Mode
 	bins        *Binaries
 	env         []string
 	ports       *Ports
@@ -48,7 +47,7 @@ type cluster struct {
 // with `glint token`, as an operator makes them), ports, processes and
 // their flags. Nothing runs yet.
 func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)) (*cluster, error) {
-	c := &cluster{mode: mode, bins: bins, env: childEnv(), clusterFile: filepath.Join(dir, "cluster.token"),
+	c := &cluster{bins: bins, env: childEnv(), clusterFile: filepath.Join(dir, "cluster.token"),
 		submitFile: filepath.Join(dir, "submit.token")}
 	for _, f := range []string{c.clusterFile, c.submitFile} {
 		if err := c.makeToken(f); err != nil {
@@ -80,7 +79,7 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 		// kernel has it); only the machine's crash would, which the soak
 		// does not inject. The shared machine's disk stays out of the
 		// timings.
-		c.etcd = append(c.etcd, c.proc(dir, name, RoleEtcd, i, client, bins.Etcd, "--name", name,
+		c.etcd = append(c.etcd, c.proc(dir, name, RoleEtcd, client, bins.Etcd, "--name", name,
 			"--data-dir", filepath.Join(dir, name), "--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", strings.Join(cluster, ","),
 			"--initial-cluster-state", "new", "--initial-cluster-token", "glint-soak", "--log-level", "error", "--unsafe-no-fsync"))
@@ -97,7 +96,7 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 		} else {
 			args = append(args, "--recovery-mode", "file", "--recovery-dir", filepath.Join(dir, "recovery"))
 		}
-		c.masters = append(c.masters, c.proc(dir, fmt.Sprintf("master-%d", i), RoleMaster, i, url, bins.Glint, args...))
+		c.masters = append(c.masters, c.proc(dir, fmt.Sprintf("master-%d", i), RoleMaster, url, bins.Glint, args...))
 	}
 	for i := range workers {
 		port := next()
@@ -107,7 +106,7 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 		}
 		c.workDirs = append(c.workDirs, work)
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
-		c.workers = append(c.workers, c.proc(dir, fmt.Sprintf("worker-%d", i), RoleWorker, i, url, bins.Glint, "worker",
+		c.workers = append(c.workers, c.proc(dir, fmt.Sprintf("worker-%d", i), RoleWorker, url, bins.Glint, "worker",
 			"--token-file", c.clusterFile, "--master", strings.Join(c.masterURLs, ","), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--cores", workerCores, "--memory", workerMemory, "--work-dir", work,
 			"--register-interval", registerEvery, "--kill-grace", workerKillWait))
@@ -118,8 +117,8 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 	return c, nil
 }
 
-func (c *cluster) proc(dir, name string, role Role, index int, url, bin string, args ...string) *proc {
-	return &proc{name: name, role: role, index: index, url: url, argv: append([]string{bin}, args...), env: c.env,
+func (c *cluster) proc(dir, name string, role Role, url, bin string, args ...string) *proc {
+	return &proc{name: name, role: role, url: url, argv: append([]string{bin}, args...), env: c.env,
 		logPath: filepath.Join(dir, name+".log")}
 }
 

@@ -144,9 +144,8 @@ func NoLeaderSpans(samples []Sample, limit time.Duration) []Violation {
 
 // FaultEvent is a fault as it was injected.
 type FaultEvent struct {
-	At   time.Time
-	Kind string
-	// Target names the process hit; "" when the fault was skipped.
+	At time.Time
+	// Target names the process hit.
 	Target string
 	// Leadership: the fault could end the leadership (the leader, the
 	// single master, or an etcd member).
@@ -161,7 +160,7 @@ type FaultEvent struct {
 func Failovers(faults []FaultEvent, samples []Sample, window time.Duration) []time.Duration {
 	var out []time.Duration
 	for _, f := range faults {
-		if !f.Leadership || f.Target == "" {
+		if !f.Leadership {
 			continue
 		}
 		i := sort.Search(len(samples), func(i int) bool { return !samples[i].At.Before(f.At) })

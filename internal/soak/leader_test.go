@@ -98,12 +98,11 @@ func TestFailoversTimeTheFaultsThatLostTheLeadership(t *testing.T) {
 	s := samples(t0, "++++----++++++++++++++++--------+++")
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 250 * time.Millisecond) }
 	faults := []FaultEvent{
-		{At: at(3), Kind: "kill leader", Target: "master-0", Leadership: true},   // lost at 4, back at 8: 1.25 s
-		{At: at(10), Kind: "stop worker", Target: "worker-1"},                    // not a leadership fault
-		{At: at(12), Kind: "kill standby", Target: "master-1", Leadership: true}, // nothing lost within the window
-		{At: at(21), Kind: "kill worker", Target: "worker-2"},                    // not one, though an outage follows
-		{At: at(22), Kind: "stop etcd", Target: "etcd-0", Leadership: true},      // lost at 24, back at 32: 2.5 s
-		{At: at(23), Kind: "kill leader", Leadership: true},                      // skipped
+		{At: at(3), Target: "master-0", Leadership: true},  // lost at 4, back at 8: 1.25 s
+		{At: at(10), Target: "worker-1"},                   // not a leadership fault
+		{At: at(12), Target: "master-1", Leadership: true}, // nothing lost within the window
+		{At: at(21), Target: "worker-2"},                   // not one, though an outage follows
+		{At: at(22), Target: "etcd-0", Leadership: true},   // lost at 24, back at 32: 2.5 s
 	}
 	got := Failovers(faults, s, time.Second)
 	if want := []time.Duration{1250 * time.Millisecond, 2500 * time.Millisecond}; !slices.Equal(got, want) {

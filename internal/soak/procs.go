@@ -26,7 +26,6 @@ const (
 type proc struct {
 	name    string
 	role    Role
-	index   int
 	argv    []string
 	env     []string
 	logPath string

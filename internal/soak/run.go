@@ -367,7 +367,7 @@ func (r *run) inject(f Fault, healing context.Context, heals *sync.WaitGroup) {
 		return
 	}
 	p := procs[i]
-	ev := FaultEvent{At: time.Now(), Kind: kind, Target: p.name,
+	ev := FaultEvent{At: time.Now(), Target: p.name,
 		Leadership: p.role == RoleEtcd || (p.role == RoleMaster && (r.cfg.Mode == ModeFile || members[i].Leader))}
 	var hit bool
 	if f.Action == ActionKill {

@@ -135,14 +135,6 @@ func (v *View) AppFinal(id string) (string, bool) {
 	return s, ok
 }
 
-// Driver returns the latest seen of a driver.
-func (v *View) Driver(id string) (DriverSeen, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	d, ok := v.drivers[id]
-	return d, ok
-}
-
 // Chain returns the drivers from id through each one it was relaunched
 // as, and the last one's latest state.
 func (v *View) Chain(id string) ([]string, DriverSeen) {
