@@ -102,6 +102,7 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 		port := next()
 		work := filepath.Join(dir, fmt.Sprintf("worker-%d", i))
 		if err := os.MkdirAll(work, 0o755); err != nil {
+			ports.Release()
 			return nil, err
 		}
 		c.workDirs = append(c.workDirs, work)
