@@ -593,6 +593,7 @@ func (r *run) finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.summary
+	s.Executors, s.Drivers = len(w.Executors), len(w.Drivers)
 	for _, v := range w.ExecutorTwice() {
 		s.AddViolation(v)
 	}

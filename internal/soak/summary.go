@@ -25,7 +25,10 @@ type Summary struct {
 	// StepDowns counts HA masters that left the leadership and exited, as
 	// they should, and were started again as standbys.
 	StepDowns int
-	Failovers []time.Duration
+	// Executors counts the executors the workers' work dirs show launched;
+	// Drivers the cluster-mode drivers.
+	Executors, Drivers int
+	Failovers          []time.Duration
 	// Details say what each failure not the job's own and each violation
 	// was, in the order found.
 	Details []string
@@ -124,6 +127,8 @@ func (s *Summary) Table() string {
 	}
 	row("faults skipped (no process could be hit)", s.Skipped)
 	row("masters that stepped down (restarted)", s.StepDowns)
+	row("executors launched (work dirs)", s.Executors)
+	row("cluster-mode drivers launched (work dirs)", s.Drivers)
 	fmt.Fprintf(tw, "  failovers (fault → a master leads)\tn=%d p50=%s max=%s\n", len(s.Failovers),
 		Percentile(s.Failovers, 50).Round(10*time.Millisecond), Percentile(s.Failovers, 100).Round(10*time.Millisecond))
 	tw.Flush()

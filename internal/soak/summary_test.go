@@ -40,6 +40,7 @@ func TestSummaryTableShowsEveryCount(t *testing.T) {
 	s.Faults["kill leader"] = 2
 	s.Skipped = 1
 	s.StepDowns = 1
+	s.Executors, s.Drivers = 40, 9
 	s.Failovers = []time.Duration{2 * time.Second, 5 * time.Second, 3 * time.Second}
 	table := s.Table()
 	// Columns are aligned by the longest label: compare words.
@@ -53,6 +54,8 @@ func TestSummaryTableShowsEveryCount(t *testing.T) {
 		"kill leader 2",
 		"faults skipped (no process could be hit) 1",
 		"n=3 p50=3s max=5s",
+		"executors launched (work dirs) 40",
+		"cluster-mode drivers launched (work dirs) 9",
 		"failure: soak-ha-0002-cluster-pi: client gave up: exit 1: unavailable",
 		"violation: /readyz 200 from a master etcd has not elected: http://127.0.0.1:1",
 	} {
