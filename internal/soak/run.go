@@ -60,7 +60,7 @@ const (
 	// teardownGrace is how long a worker or master may take to exit after
 	// SIGTERM; etcdGrace etcd's.
 	teardownGrace = 20 * time.Second
-	etcdGrace     = 5 * time.Second
+	etcdGrace     = 2 * time.Second
 	// clientGrace is how long a client stopped at its deadline has after
 	// SIGTERM.
 	clientGrace = 5 * time.Second
@@ -540,6 +540,8 @@ func (r *run) teardown() {
 	if r.c == nil || r.tearing.Swap(true) {
 		return
 	}
+	began := time.Now()
+	defer func() { r.logf("torn down in %s", time.Since(began).Round(100*time.Millisecond)) }()
 	for _, group := range [][]*proc{r.c.workers, r.c.masters, r.c.etcd} {
 		var wg sync.WaitGroup
 		for _, p := range group {
