@@ -31,6 +31,7 @@ func TestClassifyNamesEachCause(t *testing.T) {
 		{"a driver the master could not launch", pi, Result{ExitCode: 1, Stderr: "driver driver-1: launch driver on worker w: unavailable: dial tcp: connection refused",
 			DriverState: "ERROR", DriverMessage: "launch driver on worker w: unavailable: dial tcp: connection refused"}, CauseLaunch},
 		{"a driver whose worker did not come back", pi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "its worker w did not re-register while the master recovered"}, CauseDriverLost},
+		{"a driver whose worker timed out", pi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "worker w lost: no heartbeat in 6.3s"}, CauseDriverLost},
 		{"an application removed", pi, Result{ExitCode: 1, Stderr: "glint: wait for executors: master removed application app-1: 10 executors failed"}, CauseAppRemoved},
 		{"a driver refused", pi, Result{ExitCode: 1, DriverStderr: "glint: register application with master http://m: rejected: unauthenticated: the bearer token is not one this process accepts"}, CauseRefused},
 		{"a client that gave up", pi, Result{ExitCode: 1, Stderr: "glint: submit driver to http://m: unavailable: dial tcp: connect: connection refused"}, CauseClientGave},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,8 @@ type Launch struct {
 	Launches int
 	Stdout   string
 	Stderr   string
+	// Name is the application's --name on the launch command, if any.
+	Name string
 }
 
 // WorkDirs is what the workers' work dirs say was launched: each executor
@@ -66,11 +69,30 @@ func ScanWorkDirs(dirs []string) (WorkDirs, error) {
 	return out, nil
 }
 
+// launchName is the --name argument of a launch header, which quotes each
+// argument.
+var launchName = regexp.MustCompile(`"--name" "([^"]*)"`)
+
 func readLaunch(workDir, dir string) Launch {
 	stdout, _ := os.ReadFile(filepath.Join(dir, "stdout"))
 	stderr, _ := os.ReadFile(filepath.Join(dir, "stderr"))
-	return Launch{WorkDir: workDir, Stdout: string(stdout), Stderr: string(stderr),
+	l := Launch{WorkDir: workDir, Stdout: string(stdout), Stderr: string(stderr),
 		Launches: strings.Count(string(stdout), "Launch command:")}
+	if m := launchName.FindStringSubmatch(l.Stdout); m != nil {
+		l.Name = m[1]
+	}
+	return l
+}
+
+// DriversNamed returns the drivers launched for the application name, sorted.
+func (w WorkDirs) DriversNamed(name string) []string {
+	var out []string
+	for _, id := range sortedKeys(w.Drivers) {
+		if slices.ContainsFunc(w.Drivers[id], func(l Launch) bool { return l.Name == name }) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // ExecutorTwice returns a violation for each executor launched more than
@@ -110,18 +132,26 @@ func (w WorkDirs) DriverOutputs(chain []string) (runs []Output, lastStderr strin
 type JobRecord struct {
 	Job    Job
 	Result Result
-	// Chain is a cluster-mode job's drivers, first to last.
-	Chain []string
+	// Chain is a cluster-mode job's drivers, first to last; Acknowledged
+	// that its client was given the first one's id (else the chain is the
+	// drivers the work dirs show launched under the job's name).
+	Chain        []string
+	Acknowledged bool
 }
 
-// CheckJob returns the invariants a finished job broke: a client that
-// printed its answer twice, a driver launched again (under its id or a new
-// one) after a launch that printed the answer, a driver launched in two
-// work dirs, or more applications registered under its name than its
-// driver was launched (one in client mode).
+// CheckJob returns the invariants a finished job broke: a cluster-mode
+// driver that ran though its client was told the submission failed, a
+// client that printed its answer twice, a driver launched again (under its
+// id or a new one) after a launch that printed the answer, a driver
+// launched in two work dirs, or more applications registered under its
+// name than its driver was launched (one in client mode).
 func CheckJob(rec JobRecord, w WorkDirs, apps []string) []Violation {
 	var out []Violation
 	j := rec.Job
+	if j.Deploy == DeployCluster && !rec.Acknowledged && len(rec.Chain) > 0 {
+		out = append(out, Violation{RanThoughFailed, fmt.Sprintf("%s: its client was told the submission failed, yet driver %s ran",
+			j.Name, strings.Join(rec.Chain, ", "))})
+	}
 	launches := 1
 	if j.Deploy == DeployCluster {
 		launches = 0

@@ -89,7 +89,7 @@ func TestCheckJobFindsWhatRanTwice(t *testing.T) {
 		for id, outs := range c.dirs {
 			w.Drivers[id] = []Launch{{WorkDir: "w", Stdout: launchHeader + strings.Join(outs, launchHeader), Launches: len(outs)}}
 		}
-		rec := JobRecord{Job: c.job, Chain: c.chain}
+		rec := JobRecord{Job: c.job, Chain: c.chain, Acknowledged: len(c.chain) > 0}
 		if c.job.Deploy == DeployClient {
 			rec.Result.Outputs = SplitOutput(c.stdout, false)
 		} else {
@@ -102,10 +102,41 @@ func TestCheckJobFindsWhatRanTwice(t *testing.T) {
 	// A driver id in two work dirs, each with one launch.
 	w := WorkDirs{Drivers: map[string][]Launch{"driver-1-1": {
 		{WorkDir: "w0", Stdout: launchHeader + answer, Launches: 1}, {WorkDir: "w1", Stdout: launchHeader, Launches: 1}}}}
-	rec := JobRecord{Job: pi, Chain: []string{"driver-1-1"}}
+	rec := JobRecord{Job: pi, Chain: []string{"driver-1-1"}, Acknowledged: true}
 	rec.Result.Outputs, _ = w.DriverOutputs(rec.Chain)
 	if got := kinds(CheckJob(rec, w, []string{"app-1"})); !slices.Contains(got, DriverTwice) {
 		t.Errorf("a driver in two work dirs: %v, want %s", got, DriverTwice)
+	}
+}
+
+func TestAJobWhoseClientFailedButWhoseDriverRanIsFound(t *testing.T) {
+	w0 := t.TempDir()
+	header := "Launch command: \"glint\" \"driver\" \"--name\" \"soak-file-0030-cluster-wordcount\" \"wordcount\"\n" + strings.Repeat("=", 40) + "\n\n"
+	dir := filepath.Join(w0, "driver-20261202034750-0012")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stdout"), []byte(header+"alpha: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeLaunch(t, filepath.Join(w0, "driver-20261202034750-0013"), "")
+	w, err := ScanWorkDirs([]string{w0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := Job{Name: "soak-file-0030-cluster-wordcount", Deploy: DeployCluster, App: "wordcount", Want: []string{"alpha: 3"}}
+	chain := w.DriversNamed(job.Name)
+	if !slices.Equal(chain, []string{"driver-20261202034750-0012"}) {
+		t.Fatalf("drivers named %s: %v", job.Name, chain)
+	}
+	rec := JobRecord{Job: job, Chain: chain}
+	rec.Result.Outputs, _ = w.DriverOutputs(chain)
+	if got := kinds(CheckJob(rec, w, []string{"app-1"})); !slices.Equal(got, []string{RanThoughFailed}) {
+		t.Fatalf("a driver its client never heard of: %v", got)
+	}
+	rec.Acknowledged = true
+	if got := kinds(CheckJob(rec, w, []string{"app-1"})); len(got) > 0 {
+		t.Fatalf("a driver its client was told of: %v", got)
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	AppTwice          = "application ran twice"
 	DriverTwice       = "driver ran twice"
 	FinishedRelaunch  = "finished driver relaunched"
+	RanThoughFailed   = "driver ran though its submission failed"
 	ExecutorTwice     = "executor ran twice"
 	FinalStateChanged = "final state changed"
 	LeftBehind        = "process left behind"

@@ -468,7 +468,7 @@ func (r *run) runJob(ctx context.Context, j Job) {
 		res.Succeeded = !timedOut && res.ExitCode == 0
 		res.Outputs = SplitOutput(res.Stdout, false)
 	} else if m := driverID.FindStringSubmatch(res.Stdout); m != nil {
-		rec.Chain = []string{m[1]}
+		rec.Chain, rec.Acknowledged = []string{m[1]}, true
 		if !timedOut {
 			follow := j.Supervise && strings.Contains(res.Stderr, "relaunched as")
 			limit := deadline
@@ -600,6 +600,9 @@ func (r *run) finish() {
 		s.AddViolation(v)
 	}
 	for _, rec := range r.jobs {
+		if rec.Job.Deploy == DeployCluster && len(rec.Chain) == 0 {
+			rec.Chain = w.DriversNamed(rec.Job.Name)
+		}
 		if rec.Job.Deploy == DeployCluster && len(rec.Chain) > 0 {
 			chain, last := r.view.Chain(rec.Chain[0])
 			rec.Chain = chain
