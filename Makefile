@@ -6,7 +6,7 @@ TOOL      := $(GO) tool -modfile=tools/go.mod
 JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build tools chromium generate check-generate dashboards lint test test-short bench fuzz image up down
+.PHONY: all build tools chromium generate check-generate dashboards lint test test-short bench soak fuzz image up down
 
 all: build
 
@@ -65,11 +65,14 @@ chromium:
 			apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
 		else echo "the web UI tests need Chromium: sudo apt-get install -y chromium"; exit 1; fi; }
 
-## test: everything — lint, generated code, every test on real processes and sockets, and
-## make bench's harness once in its quick mode (proof that it works, no numbers judged).
+## test: everything — lint, generated code, every test on real processes and sockets,
+## make bench's harness once in its quick mode (proof that it works, no numbers judged),
+## and the chaos soak for a minute in each mode (its summary tables; its progress log's
+## end when it fails).
 test: tools chromium lint check-generate
 	$(GO) test -count=1 -race -timeout 12m ./...
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && $(GO) run ./cmd/glint-bench -quick -out $$tmp/results.json > /dev/null 2>$$tmp/log || { cat $$tmp/log; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && SOAK_MINUTES=1 SOAK_MODE=both $(GO) run ./cmd/glint-soak 2>$$tmp/log || { tail -n 60 $$tmp/log; exit 1; }
 
 ## test-short: the fast loop.
 test-short:
@@ -92,6 +95,14 @@ fuzz:
 		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:}; \
 	done
+
+## soak: the chaos soak (cmd/glint-soak): a real cluster in each mode — one master on a
+## recovery file, or three on a three-member etcd — with three workers, under seeded
+## kills and pauses, while applications with known answers run; SOAK_MINUTES per mode
+## (10), SOAK_SEED to repeat a run (printed), SOAK_MODE=file|ha|both, SOAK_KEEP=1 keeps
+## its files. Exits 1 on any violation or failure that was not the job's own.
+soak:
+	$(GO) run ./cmd/glint-soak
 
 ## bench: the table of BENCHMARKS.md (cmd/glint-bench runs the TestBench* row tests, writes
 ## bench/results.json and the table into BENCHMARKS.md), then the Go micro-benchmarks.
