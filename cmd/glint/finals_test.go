@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,7 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/glint-cluster/glint/internal/tooltest"
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // driversState is the drivers part of the master's /json.
@@ -54,17 +61,42 @@ func (c *testCluster) waitForDrivers(t testing.TB, what string, ok func(driversS
 	}
 }
 
-// finishedDriver is a driver in a worker's /json.
-type finishedDriver struct {
+// workerDrivers are the drivers in a worker's /json.
+type workerDrivers struct {
+	Drivers         []driverState `json:"drivers"`
 	FinishedDrivers []driverState `json:"finisheddrivers"`
 }
 
+// waitForWorkerDrivers polls worker i's /json until ok holds.
+func (c *testCluster) waitForWorkerDrivers(t testing.TB, i int, what string, ok func(workerDrivers) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp := getPage(t, c.client, c.workers[i].url+"/json")
+		var w workerDrivers
+		err := json.NewDecoder(resp.Body).Decode(&w)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(w) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %+v\n%s", what, w, readFile(c.workers[i].log))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain: a supervised
-// cluster-mode driver finishes while its master (--recovery-mode file) is
-// killed, so its worker cannot report the end. The restarted master learns
-// the end from the worker's registration: the driver is FINISHED, once, and
-// not relaunched as a driver whose worker did not bring it back; and a
-// master restarted once more still answers for it.
+// cluster-mode driver ends (exit 0) while its master (--recovery-mode file)
+// is killed, so its worker cannot report the end. The restarted master
+// learns the end from the worker's registration: the driver is FINISHED,
+// once, and not relaunched as a driver whose worker did not bring it back;
+// and a master restarted once more still answers for it. The driver is a
+// plain process that waits for a file (a Glint driver would wait for a
+// master to take its application's end before it exits).
 func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	t.Parallel()
 	port := tooltest.FreePorts(t, 1)[0]
@@ -74,13 +106,19 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	c.startWorkers(t, nil, 1, 2)
 
 	release := filepath.Join(t.TempDir(), "release")
-	stdout, stderr, err := runGlint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--supervise",
-		"--driver-memory", "256m", "--executor-memory", "256m", "--total-executor-cores", "1", "hold", release, "1")
+	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
+	resp, err := master.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{Name: "waits", Cores: 1, MemoryMib: 64, Supervise: true, Command: &masterv1.Command{
+			Args: []string{"/bin/sh", "-c", `while [ ! -e "$0" ]; do sleep 0.02; done; echo released`, release},
+		}},
+	}))
 	if err != nil {
-		t.Fatalf("submit: %v\n%s", err, stderr)
+		t.Fatal(err)
 	}
-	driverID := strings.TrimSpace(stdout)
-	c.waitFor(t, "the driver's application with a running executor", func(s masterJSON) bool { return len(runningExecutors(s)) == 1 })
+	driverID := resp.Msg.GetDriverId()
+	c.waitForWorkerDrivers(t, 0, "the driver running", func(w workerDrivers) bool {
+		return slices.ContainsFunc(w.Drivers, func(d driverState) bool { return d.ID == driverID && d.State == "RUNNING" })
+	})
 
 	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -89,23 +127,9 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp := getPage(t, c.client, c.workers[0].url+"/json")
-		var w finishedDriver
-		err := json.NewDecoder(resp.Body).Decode(&w)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(w.FinishedDrivers, func(d driverState) bool { return d.ID == driverID && d.State == "FINISHED" }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the driver did not finish on its worker while the master was down: %+v\n%s", w, readFile(c.workers[0].log))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c.waitForWorkerDrivers(t, 0, "the driver finished on its worker while the master was down", func(w workerDrivers) bool {
+		return slices.ContainsFunc(w.FinishedDrivers, func(d driverState) bool { return d.ID == driverID && d.State == "FINISHED" })
+	})
 
 	c.master = start(t, "master-restarted", nil, args...)
 	s := c.waitForDrivers(t, "the recovered master ALIVE with the driver FINISHED", func(s driversState) bool {
@@ -121,8 +145,8 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	if len(dirs) != 1 {
 		t.Fatalf("driver work dirs %v: want only %s's", dirs, driverID)
 	}
-	if out := readFile(filepath.Join(dirs[0], "stdout")); strings.Count(out, "Held 1 tasks until") != 1 {
-		t.Fatalf("driver stdout:\n%s\nwant its tasks held and released once", out)
+	if out := readFile(filepath.Join(dirs[0], "stdout")); strings.Count(out, "\nreleased\n") != 1 {
+		t.Fatalf("driver stdout:\n%s\nwant it released once", out)
 	}
 
 	// The end is kept: a master killed and restarted once more still
