@@ -19,16 +19,20 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
 // answerLimit bounds one answer (or one message of a stream) read from etcd.
 const answerLimit = 64 << 20
 
-// Client calls etcd at the first of its endpoints that answers.
+// Client calls etcd at the first of its endpoints that answers, starting
+// with the one that answered last.
 type Client struct {
 	endpoints []string
 	http      *http.Client
+	// answered is the index of the endpoint that answered last.
+	answered atomic.Int32
 }
 
 // New returns a client of the etcd cluster at endpoints (http:// or https://
@@ -60,48 +64,65 @@ type StatusError struct {
 func (e *StatusError) Error() string { return fmt.Sprintf("etcd: %s (code %d)", e.Message, e.Code) }
 
 // post sends in as JSON to path at each endpoint in turn until one answers,
-// and returns the answer's body for the caller to read and close. A refusal
-// by etcd is a *StatusError and not tried elsewhere.
-func (c *Client) post(ctx context.Context, path string, in any) (io.ReadCloser, error) {
+// starting with the one that answered last, and returns the answer's body
+// for the caller to read and close, and what to call once it is read. A
+// refusal by etcd is a *StatusError and not tried elsewhere. When share is
+// set and ctx has a deadline, each endpoint gets an equal share of the time
+// left for those not tried yet, so a paused member (one that takes the
+// connection and never answers) cannot use up a short call — a lease's
+// keep-alive — that another member would have answered.
+func (c *Client) post(ctx context.Context, path string, in any, share bool) (io.ReadCloser, context.CancelFunc, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var errs []error
-	for _, endpoint := range c.endpoints {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+path, bytes.NewReader(body))
+	first := int(c.answered.Load())
+	for i := range c.endpoints {
+		n := (first + i) % len(c.endpoints)
+		attempt, cancel := ctx, context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok && share {
+			attempt, cancel = context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(c.endpoints)-i))
+		}
+		req, err := http.NewRequestWithContext(attempt, http.MethodPost, c.endpoints[n]+path, bytes.NewReader(body))
 		if err != nil {
-			return nil, err
+			cancel()
+			return nil, nil, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := c.http.Do(req)
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			errs = append(errs, err)
 			continue
 		}
+		c.answered.Store(int32(n))
 		if resp.StatusCode != http.StatusOK {
+			defer cancel()
 			defer resp.Body.Close()
 			st := &StatusError{Code: -1}
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, answerLimit))
 			if json.Unmarshal(b, st) != nil || st.Message == "" {
 				st.Message = fmt.Sprintf("%s: %.200q", resp.Status, b)
 			}
-			return nil, fmt.Errorf("%s: %w", path, st)
+			return nil, nil, fmt.Errorf("%s: %w", path, st)
 		}
-		return resp.Body, nil
+		return resp.Body, cancel, nil
 	}
-	return nil, fmt.Errorf("etcd %s: no endpoint answered: %w", path, errors.Join(errs...))
+	return nil, nil, fmt.Errorf("etcd %s: no endpoint answered: %w", path, errors.Join(errs...))
 }
 
-// call posts in and decodes the one answer into out.
+// call posts in and decodes the one answer into out; each endpoint gets its
+// share of ctx's time (post).
 func (c *Client) call(ctx context.Context, path string, in, out any) error {
-	body, err := c.post(ctx, path, in)
+	body, done, err := c.post(ctx, path, in, true)
 	if err != nil {
 		return err
 	}
+	defer done()
 	defer body.Close()
 	b, err := io.ReadAll(io.LimitReader(body, answerLimit+1))
 	if err != nil {
@@ -120,10 +141,11 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 // object a line, {"result": …} or {"error": …}) into a new T, passing it to
 // each until it returns false or the stream ends.
 func stream[T any](ctx context.Context, c *Client, path string, in any, each func(*T) bool) error {
-	body, err := c.post(ctx, path, in)
+	body, done, err := c.post(ctx, path, in, false)
 	if err != nil {
 		return err
 	}
+	defer done()
 	defer body.Close()
 	lines := bufio.NewScanner(body)
 	lines.Buffer(make([]byte, 0, 4096), answerLimit)

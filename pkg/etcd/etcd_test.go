@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -267,5 +268,29 @@ func TestAnUnreachableEndpointIsPassedAndARefusalIsEtcds(t *testing.T) {
 	}
 	if _, err := New([]string{"etcd-0:2379"}); err == nil {
 		t.Fatal("an endpoint without a scheme was accepted")
+	}
+}
+
+// A paused member takes connections and never answers. Listed first, it
+// gets only its share of a call's time, so a short call — a lease's
+// keep-alive — still reaches the member that answers; and the next call
+// starts with that member.
+func TestAPausedMemberDoesNotUseUpAShortCall(t *testing.T) {
+	paused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { paused.Close() })
+	c := newClient(t, "http://"+paused.Addr().String(), etcdtest.Start(t))
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := c.Grant(ctx, 10*time.Second)
+		cancel()
+		if err != nil {
+			t.Fatalf("grant %d with the first member paused: %v", i, err)
+		}
+	}
+	if got := c.answered.Load(); got != 1 {
+		t.Fatalf("the next call starts at endpoint %d, want 1, the one that answered", got)
 	}
 }
