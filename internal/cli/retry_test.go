@@ -36,6 +36,8 @@ type flakyMaster struct {
 	submissions []string
 	// drivers are DriverStatus's answers in turn; the last one stays.
 	drivers []*masterv1.DriverInfo
+	// asked are the driver ids DriverStatus was asked for.
+	asked []string
 }
 
 // errStall is the fault of a master that takes a call and never answers (a
@@ -87,12 +89,13 @@ func (m *flakyMaster) SubmitDriver(ctx context.Context, req *connect.Request[mas
 	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: "driver-20261129140000-0000"}), nil
 }
 
-func (m *flakyMaster) DriverStatus(ctx context.Context, _ *connect.Request[masterv1.DriverStatusRequest]) (*connect.Response[masterv1.DriverStatusResponse], error) {
+func (m *flakyMaster) DriverStatus(ctx context.Context, req *connect.Request[masterv1.DriverStatusRequest]) (*connect.Response[masterv1.DriverStatusResponse], error) {
 	if err := m.fault(ctx); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.asked = append(m.asked, req.Msg.GetDriverId())
 	d := m.drivers[0]
 	if len(m.drivers) > 1 {
 		m.drivers = m.drivers[1:]
@@ -310,6 +313,26 @@ func TestSubmitWaitSaysHowTheDriverEnded(t *testing.T) {
 	_, _, err = glint(t, newSubmitCommand, "--master", serveMaster(t, m), "--deploy-mode", "cluster", "--wait", "noop")
 	if connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "no longer knows it") {
 		t.Errorf("submit --wait of a driver the master forgot: %v, want NotFound explained", err)
+	}
+}
+
+// TestSubmitWaitFollowsADriverRelaunchedUnderANewID: a supervised driver
+// whose worker was lost ends RELAUNCHING, naming the driver that goes on;
+// submit --wait follows that one and exits 0 once it FINISHED.
+func TestSubmitWaitFollowsADriverRelaunchedUnderANewID(t *testing.T) {
+	next := "driver-20261129140100-0001"
+	m := &flakyMaster{drivers: []*masterv1.DriverInfo{
+		{State: masterv1.DriverState_DRIVER_STATE_RELAUNCHING, RelaunchedAs: next, Message: "its worker was lost"},
+		{State: masterv1.DriverState_DRIVER_STATE_FINISHED},
+	}}
+	_, errOut, err := glint(t, newSubmitCommand, "--master", serveMaster(t, m), "--deploy-mode", "cluster", "--wait", "noop")
+	if err != nil || !strings.Contains(errOut, "relaunched as "+next) {
+		t.Fatalf("submit --wait of a relaunched driver: %v, stderr %q; want it followed to its end", err, errOut)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if got := m.asked[len(m.asked)-1]; got != next {
+		t.Fatalf("the last status asked was of %s, want %s", got, next)
 	}
 }
 

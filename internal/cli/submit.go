@@ -173,7 +173,9 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 
 // followDriver polls a driver's status until it ends, showing it and its
 // application's executors, and returns an exit status error unless it
-// FINISHED; a poll that fails is retried as the client retries calls.
+// FINISHED; a poll that fails is retried as the client retries calls. A
+// supervised driver relaunched under a new id (its worker was lost) is
+// followed under that id.
 func followDriver(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
 	line := newProgressLine(g.Stderr, time.Now())
 	defer line.end()
@@ -201,6 +203,12 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 		line.show(time.Now(), text)
 		if d.GetState() == masterv1.DriverState_DRIVER_STATE_FINISHED {
 			return nil
+		}
+		if next := d.GetRelaunchedAs(); d.GetState() == masterv1.DriverState_DRIVER_STATE_RELAUNCHING && next != "" {
+			line.end()
+			fmt.Fprintf(g.Stderr, "driver %s was relaunched as %s (%s); following it\n", id, next, d.GetMessage())
+			id = next
+			continue
 		}
 		if lifecycle.DriverFinished(d.GetState()) {
 			line.end()

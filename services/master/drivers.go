@@ -88,6 +88,7 @@ func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
 		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("its worker was lost and it could not be relaunched: %v", err))
 		return
 	}
+	d.relaunchedAs = n.id
 	s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
 }
 

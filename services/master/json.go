@@ -91,7 +91,7 @@ func (s *Server) driverProto(d *driverInfo) *masterv1.DriverInfo {
 	}
 	p := &masterv1.DriverInfo{
 		Id: d.id, Description: s.cfg.Redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
-		TraceId: traceID(d.trace),
+		TraceId: traceID(d.trace), RelaunchedAs: d.relaunchedAs,
 	}
 	if d.worker != nil {
 		p.WorkerId, p.WorkerHostPort = d.worker.id, d.worker.address()

@@ -136,6 +136,9 @@ func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {
 	if ds := st.GetActiveDrivers(); len(ds) != 1 || lifecycle.Name(ds[0].GetState()) != "SUBMITTED" {
 		t.Errorf("active drivers %v, want the supervised driver relaunched (SUBMITTED) under a new id", ds)
 	}
+	if ds, old := st.GetActiveDrivers(), st.GetCompletedDrivers(); len(ds) == 1 && (len(old) != 1 || old[0].GetRelaunchedAs() != ds[0].GetId()) {
+		t.Errorf("completed drivers %v, want the old one RELAUNCHING, naming %s", old, ds[0].GetId())
+	}
 }
 
 func TestTheFileStoreRefusesAnOversizedRecord(t *testing.T) {

@@ -332,6 +332,9 @@ type driverInfo struct {
 	// shown is how a completed driver recovered from the Store was shown
 	// when it ended (driverProto); nil for the others.
 	shown *masterv1.DriverInfo
+	// relaunchedAs is the driver that goes on with a relaunched one's
+	// submission (RELAUNCHING).
+	relaunchedAs string
 	// launchFailures counts its failed launches; relaunchAfter holds it
 	// back after one (requeueDriverLocked).
 	launchFailures int

@@ -2789,7 +2789,10 @@ type DriverInfo struct {
 	SubmitTime     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
 	Message        string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// The trace id of the driver's submission.
-	TraceId       string `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// Set on a supervised driver relaunched under a new id (RELAUNCHING): that
+	// id, which goes on with the submission.
+	RelaunchedAs  string `protobuf:"bytes,9,opt,name=relaunched_as,json=relaunchedAs,proto3" json:"relaunched_as,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2876,6 +2879,13 @@ func (x *DriverInfo) GetMessage() string {
 func (x *DriverInfo) GetTraceId() string {
 	if x != nil {
 		return x.TraceId
+	}
+	return ""
+}
+
+func (x *DriverInfo) GetRelaunchedAs() string {
+	if x != nil {
+		return x.RelaunchedAs
 	}
 	return ""
 }
@@ -3464,7 +3474,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\tdriver_id\x18\n" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
 	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
-	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\"\xcf\x02\n" +
+	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\"\xf4\x02\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -3475,7 +3485,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vsubmit_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"submitTime\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x19\n" +
-	"\btrace_id\x18\b \x01(\tR\atraceId\"\x9d\x01\n" +
+	"\btrace_id\x18\b \x01(\tR\atraceId\x12#\n" +
+	"\rrelaunched_as\x18\t \x01(\tR\frelaunchedAs\"\x9d\x01\n" +
 	"\x0fPersistedWorker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
