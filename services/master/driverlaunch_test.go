@@ -86,3 +86,58 @@ func TestADriverWhoseWorkerIsGoneWaitsForAnother(t *testing.T) {
 		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "launching it again")
 	})
 }
+
+// stuckWorker takes LaunchDriver calls and answers none (a worker that died
+// as the launch reached it).
+type stuckWorker struct {
+	workerPeer
+	release chan struct{}
+}
+
+func (w *stuckWorker) LaunchDriver(ctx context.Context, r *connect.Request[workerv1.LaunchDriverRequest]) (*connect.Response[workerv1.LaunchDriverResponse], error) {
+	w.record("stuck LaunchDriver %s", r.Msg.GetDriverId())
+	select {
+	case <-w.release:
+	case <-ctx.Done():
+	}
+	return nil, connect.NewError(connect.CodeUnavailable, nil)
+}
+
+// TestADriverWhoseWorkerWasLostBeforeItTookTheLaunchIsPlacedAgain: an
+// unsupervised driver placed on a worker that times out before answering its
+// LaunchDriver never ran there: it waits to be placed again, not ERROR.
+func TestADriverWhoseWorkerWasLostBeforeItTookTheLaunchIsPlacedAgain(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+	w := &stuckWorker{workerPeer: workerPeer{&peer{messages: make(chan string, 100)}}, release: make(chan struct{})}
+	w.url = serveWorker(t, w)
+	t.Cleanup(func() { close(w.release) })
+	c.registerWorker(t, w.peer, 7078, 2, 4096)
+	id := submitDriver(t, c, false)
+	w.expect(t, "stuck LaunchDriver "+id)
+	c.clock.Advance(2 * time.Minute)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "SUBMITTED" || !strings.Contains(d.GetMessage(), "before it took the launch") {
+		t.Fatalf("driver %s %q after its worker was lost, want SUBMITTED, waiting to be placed again", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+}
+
+// TestADriverThatRanOnALostWorkerEndsInError: Spark's rule stands for an
+// unsupervised driver its worker took: it is lost with the worker (ERROR).
+func TestADriverThatRanOnALostWorkerEndsInError(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+	wp := newPeer(t)
+	c.registerWorker(t, wp, 7078, 2, 4096)
+	id := submitDriver(t, c, false)
+	wp.expect(t, "LaunchDriver "+id)
+	waitFor(t, "the launch taken", func() bool {
+		c.srv.mu.Lock()
+		defer c.srv.mu.Unlock()
+		d := c.srv.drivers[id]
+		return d != nil && d.launched
+	})
+	c.clock.Advance(2 * time.Minute)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "ERROR" || !strings.Contains(d.GetMessage(), "lost") {
+		t.Fatalf("driver %s %q after its worker was lost, want ERROR", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+}

@@ -219,6 +219,11 @@ func (s *Server) postLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 		code := connect.CodeOf(err)
 		switch {
 		case err == nil, retry > 0 && code == connect.CodeAlreadyExists:
+			s.mu.Lock()
+			if d.worker == w {
+				d.launched = true
+			}
+			s.mu.Unlock()
 			return
 		case rpc.Answerless(err) && !gone(err):
 			wait := min(launchRetryBase<<min(retry, 5), launchRetryCap)

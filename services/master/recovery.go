@@ -94,6 +94,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		}
 		if d.recoveredOn != "" {
 			d.state = masterv1.DriverState_DRIVER_STATE_RUNNING
+			d.launched = true
 		} else {
 			s.waitingDrivers = append(s.waitingDrivers, d)
 		}

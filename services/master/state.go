@@ -332,6 +332,9 @@ type driverInfo struct {
 	// shown is how a completed driver recovered from the Store was shown
 	// when it ended (driverProto); nil for the others.
 	shown *masterv1.DriverInfo
+	// launched says its worker took its LaunchDriver (or it was recovered
+	// running there): until then, a lost worker never ran it.
+	launched bool
 	// relaunchedAs is the driver that goes on with a relaunched one's
 	// submission (RELAUNCHING).
 	relaunchedAs string
