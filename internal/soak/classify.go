@@ -2,30 +2,39 @@ package soak
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
+
+// workerLost is the master's message for a driver that ended with its
+// worker, which it had taken (removeWorkerLocked).
+var workerLost = regexp.MustCompile(`^worker \S+ lost: `)
 
 // Cause is what a submission's outcome came from.
 type Cause string
 
 const (
-	CauseOK          Cause = "ok"
-	CauseOwn         Cause = "own failure (as meant)"
-	CauseWrongAnswer Cause = "wrong answer"
-	CauseTaskFailed  Cause = "task failed maxFailures"
-	CauseDriverLost  Cause = "driver lost"
-	CauseLaunch      Cause = "driver launch failed"
-	CauseAppRemoved  Cause = "application removed by master"
-	CauseRefused     Cause = "refused by a master"
-	CauseClientGave  Cause = "client gave up"
-	CauseHung        Cause = "hung past deadline"
-	CauseOther       Cause = "failed, cause unclassified"
+	CauseOK  Cause = "ok"
+	CauseOwn Cause = "own failure (as meant)"
+	// CauseUnsupervised is a cluster-mode driver submitted without
+	// --supervise that its worker's loss ended (ERROR, Spark's rule): the
+	// job did not ask to survive it. Counted apart, not against the run.
+	CauseUnsupervised Cause = "unsupervised driver lost with its worker"
+	CauseWrongAnswer  Cause = "wrong answer"
+	CauseTaskFailed   Cause = "task failed maxFailures"
+	CauseDriverLost   Cause = "driver lost"
+	CauseLaunch       Cause = "driver launch failed"
+	CauseAppRemoved   Cause = "application removed by master"
+	CauseRefused      Cause = "refused by a master"
+	CauseClientGave   Cause = "client gave up"
+	CauseHung         Cause = "hung past deadline"
+	CauseOther        Cause = "failed, cause unclassified"
 )
 
 // Own reports whether the outcome is the job's own: its right answer, or
 // the failure it was meant to have. Every other cause came from the
 // cluster — from a fault the soak injected — and fails the run.
-func (c Cause) Own() bool { return c == CauseOK || c == CauseOwn }
+func (c Cause) Own() bool { return c == CauseOK || c == CauseOwn || c == CauseUnsupervised }
 
 // Result is what a submission showed: the client's exit and output and,
 // in cluster mode, its driver's (the last of its chain of relaunches) as
@@ -83,6 +92,9 @@ func Classify(j Job, r Result) (Cause, string) {
 	}
 	if j.Fails != "" && strings.Contains(text, j.Fails) {
 		return CauseOwn, ""
+	}
+	if j.Deploy == DeployCluster && !j.Supervise && r.DriverState == "ERROR" && workerLost.MatchString(r.DriverMessage) {
+		return CauseUnsupervised, ""
 	}
 	detail := fmt.Sprintf("exit %d", r.ExitCode)
 	if r.DriverState != "" {

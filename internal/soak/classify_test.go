@@ -8,6 +8,8 @@ import (
 func TestClassifyNamesEachCause(t *testing.T) {
 	pi := Job{Name: "pi", Deploy: DeployClient, App: "pi", Want: []string{"Pi is roughly 3.141592"}}
 	missing := Job{Name: "missing", Deploy: DeployClient, App: "wordcount", Fails: "wordcount: open /x: no such file or directory"}
+	clusterPi := Job{Name: "cluster-pi", Deploy: DeployCluster, App: "pi", Want: pi.Want}
+	supervisedPi := Job{Name: "cluster-supervise-pi", Deploy: DeployCluster, Supervise: true, App: "pi", Want: pi.Want}
 	right := SplitOutput("Pi is roughly 3.141592\n", false)
 	for _, c := range []struct {
 		name string
@@ -32,6 +34,9 @@ func TestClassifyNamesEachCause(t *testing.T) {
 			DriverState: "ERROR", DriverMessage: "launch driver on worker w: unavailable: dial tcp: connection refused"}, CauseLaunch},
 		{"a driver whose worker did not come back", pi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "its worker w did not re-register while the master recovered"}, CauseDriverLost},
 		{"a driver whose worker timed out", pi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "worker w lost: no heartbeat in 6.3s"}, CauseDriverLost},
+		{"an unsupervised cluster driver whose worker it ran on was lost", clusterPi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "worker w lost: no heartbeat in 6.3s"}, CauseUnsupervised},
+		{"a supervised cluster driver whose worker was lost", supervisedPi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "worker w lost: no heartbeat in 6.3s"}, CauseDriverLost},
+		{"an unsupervised cluster driver lost otherwise", clusterPi, Result{ExitCode: 1, DriverState: "ERROR", DriverMessage: "its worker w did not re-register while the master recovered"}, CauseDriverLost},
 		{"an application removed", pi, Result{ExitCode: 1, Stderr: "glint: wait for executors: master removed application app-1: 10 executors failed"}, CauseAppRemoved},
 		{"a driver refused", pi, Result{ExitCode: 1, DriverStderr: "glint: register application with master http://m: rejected: unauthenticated: the bearer token is not one this process accepts"}, CauseRefused},
 		{"a client that gave up", pi, Result{ExitCode: 1, Stderr: "glint: submit driver to http://m: unavailable: dial tcp: connect: connection refused"}, CauseClientGave},
@@ -41,7 +46,7 @@ func TestClassifyNamesEachCause(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: %q (%s), want %q", c.name, got, detail, c.want)
 		}
-		if got.Own() != (c.want == CauseOK || c.want == CauseOwn) {
+		if got.Own() != (c.want == CauseOK || c.want == CauseOwn || c.want == CauseUnsupervised) {
 			t.Errorf("%s: %q.Own() = %v", c.name, got, got.Own())
 		}
 	}

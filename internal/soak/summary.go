@@ -103,6 +103,7 @@ func (s *Summary) Table() string {
 	row("submissions", s.Submissions())
 	row("  succeeded with the right answer", s.Outcomes[CauseOK])
 	row("  failed as meant (their own reason)", s.Outcomes[CauseOwn])
+	row("  unsupervised drivers lost with their worker (Spark's rule)", s.Outcomes[CauseUnsupervised])
 	row("  failed, not their own", s.Failures())
 	for _, c := range sortedCauses(s.Outcomes) {
 		if !c.Own() {
