@@ -3,19 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -99,11 +96,7 @@ func (c *testCluster) waitForWorkerDrivers(t testing.TB, i int, what string, ok 
 // master to take its application's end before it exits).
 func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 	t.Parallel()
-	port := tooltest.FreePorts(t, 1)[0]
-	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
-		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
-	c := &testCluster{master: start(t, "master", nil, args...)}
-	c.startWorkers(t, nil, 1, 2)
+	c, args := fileRecoveryCluster(t, 1, 2)
 
 	release := filepath.Join(t.TempDir(), "release")
 	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
@@ -120,10 +113,7 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 		return slices.ContainsFunc(w.Drivers, func(d driverState) bool { return d.ID == driverID && d.State == "RUNNING" })
 	})
 
-	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.master.done
+	c.killMaster(t)
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -151,10 +141,7 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 
 	// The end is kept: a master killed and restarted once more still
 	// answers for the driver.
-	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.master.done
+	c.killMaster(t)
 	c.master = start(t, "master-restarted-again", nil, args...)
 	c.waitForDrivers(t, "the master ALIVE again", func(s driversState) bool { return s.Status == "ALIVE" })
 	out, errOut, err := runGlint(t, "status", "--master", c.master.url, driverID)

@@ -35,6 +35,31 @@ func clusterShapeOf(s masterJSON) clusterShape {
 	return out
 }
 
+// fileRecoveryCluster starts a master in --recovery-mode file with a 6 s
+// worker timeout, on a port of its own so that a restart with the returned
+// arguments comes back where its workers and clients look for it, and
+// workers of cores cores each.
+func fileRecoveryCluster(t *testing.T, workers, cores int) (*testCluster, []string) {
+	t.Helper()
+	port := tooltest.FreePorts(t, 1)[0]
+	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
+		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
+	c := &testCluster{master: start(t, "master", nil, args...)}
+	if workers > 0 {
+		c.startWorkers(t, nil, workers, cores)
+	}
+	return c, args
+}
+
+// killMaster kills the cluster's master (SIGKILL) and reaps it.
+func (c *testCluster) killMaster(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.master.done
+}
+
 // TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors: a master
 // in --recovery-mode file is killed (SIGKILL) while two applications hold
 // executors on two workers; restarted on the same address, it recovers:
@@ -42,11 +67,7 @@ func clusterShapeOf(s masterJSON) clusterShape {
 // (none relaunched, no two with one id), and the applications finish.
 func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.T) {
 	t.Parallel()
-	port := tooltest.FreePorts(t, 1)[0]
-	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
-		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
-	c := &testCluster{master: start(t, "master", nil, args...)}
-	c.startWorkers(t, nil, 2, 2)
+	c, args := fileRecoveryCluster(t, 2, 2)
 	twins := watchForTwins(t, c.workers...)
 
 	releases := []string{filepath.Join(t.TempDir(), "release-a"), filepath.Join(t.TempDir(), "release-b")}
@@ -65,10 +86,7 @@ func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.
 		pids[p.key] = p.pid
 	}
 
-	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.master.done
+	c.killMaster(t)
 	c.master = start(t, "master-restarted", nil, args...)
 	after := c.waitFor(t, "the master ALIVE with the state it had", func(s masterJSON) bool {
 		return s.Status == "ALIVE" && reflect.DeepEqual(clusterShapeOf(s), before)

@@ -86,6 +86,18 @@ func (c *client) retrying() bool {
 
 var driverIDPattern = regexp.MustCompile(`driver-\d{14}-\d{4}`)
 
+// submitHeld starts glint submit --wait in cluster mode with masters, of a
+// hold application that release lets end, and returns the client and its
+// driver's id once the driver's executor runs.
+func submitHeld(t *testing.T, c *testCluster, masters, release string) (*client, string) {
+	t.Helper()
+	submit := startClient(t, "submit", "--master", masters, "--deploy-mode", "cluster", "--wait", "--driver-memory", "256m",
+		"--executor-memory", "256m", "--total-executor-cores", "1", "--log-level", "warn", "hold", release, "1")
+	c.waitFor(t, "the driver's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 1 })
+	waitUntil(t, "submit printing the driver's id", func() bool { return driverIDPattern.MatchString(submit.out.String()) })
+	return submit, driverIDPattern.FindString(submit.out.String())
+}
+
 // TestSubmitWaitAndStatusOutliveAMasterKilledAndRestarted: while a
 // cluster-mode driver runs, its master (--recovery-mode file) is killed;
 // glint submit --wait, which follows the driver, and glint status, asked for
@@ -93,22 +105,11 @@ var driverIDPattern = regexp.MustCompile(`driver-\d{14}-\d{4}`)
 // submit exits 0 once the driver FINISHED.
 func TestSubmitWaitAndStatusOutliveAMasterKilledAndRestarted(t *testing.T) {
 	t.Parallel()
-	port := tooltest.FreePorts(t, 1)[0]
-	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--worker-timeout", "6s",
-		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
-	c := &testCluster{master: start(t, "master", nil, args...)}
-	c.startWorkers(t, nil, 1, 2)
+	c, args := fileRecoveryCluster(t, 1, 2)
 	release := filepath.Join(t.TempDir(), "release")
-	submit := startClient(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait", "--driver-memory", "256m",
-		"--executor-memory", "256m", "--total-executor-cores", "1", "--log-level", "warn", "hold", release, "1")
-	c.waitFor(t, "the driver's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 1 })
-	waitUntil(t, "submit printing the driver's id", func() bool { return driverIDPattern.MatchString(submit.out.String()) })
-	driverID := driverIDPattern.FindString(submit.out.String())
+	submit, driverID := submitHeld(t, c, c.master.url, release)
 
-	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.master.done
+	c.killMaster(t)
 	status := startClient(t, "status", "--master", c.master.url, driverID)
 	waitUntil(t, "submit --wait and status retrying", func() bool { return submit.retrying() && status.retrying() })
 	c.master = start(t, "master-restarted", nil, args...)
@@ -215,10 +216,7 @@ func TestASubmissionWhoseAnswerWasLostMakesOneDriver(t *testing.T) {
 // is answered with one driver.
 func TestASubmissionRepeatedAfterTheMasterRestartedMakesOneDriver(t *testing.T) {
 	t.Parallel()
-	port := tooltest.FreePorts(t, 1)[0]
-	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--recovery-mode", "file", "--recovery-dir", filepath.Join(t.TempDir(), "recovery")}
-	c := &testCluster{master: start(t, "master", nil, args...)}
+	c, args := fileRecoveryCluster(t, 0, 0)
 	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
 	req := &masterv1.SubmitDriverRequest{SubmissionId: "QHZ3M7XK2WJ4TB6NRPLCDE5FGA", Description: &masterv1.DriverDescription{
 		Name: "d", Cores: 1, MemoryMib: 256, Command: &masterv1.Command{Args: []string{glintBin, "driver", "pi"}},
@@ -235,10 +233,7 @@ func TestASubmissionRepeatedAfterTheMasterRestartedMakesOneDriver(t *testing.T) 
 	if again := submit(); again != first {
 		t.Fatalf("the same submission again: %s, want %s", again, first)
 	}
-	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.master.done
+	c.killMaster(t)
 	c.master = start(t, "master-restarted", nil, args...)
 	if again := submit(); again != first {
 		t.Fatalf("the same submission after the master's restart: %s, want %s", again, first)
@@ -273,16 +268,9 @@ func TestSubmitWaitFollowsItsDriverAcrossAFailover(t *testing.T) {
 		"--memory", "2g", "--work-dir", t.TempDir(), "--register-interval", "200ms", "--kill-grace", "2s"))
 	c.waitFor(t, "the worker alive", func(s masterJSON) bool { return s.alive() == 1 })
 	release := filepath.Join(t.TempDir(), "release")
-	submit := startClient(t, "submit", "--master", all, "--deploy-mode", "cluster", "--wait", "--driver-memory", "256m",
-		"--executor-memory", "256m", "--total-executor-cores", "1", "--log-level", "warn", "hold", release, "1")
-	c.waitFor(t, "the driver's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 1 })
-	waitUntil(t, "submit printing the driver's id", func() bool { return driverIDPattern.MatchString(submit.out.String()) })
-	driverID := driverIDPattern.FindString(submit.out.String())
+	submit, driverID := submitHeld(t, c, all, release)
 
-	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.master.done
+	c.killMaster(t)
 	c.master = masters[1-leaderAt]
 	c.waitFor(t, "the standby ALIVE with the driver's executor", func(s masterJSON) bool {
 		return s.Status == "ALIVE" && len(runningExecutors(s)) == 1
