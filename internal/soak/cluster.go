@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/glint-cluster/glint/internal/ports"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,7 +33,7 @@ const (
 type cluster struct {
 	bins        *Binaries
 	env         []string
-	ports       *Ports
+	ports       *ports.Ports
 	etcd        []*proc
 	masters     []*proc
 	workers     []*proc
@@ -58,7 +59,7 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 	if mode == ModeHA {
 		nMasters, nEtcd = haMasters, etcdMembers
 	}
-	ports, err := ReservePorts(nMasters + workers + 2*nEtcd)
+	ports, err := ports.Reserve(nMasters + workers + 2*nEtcd)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,36 +80,6 @@ func TestAProcThatExitsByItselfIsReported(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the exit was not reported")
-	}
-}
-
-func TestReservePortsHoldsDistinctFreePorts(t *testing.T) {
-	p, err := ReservePorts(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Release()
-	seen := map[int]bool{}
-	for _, port := range p.List {
-		if seen[port] {
-			t.Fatalf("port %d twice in %v", port, p.List)
-		}
-		seen[port] = true
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			t.Fatalf("reserved port %d: %v", port, err)
-		}
-		ln.Close()
-	}
-	q, err := ReservePorts(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Release()
-	for _, port := range q.List {
-		if seen[port] {
-			t.Fatalf("port %d reserved twice", port)
-		}
 	}
 }
 

@@ -4,13 +4,11 @@
 package tooltest
 
 import (
-	"math/rand/v2"
-	"net"
+	"github.com/glint-cluster/glint/internal/ports"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,61 +66,15 @@ func Binary(t testing.TB, modfile, tool string) string {
 
 // FreePorts reserves n loopback ports for children that are told their port
 // before they start (tool configs, the stack's addresses), until the test
-// ends. The ports lie below the kernel's ephemeral range, so no listener on
-// port 0 and no outgoing connection can take one between the check and the
-// child's bind; and each is locked in a file (flock) for the test's life, so
-// tests running in parallel, in this process or another, never share one.
+// ends (internal/ports).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	lo, hi := reservedRange(t)
-	dir := filepath.Join(os.TempDir(), "glint-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	p, err := ports.Reserve(n)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var ports []int
-	for _, port := range rand.Perm(hi - lo) {
-		if len(ports) == n {
-			return ports
-		}
-		port += lo
-		lock, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-			lock.Close()
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			lock.Close()
-			continue
-		}
-		ln.Close()
-		t.Cleanup(func() { lock.Close() })
-		ports = append(ports, port)
-	}
-	t.Fatalf("found %d free ports from %d to %d, want %d", len(ports), lo, hi, n)
-	return nil
-}
-
-// reservedRange is the range FreePorts picks from: the 10,000 ports just
-// below the kernel's ephemeral range (ip_local_port_range).
-func reservedRange(t testing.TB) (lo, hi int) {
-	t.Helper()
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		t.Fatalf("read the ephemeral port range: %v", err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		t.Fatalf("ip_local_port_range %q", b)
-	}
-	hi, err = strconv.Atoi(f[0])
-	if err != nil || hi < 11_024 {
-		t.Fatalf("ip_local_port_range %q leaves too few ports below it", b)
-	}
-	return hi - 10_000, hi
+	t.Cleanup(p.Release)
+	return p.List
 }
 
 // Process is a tool process a test started.

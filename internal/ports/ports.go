@@ -1,4 +1,7 @@
-package soak
+// Package ports holds loopback ports for processes that must be told theirs
+// before they start and keep it across restarts: tests' tools and the chaos
+// soak's clusters.
+package ports
 
 import (
 	"errors"
@@ -12,19 +15,20 @@ import (
 	"syscall"
 )
 
-// Ports are loopback ports held for the run's processes, which must know
-// theirs before they start and keep it across restarts. They lie below the
-// kernel's ephemeral range, so no listener on port 0 and no outgoing
-// connection takes one while its process is down; each is locked (flock)
-// in the directory the tests' ports are locked in (internal/tooltest), so
-// neither a test nor another run takes it.
+// Ports are loopback ports held for processes that must know theirs before
+// they start and keep it across restarts. They lie among the 10,000 ports
+// just below the kernel's ephemeral range (ip_local_port_range), so no
+// listener on port 0 and no outgoing connection takes one between the check
+// and the process's bind, or while the process is down; and each is locked
+// in a file (flock) while held, so holders in this process or another —
+// tests running in parallel, a soak — never share one.
 type Ports struct {
 	locks []*os.File
 	List  []int
 }
 
-// ReservePorts holds n free ports until Release.
-func ReservePorts(n int) (*Ports, error) {
+// Reserve holds n free ports until Release.
+func Reserve(n int) (*Ports, error) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return nil, fmt.Errorf("read the ephemeral port range: %w", err)
