@@ -12,6 +12,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 // busyOnceWorker refuses its first LaunchDriver for want of free resources
@@ -39,6 +40,18 @@ func submitDriver(t *testing.T, c *cluster, supervise bool) string {
 		t.Fatal(err)
 	}
 	return resp.Msg.GetDriverId()
+}
+
+// waitLaunched waits until the master knows the worker took driver id's
+// launch.
+func (c *cluster) waitLaunched(t *testing.T, id string) {
+	t.Helper()
+	waitFor(t, "the launch of "+id+" taken", func() bool {
+		c.srv.mu.Lock()
+		defer c.srv.mu.Unlock()
+		d := c.srv.drivers[id]
+		return d != nil && d.launched
+	})
 }
 
 func (c *cluster) driver(t *testing.T, id string) *masterv1.DriverInfo {
@@ -129,15 +142,39 @@ func TestADriverThatRanOnALostWorkerEndsInError(t *testing.T) {
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	id := submitDriver(t, c, false)
 	wp.expect(t, "LaunchDriver "+id)
-	waitFor(t, "the launch taken", func() bool {
-		c.srv.mu.Lock()
-		defer c.srv.mu.Unlock()
-		d := c.srv.drivers[id]
-		return d != nil && d.launched
-	})
+	c.waitLaunched(t, id)
 	c.clock.Advance(2 * time.Minute)
 	c.srv.checkWorkerTimeouts(context.Background())
 	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "ERROR" || !strings.Contains(d.GetMessage(), "lost") {
 		t.Fatalf("driver %s %q after its worker was lost, want ERROR", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+}
+
+// TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain: the driver
+// unregistered its application (FINISHED), then its worker was lost before
+// the worker reported the driver's exit: its work is done, so it ends
+// FINISHED instead of being relaunched.
+func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+	wp := newPeer(t)
+	c.registerWorker(t, wp, 7078, 2, 4096)
+	id := submitDriver(t, c, true)
+	wp.expect(t, "LaunchDriver "+id)
+	c.waitLaunched(t, id)
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: newPeer(t).url, DriverId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: resp.Msg.GetAppId()})); err != nil {
+		t.Fatal(err)
+	}
+	c.clock.Advance(2 * time.Minute)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "FINISHED" || !strings.Contains(d.GetMessage(), "application had finished") {
+		t.Fatalf("driver %s %q after its worker was lost, want FINISHED", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+	if n := len(c.srv.clusterState().GetActiveDrivers()); n != 0 {
+		t.Fatalf("%d drivers active: the finished one was relaunched", n)
 	}
 }

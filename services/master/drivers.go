@@ -81,6 +81,38 @@ func (s *Server) requeueDriverLocked(ctx context.Context, d *driverInfo, reason 
 	s.needSchedule = true
 }
 
+// lostDriverLocked ends d, whose worker was lost (why: reason): FINISHED if
+// its application finished (the driver unregistered it, so its work is done,
+// though its process was lost before it exited: it is not run again);
+// else relaunched under a new id if supervised (SPARK-19900), ERROR if not.
+func (s *Server) lostDriverLocked(ctx context.Context, d *driverInfo, reason string) {
+	switch {
+	case s.appFinishedBy(d):
+		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_FINISHED,
+			fmt.Sprintf("its application had finished when %s", reason))
+	case d.desc.GetSupervise():
+		s.relaunchDriverLocked(ctx, d)
+	default:
+		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, reason)
+	}
+}
+
+// appFinishedBy reports whether d's application ended FINISHED, and none of
+// d's is still active.
+func (s *Server) appFinishedBy(d *driverInfo) bool {
+	for _, a := range s.appQueue {
+		if a.driverID == d.id {
+			return false
+		}
+	}
+	for _, a := range s.completedApps.items {
+		if a.driverID == d.id && a.state == masterv1.ApplicationState_APPLICATION_STATE_FINISHED {
+			return true
+		}
+	}
+	return false
+}
+
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
 func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
 	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc, "")

@@ -526,6 +526,7 @@ func TestDriversAreLaunchedKilledAndRelaunchedUnderANewID(t *testing.T) {
 	supervised := submit(true)
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	wp.expect(t, "LaunchDriver "+supervised)
+	c.waitLaunched(t, supervised)
 	c.clock.Advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
 	old := status(supervised)

@@ -124,7 +124,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 		return cmp.Or(a.GetEndTime().AsTime().Compare(b.GetEndTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	for _, c := range apps {
-		a := &appInfo{id: c.GetId(), state: c.GetState(), shown: c}
+		a := &appInfo{id: c.GetId(), state: c.GetState(), driverID: c.GetDriverId(), shown: c}
 		for _, o := range s.completedApps.add(a, proto.Size(c), s.cfg.RetainedApplications, s.cfg.RetainedBytes) {
 			s.forgetAppLocked(o)
 		}
@@ -289,12 +289,7 @@ func (s *Server) completeRecoveryLocked(ctx context.Context) {
 		if d.state != masterv1.DriverState_DRIVER_STATE_RUNNING || d.worker != nil {
 			continue
 		}
-		if d.desc.GetSupervise() {
-			s.relaunchDriverLocked(ctx, d)
-		} else {
-			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR,
-				fmt.Sprintf("its worker %s did not re-register while the master recovered", d.recoveredOn))
-		}
+		s.lostDriverLocked(ctx, d, fmt.Sprintf("its worker %s did not re-register while the master recovered", d.recoveredOn))
 	}
 	s.unknownWorkers, s.unknownApps = 0, 0
 	s.status = statusAlive

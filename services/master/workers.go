@@ -54,16 +54,13 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 	}
 	w.executors = map[executorKey]*executorInfo{}
 	for _, d := range w.drivers {
-		switch {
-		case d.desc.GetSupervise():
-			s.relaunchDriverLocked(ctx, d)
-		case !d.launched:
+		if d.launched {
+			s.lostDriverLocked(ctx, d, fmt.Sprintf("worker %s lost: %s", w.id, reason))
+		} else {
 			// Placed on a worker that died before it took the launch:
 			// nothing ran, so it is placed again (if the worker did take
 			// it, it kills the driver the master no longer knows there).
 			s.requeueDriverLocked(ctx, d, fmt.Sprintf("worker %s lost before it took the launch: %s", w.id, reason))
-		default:
-			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("worker %s lost: %s", w.id, reason))
 		}
 	}
 	w.drivers = map[string]*driverInfo{}
