@@ -271,10 +271,11 @@ func openFiles(t *testing.T, pid int) int {
 // page whose name was rebound to their address would (DNS rebinding): calls
 // and pages with Host rebind.attacker.example, even with a valid token. Each
 // is answered 421 before anything else, and nothing in the cluster changes;
-// the same requests naming the listener are answered.
+// the same requests naming the listener, or a name it was given with
+// --allowed-host, are answered.
 func TestARebindingHostIsMisdirected(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 1)
+	c := startCluster(t, 1, "--allowed-host", "glint-master.example")
 	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
 		Name: "evil", MemoryPerExecutorMib: 256, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	launch := &workerv1.LaunchExecutorRequest{MasterUrl: c.master.url, AppId: "app-20261130120000-0000", ExecutorId: 7, Cores: 1, MemoryMib: 64,
@@ -321,6 +322,11 @@ func TestARebindingHostIsMisdirected(t *testing.T) {
 			if tc.method == http.MethodGet {
 				if resp := send(""); resp.StatusCode != http.StatusOK {
 					t.Errorf("with the URL's Host: %s, want 200", resp.Status)
+				}
+				if strings.HasPrefix(tc.url, c.master.url) {
+					if resp := send("glint-master.example:7077"); resp.StatusCode != http.StatusOK {
+						t.Errorf("with Host glint-master.example, an --allowed-host: %s, want 200", resp.Status)
+					}
 				}
 			}
 		})

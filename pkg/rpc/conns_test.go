@@ -260,3 +260,21 @@ func TestAListenerHoldsMoreThanTenThousandWorkers(t *testing.T) {
 		t.Fatalf("%d connections, want more than 10,000 workers and %d unauthenticated", limits.conns, limits.unauth)
 	}
 }
+
+// An IPv6 client counts by its /64, which one client usually holds whole.
+func TestAClientAddressIsAnIPv4AddressOrAnIPv6Prefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.1:7077":              "10.0.0.1",
+		"[::ffff:10.0.0.1]:7077":     "10.0.0.1",
+		"[2001:db8:1:2:3:4:5:6]:1":   "2001:db8:1:2::",
+		"[2001:db8:1:2:ffff::9]:443": "2001:db8:1:2::",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := clientAddr(a).String(); got != want {
+			t.Errorf("clientAddr(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
