@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -79,16 +80,19 @@ type conns struct {
 
 // conn is one open connection.
 type conn struct {
-	of   *conns
+	of   *conns   // the listener's tracker
 	c    net.Conn // as the server has it (under TLS, the *tls.Conn)
 	raw  net.Conn // what is closed to end it, without a TLS alert that could block
 	addr netip.Addr
 	// inUnauth and inAddr are its places in the lists of unauthenticated
 	// connections; nil once authenticated.
 	inUnauth, inAddr *list.Element
-	active           bool
-	idleSince        time.Time
-	idle             *time.Timer
+	// authed is set once it is authenticated, so that its later calls
+	// need not take the lock.
+	authed    atomic.Bool
+	active    bool
+	idleSince time.Time
+	idle      *time.Timer
 }
 
 func newConns(limits connLimits) *conns {
@@ -179,9 +183,10 @@ func (l *conns) expire(k *conn) {
 // is no longer closed when idle for a short while, nor to make room.
 func authenticated(ctx context.Context) {
 	k, ok := ctx.Value(connKey{}).(*conn)
-	if !ok {
+	if !ok || k.authed.Load() {
 		return
 	}
+	k.authed.Store(true)
 	l := k.of
 	l.mu.Lock()
 	defer l.mu.Unlock()
