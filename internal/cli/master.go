@@ -158,6 +158,12 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		}
 	}
 
+	// Names: what callers' Host may say besides its addresses and localhost.
+	hosts, err := f.hosts(host)
+	if err != nil {
+		return err
+	}
+
 	// Listener: opened first, because its address is the master's URL.
 	ln, url, err := process.Listen(f.listen, host)
 	if err != nil {
@@ -230,7 +236,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	}
 
 	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut, "recovery_mode", f.recoveryMode)
-	return process.Serve(ctx, log, ln, url, f.urlFile, m)
+	return process.Serve(ctx, log, ln, url, f.urlFile, m, hosts...)
 }
 
 // checkLinkURL checks a URL the web UI links to: empty, or http(s) with a host.

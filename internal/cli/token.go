@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,17 +29,31 @@ func newTokenCommand(g *globals) *cobra.Command {
 }
 
 // serverAuth is how a master or worker authenticates calls: --insecure, and
-// the cluster token it was given.
+// the cluster token it was given; and the further names its listener
+// answers to (--allowed-host).
 type serverAuth struct {
-	insecure    bool
-	metricsAuth bool
-	uiPublic    bool
+	insecure     bool
+	metricsAuth  bool
+	uiPublic     bool
+	allowedHosts []string
 }
 
 func (a *serverAuth) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&a.insecure, "insecure", false, "accept calls without tokens: anyone who reaches the listener can run any program on every worker (for a laptop or a closed test network only)")
 	fl.BoolVar(&a.metricsAuth, "metrics-auth", false, "make /metrics (and the master's /sd) need a token this process accepts too")
 	fl.BoolVar(&a.uiPublic, "ui-public", false, "open the web UI's read-only pages (logs included on a worker) to anyone; buttons still need a login")
+	fl.StringArrayVar(&a.allowedHosts, "allowed-host", nil, "a further host name callers reach this process by, e.g. a Kubernetes Service's; repeatable (requests naming another host than these, --host, localhost or an IP address are refused with 421)")
+}
+
+// hosts are the names the listener answers to besides its own addresses
+// and localhost: host (--host, or the one found) and --allowed-host.
+func (a *serverAuth) hosts(host string) ([]string, error) {
+	for _, h := range a.allowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			return nil, fmt.Errorf("--allowed-host %q: want a host name, as callers' URLs name this process", h)
+		}
+	}
+	return append([]string{host}, a.allowedHosts...), nil
 }
 
 // tokens returns the tokens a master or worker on ln accepts, with the

@@ -91,6 +91,12 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		}
 	}
 
+	// Names: what callers' Host may say besides its addresses and localhost.
+	hosts, err := f.hosts(host)
+	if err != nil {
+		return err
+	}
+
 	// Listener: opened first, because its address is the worker's URL and id.
 	ln, url, err := process.Listen(f.listen, host)
 	if err != nil {
@@ -142,7 +148,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 
 	log.Info("worker starting", "id", w.ID(), "cores", f.cores, "memory_mib", memory)
 	decommissionOnSIGPWR(ctx, w)
-	return process.Serve(ctx, log, ln, url, f.urlFile, w)
+	return process.Serve(ctx, log, ln, url, f.urlFile, w, hosts...)
 }
 
 func workerMemory(s string) (int64, error) {

@@ -114,7 +114,7 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				ln.Close()
 				return err
 			}
-			if err := Serve(telemetry.ContextFromEnv(ctx), log, ln, url, "", s); err != nil {
+			if err := Serve(telemetry.ContextFromEnv(ctx), log, ln, url, "", s, args.Hostname); err != nil {
 				return fmt.Errorf("executor %d of %s: %w", args.ExecutorID, args.AppID, err)
 			}
 			return nil

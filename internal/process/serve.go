@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 
@@ -22,17 +23,21 @@ type Service interface {
 
 // Serve is every long-running process's last step: it serves svc's handler
 // on ln, writes url to urlFile once serving, and runs svc until ctx ends or
-// Run returns. Stop order: Run returns first (a worker has then killed and
+// Run returns. The listener answers to the host of url and to hosts (its
+// --host and --allowed-host) besides its own addresses (rpc.Serve). Stop order: Run returns first (a worker has then killed and
 // reported its children, a driver has stopped its executors), and only then
 // does the listener close, so the last calls made to the process still get
 // answers.
-func Serve(ctx context.Context, log *slog.Logger, ln net.Listener, url, urlFile string, svc Service) error {
+func Serve(ctx context.Context, log *slog.Logger, ln net.Listener, url, urlFile string, svc Service, hosts ...string) error {
+	if u, err := neturl.Parse(url); err == nil {
+		hosts = append(hosts, u.Hostname())
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
 	go func() {
-		err := rpc.Serve(serveCtx, ln, svc.Handler())
+		err := rpc.Serve(serveCtx, ln, svc.Handler(), hosts...)
 		if err != nil {
 			stopRun()
 		}

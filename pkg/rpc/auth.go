@@ -193,17 +193,20 @@ var (
 // against tokens before anything of the request's body is read: a missing
 // or unknown token is Unauthenticated, a valid token of the wrong role
 // PermissionDenied. need gives each request's role; with tokens nil every
-// call passes (--insecure).
+// call passes (--insecure). A call it lets through that needed a token
+// authenticates its connection (conns.go); a Public one (/healthz) does not.
 func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Role) http.Handler {
-	if tokens == nil {
-		return next
-	}
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
 		Refuse(w, r, connect.NewError(code, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		role := need(r)
 		if role == Public {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if tokens == nil {
+			authenticated(r.Context())
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -219,6 +222,7 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 		case !have.allows(role):
 			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("%w: it needs the %s token, not a %s one", errNotAllowed, role, have))
 		default:
+			authenticated(r.Context())
 			next.ServeHTTP(w, r)
 		}
 	})

@@ -32,8 +32,14 @@ const (
 	hangUpGrace       = 250 * time.Millisecond
 )
 
-// NewServer returns an http.Server for handler speaking HTTP/1.1 and unencrypted HTTP/2.
-func NewServer(handler http.Handler) *http.Server {
+// NewServer returns an http.Server for handler speaking HTTP/1.1 and
+// unencrypted HTTP/2, with its connections bounded (conns.go): at most
+// maxConns open, maxUnauthConns of them unauthenticated (maxUnauthPerAddr
+// from one address), those closed after unauthIdleTimeout idle, and at most
+// maxConcurrentStreams HTTP/2 streams on each.
+func NewServer(handler http.Handler) *http.Server { return newServer(handler, defaultConnLimits()) }
+
+func newServer(handler http.Handler, limits connLimits) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
@@ -43,14 +49,18 @@ func NewServer(handler http.Handler) *http.Server {
 		protocols.SetHTTP2(true)
 		tlsConfig = processTLS.server
 	}
+	conns := newConns(limits)
 	return &http.Server{
 		TLSConfig:         tlsConfig,
 		Handler:           handler,
 		Protocols:         &protocols,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams},
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       conns.admit,
+		ConnState:         conns.state,
 	}
 }
 
@@ -59,20 +69,31 @@ func NewServer(handler http.Handler) *http.Server {
 // not waited for (the server would give each a second to hang up): once no
 // request is in flight and every answer was written out (no connection is
 // active), the remaining connections are closed.
-func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
+//
+// A request whose Host is not a name of the listener is refused with 421
+// before anything else (host.go): its names are localhost, any IP address,
+// hosts (the host of the process's URL, its --host and --allowed-host) and,
+// on an unspecified address, this machine's host name.
+func Serve(ctx context.Context, ln net.Listener, handler http.Handler, hosts ...string) error {
+	return serve(ctx, ln, handler, defaultConnLimits(), hosts)
+}
+
+func serve(ctx context.Context, ln net.Listener, handler http.Handler, limits connLimits, hosts []string) error {
 	var inflight, lastAnswer atomic.Int64
-	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inflight.Add(1)
 		defer inflight.Add(-1)
 		defer func() { lastAnswer.Store(time.Now().UnixNano()) }()
 		handler.ServeHTTP(w, r)
-	}))
+	}), listenerHosts(ln, hosts)), limits)
 	// A connection is active from a request's first byte until its answer's
 	// last (for HTTP/2: while any stream is open), which is later than the
 	// handler's return.
 	var mu sync.Mutex
 	active := map[net.Conn]bool{}
+	bound := srv.ConnState
 	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		bound(c, state)
 		mu.Lock()
 		defer mu.Unlock()
 		if state == http.StateActive {
