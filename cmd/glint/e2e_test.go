@@ -267,9 +267,10 @@ type masterJSON struct {
 	Status  string `json:"status"`
 	Epoch   int64  `json:"epoch"`
 	Workers []struct {
-		ID        string `json:"id"`
-		State     string `json:"state"`
-		CoresUsed int    `json:"coresused"`
+		ID            string `json:"id"`
+		State         string `json:"state"`
+		CoresUsed     int    `json:"coresused"`
+		LastHeartbeat int64  `json:"lastheartbeat"`
 	} `json:"workers"`
 	ActiveApps    []appJSON `json:"activeapps"`
 	CompletedApps []appJSON `json:"completedapps"`

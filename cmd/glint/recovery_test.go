@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/glint-cluster/glint/internal/tooltest"
 )
@@ -114,5 +115,32 @@ func TestAKilledMasterRecoversFromItsFileAndKeepsTheRunningExecutors(t *testing.
 	}
 	if tw := twins(); len(tw) > 0 {
 		t.Fatalf("two live executors with one id: %v", tw)
+	}
+}
+
+// TestAMasterWokenFromAPauseKeepsItsWorkers: a master stopped (SIGSTOP) for
+// longer than its worker timeout hears no heartbeat meanwhile; woken, it does
+// not take its workers, which heartbeated all along, for lost.
+func TestAMasterWokenFromAPauseKeepsItsWorkers(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, "--worker-timeout", "2s")
+	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the injected fault: a pause past the worker timeout
+	if err := syscall.Kill(c.master.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	woke := time.Now()
+	c.waitFor(t, "every worker heard from after the master woke", func(s masterJSON) bool {
+		for _, w := range s.Workers {
+			if time.UnixMilli(w.LastHeartbeat).Before(woke) {
+				return false
+			}
+		}
+		return len(s.Workers) == 2
+	})
+	if s := c.state(t); s.alive() != 2 || strings.Contains(readFile(c.master.log), `"removing worker"`) {
+		t.Fatalf("workers after the master's pause: %+v; want both ALIVE, never removed\n%s", s.Workers, readFile(c.master.log))
 	}
 }

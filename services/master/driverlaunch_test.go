@@ -178,3 +178,30 @@ func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
 		t.Fatalf("%d drivers active: the finished one was relaunched", n)
 	}
 }
+
+// TestAMasterThatStalledGivesItsWorkersAWholeTimeout: a master that did not
+// run for longer than the worker timeout (stopped) heard no heartbeat
+// meanwhile; its workers are timed out only after a whole timeout more.
+func TestAMasterThatStalledGivesItsWorkersAWholeTimeout(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+	worker := c.registerWorker(t, newPeer(t), 7078, 2, 4096)
+	alive := func() bool {
+		for _, w := range c.srv.clusterState().GetWorkers() {
+			if w.GetId() == worker {
+				return lifecycle.Name(w.GetState()) == "ALIVE"
+			}
+		}
+		return false
+	}
+	c.clock.Advance(2 * time.Minute)
+	c.srv.resumed(2 * time.Minute)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if !alive() {
+		t.Fatal("a worker was timed out as its master woke from a stall")
+	}
+	c.clock.Advance(61 * time.Second)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if alive() {
+		t.Fatal("a worker silent for a whole timeout after the master resumed is still ALIVE")
+	}
+}

@@ -113,6 +113,8 @@ type Server struct {
 	recoverySpan                trace.Span
 	// deposed is closed when a write showed that another master leads.
 	deposed chan struct{}
+	// resumedAt is when the master last ran again after a stall (resumed).
+	resumedAt time.Time
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)
@@ -196,11 +198,13 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Run(ctx context.Context) error {
 	defer s.http.CloseIdleConnections()
 	defer s.cancel()
-	timeouts := time.NewTicker(s.cfg.WorkerTimeout / 4)
+	interval := s.cfg.WorkerTimeout / 4
+	timeouts := time.NewTicker(interval)
 	defer timeouts.Stop()
 	if s.recovering() {
 		s.beginRecovery(ctx)
 	}
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -208,10 +212,37 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-s.deposed:
 			return fmt.Errorf("master: a state write was refused: another master leads now (epoch %d is over)", s.cfg.Epoch)
 		case <-timeouts.C:
+			if stalled := time.Since(last); stalled > 2*interval {
+				s.resumed(stalled)
+			}
+			last = time.Now()
 			s.checkWorkerTimeouts(ctx)
 			s.checkDrivers(ctx)
 		}
 	}
+}
+
+// resumed records that the master did not run for stalled (it was stopped,
+// or starved of CPU): it heard no heartbeat and no driver meanwhile, so each
+// worker and driver gets a whole worker timeout from now to be heard from
+// before it is taken for lost — a master woken from a pause does not time
+// out every worker that heartbeated all along.
+func (s *Server) resumed(stalled time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumedAt = s.now()
+	s.log.Warn("the master did not run for a while; workers and drivers get a whole timeout to be heard from again",
+		"stalled", stalled.Round(time.Millisecond), "timeout", s.cfg.WorkerTimeout)
+}
+
+// silentFor is how long a worker or driver last heard from at seen has been
+// silent while the master ran: from seen, or from when the master resumed
+// after a stall, whichever is later.
+func (s *Server) silentFor(now, seen time.Time) time.Duration {
+	if seen.Before(s.resumedAt) {
+		seen = s.resumedAt
+	}
+	return now.Sub(seen)
 }
 
 // serveReady is GET /readyz: 200 while the master leads (ALIVE), else 503

@@ -41,7 +41,7 @@ func (s *Server) checkDrivers(ctx context.Context) {
 		a.driverSeen = now
 	}
 	for a := range probes {
-		if !a.finished() && now.Sub(a.driverSeen) > s.cfg.WorkerTimeout {
+		if !a.finished() && s.silentFor(now, a.driverSeen) > s.cfg.WorkerTimeout {
 			s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
 				fmt.Sprintf("driver at %s unreachable for %s", a.driverURL, now.Sub(a.driverSeen).Round(time.Second)))
 		}

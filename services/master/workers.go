@@ -79,7 +79,7 @@ func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 	now := s.now()
 	for {
 		w, ok := s.workers.oldestHeartbeat()
-		if !ok || now.Sub(w.lastHeartbeat) <= s.cfg.WorkerTimeout {
+		if !ok || s.silentFor(now, w.lastHeartbeat) <= s.cfg.WorkerTimeout {
 			break
 		}
 		s.metrics.workerTimeouts.Inc()
