@@ -254,22 +254,6 @@ func (h *dockerHost) plugins(t *testing.T) {
 	}
 }
 
-// staticTool builds a tool of a tools module as a static binary (CGO off,
-// as the official images' binaries are) and returns its path.
-func (h *dockerHost) staticTool(t *testing.T, modfile, tool string) string {
-	t.Helper()
-	cmd := exec.Command("go", "tool", "-modfile="+filepath.Join(h.root, modfile), "-n", tool)
-	cmd.Dir, cmd.Env = h.root, append(slices.Clone(h.env), "CGO_ENABLED=0")
-	cmd.Stderr = os.Stderr
-	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("build %s from %s: %v", tool, modfile, err)
-	}
-	t.Logf("built %s from %s: %s", tool, modfile, time.Since(start).Round(time.Second))
-	return strings.TrimSpace(string(out))
-}
-
 // moduleDir is where a tools module's dependency module is in the module cache.
 func (h *dockerHost) moduleDir(t *testing.T, modfile, module string) string {
 	t.Helper()
@@ -305,7 +289,7 @@ func (h *dockerHost) collector(t *testing.T) string {
 			return bin
 		}
 	}
-	builder := h.staticTool(t, "tools/otelcol/go.mod", "builder")
+	builder := tooltest.Binary(t, "tools/otelcol/go.mod", "builder")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -442,6 +426,37 @@ func requireStatic(t *testing.T, bin string) {
 	}
 }
 
+// sharedLibraries are the shared libraries bins load, with their loader:
+// the path each is loaded from → the file it is.
+func sharedLibraries(t *testing.T, bins ...string) map[string]string {
+	t.Helper()
+	libs := map[string]string{}
+	for _, bin := range bins {
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", bin, err)
+		}
+		for line := range strings.Lines(string(out)) {
+			f := strings.Fields(line)
+			var lib string
+			switch {
+			case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
+				lib = f[2]
+			case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+				lib = f[0] // the loader
+			default:
+				continue // the vDSO
+			}
+			file, err := filepath.EvalSymlinks(lib)
+			if err != nil {
+				t.Fatal(err)
+			}
+			libs[lib] = file
+		}
+	}
+	return libs
+}
+
 // localRef is the tag of the local build standing for image (an .env
 // image reference): glint-local/ its last path element, : its tag.
 func localRef(image string) string {
@@ -474,17 +489,21 @@ func (h *dockerHost) localImages(t *testing.T, envFile map[string]string) []stri
 		t.Fatalf("this machine's Go is %s; GLINT_GO_IMAGE %s needs %s", goEnv[0], envFile["GLINT_GO_IMAGE"], want)
 	}
 
-	jaeger := h.staticTool(t, "tools/jaeger/go.mod", "jaeger")
-	prometheus := h.staticTool(t, "tools/go.mod", "prometheus")
-	promtool := h.staticTool(t, "tools/go.mod", "promtool")
+	// Jaeger and Prometheus as make test builds them (Go's build cache
+	// has them then), which links the C library: the busybox base carries
+	// this machine's, as quay.io/prometheus/busybox carries glibc.
+	jaeger := tooltest.Binary(t, "tools/jaeger/go.mod", "jaeger")
+	prometheus := tooltest.Binary(t, "tools/go.mod", "prometheus")
+	promtool := tooltest.Binary(t, "tools/go.mod", "promtool")
 	otelcol := h.collector(t)
-	for _, bin := range []string{jaeger, prometheus, promtool, otelcol} {
-		requireStatic(t, bin)
-	}
+	requireStatic(t, otelcol)
 	jaegerDir := h.moduleDir(t, "tools/jaeger/go.mod", "github.com/jaegertracing/jaeger")
 	promDir := h.moduleDir(t, "tools/go.mod", "github.com/prometheus/prometheus")
 
 	bb := localImage{name: "busybox", ref: "glint-local/busybox:compose-test", files: map[string]string{"busybox": busybox, "ca-certificates.crt": caBundle}}
+	for dst, src := range sharedLibraries(t, jaeger, prometheus, promtool) {
+		bb.files[filepath.Join("glibc", dst)] = src
+	}
 	images := []localImage{
 		bb,
 		{name: "static", ref: localRef(envFile["GLINT_BASE_IMAGE"])},
