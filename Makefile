@@ -6,7 +6,7 @@ TOOL      := $(GO) tool -modfile=tools/go.mod
 JAEGER    := $(GO) tool -modfile=tools/jaeger/go.mod
 GOFILES    = $(shell git ls-files '*.go')
 
-.PHONY: all build tools chromium generate check-generate dashboards lint test test-short bench fuzz image up down compose-test docker
+.PHONY: all build tools chromium generate check-generate dashboards lint test test-short bench fuzz image up down
 
 all: build
 
@@ -55,6 +55,7 @@ down:
 ## starts and stops —, every image built here (deploy/images), the stack checked from the
 ## host, then taken down (also when interrupted; a run cleans what a killed one left).
 ## Grafana and Pyroscope (AGPL) are not run. Caches in ~/.cache/glint/compose-test.
+.PHONY: compose-test docker
 compose-test: docker
 	GLINT_COMPOSE_TEST=1 $(GO) test -count=1 -timeout 60m -run '^TestComposeStackInDocker$$' -v ./deploy/
 

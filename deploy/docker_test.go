@@ -78,7 +78,7 @@ func (h *dockerHost) run(t *testing.T, dir string, env []string, name string, ar
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
 	}
-	t.Logf("%s %s: %s", filepath.Base(name), firstWords(args, 3), time.Since(start).Round(time.Second))
+	t.Logf("%s %s: took %s", filepath.Base(name), describe(args), time.Since(start).Round(time.Second))
 }
 
 // output runs a command and returns its standard output; its standard error
@@ -95,8 +95,21 @@ func (h *dockerHost) output(ctx context.Context, dir string, name string, args .
 	return string(out), nil
 }
 
-func firstWords(args []string, n int) string {
-	return strings.Join(args[:min(n, len(args))], " ")
+// describe is a command line's arguments without the flags every command of
+// its kind repeats (compose's project, files and profiles, build args) and
+// the paths, for the test's log.
+func describe(args []string) string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case slices.Contains([]string{"-p", "-f", "--profile", "--build-arg", "-o"}, a):
+			i++
+		case strings.HasPrefix(a, "/") || strings.HasPrefix(a, "-ldflags="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // answers reports whether a Docker engine answers the docker CLI.
