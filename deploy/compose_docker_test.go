@@ -73,14 +73,15 @@ func (s *stack) composeOutput(args ...string) (string, error) {
 	return s.output(ctx, s.root, "docker", s.compose(args...)...)
 }
 
-// takeDown removes the project's containers, networks and volumes, once.
-func (s *stack) takeDown(t *testing.T) {
-	s.down.Do(func() {
-		if out, err := s.composeOutput("down", "--volumes", "--remove-orphans", "--timeout", "5"); err != nil {
-			fmt.Fprintf(os.Stderr, "docker compose down: %v\n%s", err, out)
-		}
-	})
+// removeProject removes the project's containers, networks and volumes.
+func (s *stack) removeProject() {
+	if out, err := s.composeOutput("down", "--volumes", "--remove-orphans", "--timeout", "5"); err != nil {
+		fmt.Fprintf(os.Stderr, "docker compose down: %v\n%s", err, out)
+	}
 }
+
+// takeDown removes the project, once.
+func (s *stack) takeDown() { s.down.Do(s.removeProject) }
 
 // container is the id of service's container.
 func (s *stack) container(t *testing.T, service string) string {
@@ -284,7 +285,7 @@ func TestComposeStackInDocker(t *testing.T) {
 	// Whatever ends the test — success, failure, an interrupt — the stack
 	// goes down and the daemon it started stops.
 	var once sync.Once
-	teardown := func() { once.Do(func() { s.takeDown(t); h.stop() }) }
+	teardown := func() { once.Do(func() { s.takeDown(); h.stop() }) }
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -342,8 +343,7 @@ func TestComposeStackInDocker(t *testing.T) {
 	h.engine(t)
 	h.plugins(t)
 	// What a killed run left.
-	s.takeDown(t)
-	s.down = sync.Once{}
+	s.removeProject()
 
 	h.env = append(h.env, h.localImages(t, envFile)...)
 	s.glint = glintBinary(t)
@@ -878,7 +878,7 @@ func (s *stack) checkHA(t *testing.T) {
 }
 
 func (s *stack) checkDown(t *testing.T) {
-	s.takeDown(t)
+	s.takeDown()
 	filter := "label=com.docker.compose.project=" + composeProject
 	for _, args := range [][]string{
 		{"ps", "--all", "--quiet", "--filter", filter},
