@@ -302,6 +302,7 @@ func (h *dockerHost) collector(t *testing.T) string {
 			return bin
 		}
 	}
+	t.Logf("building the OpenTelemetry Collector Builder and with it the collector (%s)", config)
 	builder := tooltest.Binary(t, "tools/otelcol/go.mod", "builder")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -505,9 +506,16 @@ func (h *dockerHost) localImages(t *testing.T, envFile map[string]string) []stri
 	// Jaeger and Prometheus as make test builds them (Go's build cache
 	// has them then), which links the C library: the busybox base carries
 	// this machine's, as quay.io/prometheus/busybox carries glibc.
-	jaeger := tooltest.Binary(t, "tools/jaeger/go.mod", "jaeger")
-	prometheus := tooltest.Binary(t, "tools/go.mod", "prometheus")
-	promtool := tooltest.Binary(t, "tools/go.mod", "promtool")
+	tool := func(modfile, name string) string {
+		start := time.Now()
+		t.Logf("building %s from %s (from Go's build cache once make test has built it)", name, modfile)
+		bin := tooltest.Binary(t, modfile, name)
+		t.Logf("built %s: took %s", name, time.Since(start).Round(time.Second))
+		return bin
+	}
+	jaeger := tool("tools/jaeger/go.mod", "jaeger")
+	prometheus := tool("tools/go.mod", "prometheus")
+	promtool := tool("tools/go.mod", "promtool")
 	otelcol := h.collector(t)
 	requireStatic(t, otelcol)
 	jaegerDir := h.moduleDir(t, "tools/jaeger/go.mod", "github.com/jaegertracing/jaeger")
