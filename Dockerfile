@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # Glint's image: the static binary `glint` and, beside it, `glint-executor`
 # (`glint executor` alone: two-thirds of glint's size, so each executor
 # starts sooner), on distroless/static, running as the distroless "nonroot" user
@@ -15,11 +13,23 @@
 # `glint health http://localhost:7077/healthz`.
 #
 # deploy's tests (deploy/*_test.go) check this file against docker-compose.yml and
-# deploy/k8s (image, ports, user, work dir) and build glint the same way.
+# deploy/k8s (image, ports, user, work dir) and build glint the same way; make
+# compose-test builds it on local stand-ins for its base images.
+#
+# No syntax directive: the features used (RUN --mount=type=cache, FROM
+# --platform) are in the Dockerfile frontend that every BuildKit since Docker
+# 20.10 has built in, so a build needs no frontend image from a registry.
+
+# The base images, as parameters (docker-compose.yml passes .env's
+# GLINT_GO_IMAGE and GLINT_BASE_IMAGE): the Go toolchain of the build stage,
+# and the runtime base, distroless/static's nonroot variant (a CA bundle,
+# /etc/passwd with the user nonroot, 65532, and its home /home/nonroot, /tmp).
+ARG GO_IMAGE=golang:1.26.8
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
 
 # Build on the builder's own platform and cross-compile: CGO is off, so the
 # result is static and runs on distroless/static for any TARGETARCH.
-FROM --platform=$BUILDPLATFORM golang:1.26.8 AS build
+FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
 ARG TARGETOS
 ARG TARGETARCH
 WORKDIR /src
@@ -41,7 +51,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 RUN mkdir -p /out/work
 
 # The etcd image (target etcd): the same base, etcd's data in the user's home.
-FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639 AS etcd
+FROM ${BASE_IMAGE} AS etcd
 COPY --from=build /out/etcd /usr/local/bin/etcd
 USER 65532:65532
 WORKDIR /home/nonroot
@@ -49,7 +59,7 @@ EXPOSE 2379
 ENTRYPOINT ["etcd"]
 
 # Glint's image (the default target).
-FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
+FROM ${BASE_IMAGE}
 COPY --from=build /out/glint /usr/local/bin/glint
 COPY --from=build /out/glint-executor /usr/local/bin/glint-executor
 COPY --from=build --chown=65532:65532 /out/work /work

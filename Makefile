@@ -50,6 +50,23 @@ up: $(CLUSTER_TOKEN)
 down:
 	docker compose --profile demo down
 
+## compose-test: docker-compose.yml for real (deploy/compose_docker_test.go): the compose CLI
+## (built from tools/compose) on a Docker engine — the one that answers, or a dockerd it
+## starts and stops —, every image built here (deploy/images), the stack checked from the
+## host, then taken down (also when interrupted; a run cleans what a killed one left).
+## Grafana and Pyroscope (AGPL) are not run. Caches in ~/.cache/glint/compose-test.
+.PHONY: compose-test docker
+compose-test: docker
+	GLINT_COMPOSE_TEST=1 $(GO) test -count=1 -timeout 60m -run '^TestComposeStackInDocker$$' -v ./deploy/
+
+## docker: a Docker engine (or dockerd to start) and a static busybox for the local images;
+## when missing and make runs as root, Debian's docker.io and busybox-static are installed.
+docker:
+	@{ docker info > /dev/null 2>&1 || command -v dockerd > /dev/null; } && command -v busybox > /dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+			apt-get install -y docker.io busybox-static || { apt-get update && apt-get install -y docker.io busybox-static; }; \
+		else echo "make compose-test needs Docker and a static busybox: sudo apt-get install -y docker.io busybox-static"; exit 1; fi; }
+
 ## lint: gofmt, go vet (the examples module too) and buf lint.
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -41,8 +41,10 @@ type instruction struct {
 
 // stage is a FROM and the instructions up to the next one.
 type stage struct {
-	image, name string
-	instrs      []instruction
+	// image is the FROM image with the Dockerfile's global ARGs at their
+	// defaults; from is the FROM image as written (e.g. ${BASE_IMAGE}).
+	image, from, name string
+	instrs            []instruction
 }
 
 func (s stage) all(cmd string) []string {
@@ -65,11 +67,20 @@ func (s stage) last(cmd string) string {
 
 func parseDockerfile(t testing.TB) []stage {
 	t.Helper()
+	stages, _ := parseDockerfileArgs(t)
+	return stages
+}
+
+// parseDockerfileArgs returns the Dockerfile's stages and its global ARGs
+// (those before the first FROM, which FROM lines may use) with their defaults.
+func parseDockerfileArgs(t testing.TB) ([]stage, map[string]string) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(tooltest.Root(t), "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stages []stage
+	globals := map[string]string{}
 	var cur strings.Builder
 	flush := func() {
 		line := strings.TrimSpace(cur.String())
@@ -82,7 +93,7 @@ func parseDockerfile(t testing.TB) []stage {
 		if in.cmd == "FROM" {
 			f := shellFields(in.args)
 			f = slices.DeleteFunc(f, func(s string) bool { return strings.HasPrefix(s, "--") })
-			st := stage{image: f[0]}
+			st := stage{from: f[0], image: os.Expand(f[0], func(name string) string { return globals[name] })}
 			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
 				st.name = f[2]
 			}
@@ -93,6 +104,8 @@ func parseDockerfile(t testing.TB) []stage {
 			if in.cmd != "ARG" {
 				t.Errorf("Dockerfile: %s before FROM", in.cmd)
 			}
+			name, value, _ := strings.Cut(in.args, "=")
+			globals[name] = value
 			return
 		}
 		stages[len(stages)-1].instrs = append(stages[len(stages)-1].instrs, in)
@@ -113,7 +126,7 @@ func parseDockerfile(t testing.TB) []stage {
 	if len(stages) < 2 {
 		t.Fatalf("Dockerfile has %d stages, want a build stage and a runtime stage", len(stages))
 	}
-	return stages
+	return stages, globals
 }
 
 // shellFields splits a shell command line into words, honouring quotes and
@@ -319,5 +332,48 @@ func TestDockerfileBuildsStaticGlint(t *testing.T) {
 			t.Errorf("%s built as the Dockerfile does needs shared libraries %v (%v)", filepath.Base(bin), libs, err)
 		}
 		f.Close()
+	}
+}
+
+// The Dockerfile's base images are its global ARGs, with pinned defaults,
+// and docker-compose.yml passes .env's values of them, equal to those
+// defaults, to both images it builds: make compose-test points them at local
+// builds (no registry), while users build on the images the defaults name.
+func TestDockerfileBaseImagesAreArgsComposePassesFromEnv(t *testing.T) {
+	stages, args := parseDockerfileArgs(t)
+	names := map[string]bool{}
+	bases := map[string]bool{}
+	for _, st := range stages {
+		if !names[st.from] && st.from != "scratch" {
+			name, ok := strings.CutPrefix(st.from, "${")
+			name, ok2 := strings.CutSuffix(name, "}")
+			if !ok || !ok2 || args[name] == "" {
+				t.Errorf("Dockerfile: FROM %s, want ${ARG} with a global ARG's pinned default", st.from)
+			} else {
+				bases[name] = true
+			}
+		}
+		if st.name != "" {
+			names[st.name] = true
+		}
+	}
+	if len(bases) != 2 {
+		t.Errorf("Dockerfile's base image ARGs %v, want two (the Go toolchain and the runtime base)", bases)
+	}
+	p := loadCompose(t, "ha")
+	for _, name := range []string{"master", "etcd"} {
+		s := service(t, p, name)
+		if s.Build == nil {
+			t.Fatalf("service %s builds nothing", name)
+		}
+		for arg := range bases {
+			got := s.Build.Args[arg]
+			if got == nil || *got != args[arg] {
+				t.Errorf("service %s: build arg %s = %v, want the Dockerfile's default %q (from .env)", name, arg, deref(got), args[arg])
+			}
+		}
+		if len(s.Build.Args) != len(bases) {
+			t.Errorf("service %s: build args %v, want exactly the base images %v", name, s.Build.Args, bases)
+		}
 	}
 }

@@ -478,7 +478,7 @@ type tailSampling struct {
 				Name          string
 				Type          string
 				Probabilistic struct {
-					SamplingPercentage float64 `yaml:"sampling_percentage"`
+					SamplingPercentage string `yaml:"sampling_percentage"`
 				}
 			}
 		} `yaml:"tail_sampling"`
@@ -487,14 +487,30 @@ type tailSampling struct {
 
 // restPercentage is the sampling percentage of otel/collector.yaml's
 // probabilistic policy: the share of traces kept that no other policy keeps.
+// The file takes it from the environment (${env:NAME}), which compose sets
+// from .env.
 func restPercentage(t testing.TB) float64 {
 	t.Helper()
 	var c tailSampling
 	decode(t, filepath.Join(tooltest.Root(t), "otel/collector.yaml"), &c)
 	for _, p := range c.Processors.TailSampling.Policies {
-		if p.Type == "probabilistic" {
-			return p.Probabilistic.SamplingPercentage
+		if p.Type != "probabilistic" {
+			continue
 		}
+		v := p.Probabilistic.SamplingPercentage
+		if name, ok := strings.CutPrefix(v, "${env:"); ok {
+			name = strings.TrimSuffix(name, "}")
+			env := service(t, loadCompose(t), "otel-collector").Environment[name]
+			if env == nil {
+				t.Fatalf("otel/collector.yaml's sampling_percentage is %s, which service otel-collector's environment does not set", v)
+			}
+			v = *env
+		}
+		percent, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("otel/collector.yaml's sampling_percentage %q: %v", p.Probabilistic.SamplingPercentage, err)
+		}
+		return percent
 	}
 	t.Fatal("otel/collector.yaml's tail_sampling has no probabilistic policy")
 	return 0

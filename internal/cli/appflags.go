@@ -89,10 +89,10 @@ func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Confi
 }
 
 // serveDriver serves a driver for cfg on an ephemeral port of the local
-// address that routes to the first master, and runs its application; watch
-// (if any) runs beside it until it ends.
+// address that routes to the masters (the first that resolves), and runs its
+// application; watch (if any) runs beside it until it ends.
 func serveDriver(ctx context.Context, log *slog.Logger, cfg driver.Config, watch func(context.Context, *driver.Driver)) (*driver.Driver, error) {
-	host, err := rpc.AdvertiseHost(cfg.Masters[0])
+	host, err := rpc.AdvertiseHost(cfg.Masters...)
 	if err != nil {
 		return nil, err
 	}

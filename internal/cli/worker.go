@@ -86,7 +86,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		host = listenHost(f.listen)
 	}
 	if host == "" {
-		if host, err = rpc.AdvertiseHost(masters[0]); err != nil {
+		if host, err = rpc.AdvertiseHost(masters...); err != nil {
 			return fmt.Errorf("%w (set --host)", err)
 		}
 	}

@@ -260,20 +260,31 @@ func HostPort(rawURL string) (string, int, error) {
 	return u.Hostname(), port, nil
 }
 
-// AdvertiseHost returns the local address by which a peer at target (a URL) can
-// reach this machine: the source address the kernel picks for a route to target.
-// No packet is sent.
-func AdvertiseHost(target string) (string, error) {
-	host, port, err := HostPort(target)
-	if err != nil {
-		return "", err
+// AdvertiseHost returns the local address by which peers at targets (URLs:
+// the masters of one cluster) can reach this machine: the source address the
+// kernel picks for a route to the first target that resolves and has a
+// route. A master that is down may have neither (a stopped container's name
+// leaves the network's DNS); any other will do. No packet is sent.
+func AdvertiseHost(targets ...string) (string, error) {
+	var errs []error
+	for _, target := range targets {
+		host, port, err := HostPort(target)
+		if err != nil {
+			return "", err
+		}
+		conn, err := net.Dial("udp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("find local address towards %s: %w", target, err))
+			continue
+		}
+		ip := conn.LocalAddr().(*net.UDPAddr).IP.String()
+		conn.Close()
+		return ip, nil
 	}
-	conn, err := net.Dial("udp", net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return "", fmt.Errorf("find local address towards %s: %w", target, err)
+	if len(errs) == 0 {
+		return "", errors.New("find local address: no target")
 	}
-	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
+	return "", errors.Join(errs...)
 }
 
 // URL returns "http://host:port" (https after UseTLS) for a listener address, replacing an unspecified

@@ -64,6 +64,20 @@ func TestURLReplacesAnUnspecifiedListenHost(t *testing.T) {
 	}
 }
 
+// A driver or worker given several masters advertises the address that
+// routes to one it can reach: the first may be down, its name gone (a
+// link-local address without a zone has no route either, and needs no DNS).
+func TestAdvertiseHostSkipsAMasterWithoutARoute(t *testing.T) {
+	const unroutable = "http://[fe80::1]:7077"
+	got, err := AdvertiseHost(unroutable, "http://127.0.0.1:7077")
+	if err != nil || got != "127.0.0.1" {
+		t.Errorf("AdvertiseHost(%s, loopback) = %q, %v; want 127.0.0.1", unroutable, got, err)
+	}
+	if got, err := AdvertiseHost(unroutable); err == nil {
+		t.Errorf("AdvertiseHost(%s) = %q, want an error", unroutable, got)
+	}
+}
+
 func TestMailboxDeliversInPostOrder(t *testing.T) {
 	m := NewMailbox(context.Background())
 	var mu sync.Mutex
