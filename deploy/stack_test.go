@@ -130,7 +130,8 @@ func setAll(n *yaml.Node, key, value string) {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i].Value == key && n.Content[i+1].Kind == yaml.ScalarNode {
-				n.Content[i+1].Value = value
+				// The value's own type: a number replacing ${env:…} is a number.
+				n.Content[i+1].Value, n.Content[i+1].Tag, n.Content[i+1].Style = value, "", 0
 			}
 		}
 	}
