@@ -82,8 +82,15 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		s.activeBytes += a.size
 		s.unknownApps++
 	}
+	superseded := supersededDrivers(rec.Drivers)
 	for _, p := range rec.Drivers {
 		if p.GetCompleted() != nil {
+			continue
+		}
+		if superseded[p.GetId()] {
+			s.log.Warn("dropping a kept driver that its submission made again: the write that kept it failed, or seemed to, and the client's retry made the later one",
+				"driver", p.GetId(), "submission", p.GetSubmissionId())
+			_ = s.persist("driver "+p.GetId(), func(st Store) error { return st.DeleteDriver(p.GetId()) })
 			continue
 		}
 		d := &driverInfo{
@@ -109,6 +116,42 @@ func (s *Server) recoverLocked(rec *Recovered) {
 	}
 	s.status = statusRecovering
 	s.log.Info("recovering", "workers", len(rec.Workers), "applications", len(rec.Applications), "drivers", len(rec.Drivers))
+}
+
+// supersededDrivers are the kept drivers whose submission id made a later
+// driver too. A SubmitDriver whose write failed without saying whether it
+// was kept (etcd's answer lost) is refused, so its client retries and the
+// master makes another driver; if the first write was kept after all, both
+// are in the store. The client was answered with the later one alone, so
+// the earlier is no one's and must never run.
+func supersededDrivers(kept []*masterv1.PersistedDriver) map[string]bool {
+	type made struct {
+		id string
+		at time.Time
+	}
+	later := func(a, b made) bool {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(len(a.id), len(b.id)), cmp.Compare(a.id, b.id)) > 0
+	}
+	newest := map[string]made{}
+	for _, p := range kept {
+		if p.GetSubmissionId() == "" {
+			continue
+		}
+		m := made{p.GetId(), p.GetSubmitTime().AsTime()}
+		if c := p.GetCompleted(); c != nil {
+			m.at = c.GetSubmitTime().AsTime()
+		}
+		if n, ok := newest[p.GetSubmissionId()]; !ok || later(m, n) {
+			newest[p.GetSubmissionId()] = m
+		}
+	}
+	out := map[string]bool{}
+	for _, p := range kept {
+		if sub := p.GetSubmissionId(); sub != "" && newest[sub].id != p.GetId() {
+			out[p.GetId()] = true
+		}
+	}
+	return out
 }
 
 // recoverCompletedLocked lists the kept completed applications and drivers

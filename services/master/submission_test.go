@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -117,5 +118,63 @@ func TestASubmissionIsKeptAcrossARestart(t *testing.T) {
 	c.srv.mu.Unlock()
 	if again, err := c.submitDriver(t, "sub-1", driverDesc("d")); err != nil || again != first || c.activeDrivers() != 1 {
 		t.Fatalf("the submission again, after the recovery: %q %v, %d active drivers; want %s alone", again, err, c.activeDrivers(), first)
+	}
+}
+
+// keptButRefused is a Store whose first driver write is kept but answered
+// with an error, as an etcd write whose answer was lost.
+type keptButRefused struct {
+	Store
+	refused bool
+}
+
+func (s *keptButRefused) PutDriver(p *masterv1.PersistedDriver) error {
+	if err := s.Store.PutDriver(p); err != nil || s.refused {
+		return err
+	}
+	s.refused = true
+	return errors.New("context deadline exceeded")
+}
+
+// TestADriverKeptByAWriteThatSeemedToFailNeverRuns: a SubmitDriver whose
+// write was kept but answered with an error is refused, and the client's
+// retry makes a second driver; the master that recovers from that store
+// keeps only the one the client was answered with, and drops the other
+// from the store.
+func TestADriverKeptByAWriteThatSeemedToFailNeverRuns(t *testing.T) {
+	dir := t.TempDir()
+	st := &keptButRefused{Store: mustOpen(t, dir)}
+	before := newCluster(t, Config{Store: st})
+	if _, err := before.submitDriver(t, "sub-1", driverDesc("d")); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("a submission whose write seemed to fail: %v, want Unavailable", err)
+	}
+	answered, err := before.submitDriver(t, "sub-1", driverDesc("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.srv.mu.Lock()
+	err = st.Close()
+	before.srv.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := recoveringCluster(t, dir, Config{})
+	active := c.srv.clusterState().GetActiveDrivers()
+	if len(active) != 1 || active[0].GetId() != answered {
+		t.Fatalf("the recovered master keeps %v, want %s alone (the driver its client was answered with)", active, answered)
+	}
+	c.srv.mu.Lock()
+	err = c.srv.cfg.Store.Close()
+	c.srv.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := mustOpen(t, dir).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Drivers) != 1 || rec.Drivers[0].GetId() != answered {
+		t.Errorf("the store keeps %d drivers after the recovery, want %s alone", len(rec.Drivers), answered)
 	}
 }
