@@ -70,7 +70,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		if p.GetCompleted() != nil {
 			continue
 		}
-		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(),
+		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(), p.GetMasterToken(),
 			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
 		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
 		a.nextExecID = p.GetNextExecutorId()
@@ -358,7 +358,7 @@ func (s *Server) forgetWorkerLocked(w *workerInfo) error {
 
 func (s *Server) persistAppLocked(a *appInfo) error {
 	p := &masterv1.PersistedApplication{
-		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken,
+		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken, MasterToken: a.masterToken,
 		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
 	}
 	if a.executorLimit != unlimitedExecutors {
