@@ -109,7 +109,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 	d := func(p string) string { return call(a.driver, "driver", p) }
 	e := func(p string) string { return call(a.executor, "executor", p) }
 	registerWorker := &masterv1.RegisterWorkerRequest{WorkerId: "worker-20261130120000-127.0.0.1-9", Host: "127.0.0.1", Port: 9, Cores: 64, MemoryMib: 1 << 20, WorkerUrl: "http://127.0.0.1:9"}
-	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
+	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
 		Name: "evil", MemoryPerExecutorMib: 256, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	launch := &workerv1.LaunchExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 7, Cores: 1, MemoryMib: 64,
 		Description: &masterv1.ApplicationDescription{Name: "evil", Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}

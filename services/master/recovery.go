@@ -184,8 +184,17 @@ func (s *Server) beginRecovery(ctx context.Context) {
 							"its driver refused the recovering master's connection")
 						s.maybeCompleteRecoveryLocked(ctx)
 					}
+					return
 				}
-				return
+				// A driver follows only the masters it was given: one that
+				// was given another URL for this master (a Service in front
+				// of the masters) refuses to follow this one's, yet lives
+				// and reaches a leader through its own — as its answer to
+				// the master's Ping shows.
+				if !connect.IsWireError(err) || !s.probe(ctx, a.client, a.id) {
+					return
+				}
+				s.log.Info("driver keeps its own master URLs", "app", a.id)
 			}
 			s.mu.Lock()
 			defer s.scheduleAndUnlock(ctx)

@@ -389,7 +389,7 @@ func (c *cluster) masterExecutor(t *testing.T, appID string, id int32) *masterv1
 // maxCores in all, and run cmd.
 func (c *cluster) registerApp(t *testing.T, cmd *masterv1.Command, maxCores int32) string {
 	t.Helper()
-	resp, err := c.master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
+	resp, err := c.master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
 		Description: &masterv1.ApplicationDescription{
 			Name: "worker-test", MemoryPerExecutorMib: 64, CoresPerExecutor: proto.Int32(1),
 			MaxCores: proto.Int32(maxCores), Command: cmd,
