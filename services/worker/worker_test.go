@@ -312,6 +312,9 @@ type clusterConfig struct {
 	worker    Config
 	master    master.Config
 	runMaster bool
+	// otherMasters are further masters the worker is given, after the
+	// cluster's.
+	otherMasters []string
 	// wrapMaster, unless nil, stands in front of the master's handler.
 	wrapMaster func(http.Handler) http.Handler
 }
@@ -321,7 +324,7 @@ func startCluster(t *testing.T, cfg clusterConfig) *cluster {
 	t.Helper()
 	url := startWrappedMaster(t, cfg.master, cfg.runMaster, cfg.wrapMaster)
 	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
-	c.worker = startWorker(t, cfg.worker, url)
+	c.worker = startWorker(t, cfg.worker, append([]string{url}, cfg.otherMasters...)...)
 	eventually(t, "worker registered", func() bool {
 		w := c.masterWorker(t, c.worker.ID())
 		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE && c.worker.status().MasterURL == url
