@@ -362,6 +362,15 @@ func TestRegisterApplicationRejectsBadInput(t *testing.T) {
 			t.Errorf("app token %q: got %v, want InvalidArgument naming app_token", token, err)
 		}
 	}
+	// The master's token: the driver's own, never the one its executors hold.
+	appToken := rpc.NewToken()
+	for _, token := range []string{"", "short", appToken} {
+		_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+			AppToken: appToken, MasterToken: token, Description: appDesc(512, 1), DriverUrl: p.url}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "master_token") {
+			t.Errorf("master token %q: got %v, want InvalidArgument naming master_token", token, err)
+		}
+	}
 	if n := len(c.srv.clusterState().GetActiveApps()); n != 0 {
 		t.Errorf("%d apps registered after bad input", n)
 	}
