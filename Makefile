@@ -102,6 +102,7 @@ FUZZ_TARGETS = \
 	FuzzMasterHandlers:./services/master \
 	FuzzWorkerHandlers:./services/worker \
 	FuzzDriverHandlers:./services/driver \
+	FuzzDriverHandlersAsTheMaster:./services/driver \
 	FuzzExecutorHandlers:./services/executor \
 	FuzzParseSize:./pkg/resources \
 	FuzzCheckCommand:./pkg/resources \

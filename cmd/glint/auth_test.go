@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -21,19 +24,21 @@ import (
 
 // appUnderTest is a running application as an attacker finds it: its
 // driver's and executor's URLs from the master's /json and /sd, and its
-// token from its executor's environment.
+// token from its executor's environment. Creating release ends it; submitted
+// waits for its submission to end.
 type appUnderTest struct {
-	id, driver, executor, token string
+	id, driver, executor, token, release string
+	submitted                            func() (string, error)
 }
 
 // runningApp submits `hold` with one one-core executor as the holder of
 // submitTokenFile and waits until its task runs.
 func runningApp(t *testing.T, c *testCluster, submitTokenFile string, seen map[string]bool) appUnderTest {
 	t.Helper()
-	runInBackground(t, []string{"GLINT_TOKEN_FILE=" + submitTokenFile}, "submit", "--master", c.master.url,
+	a := appUnderTest{release: filepath.Join(t.TempDir(), "release")}
+	a.submitted = runInBackground(t, []string{"GLINT_TOKEN_FILE=" + submitTokenFile}, "submit", "--master", c.master.url,
 		"--executor-cores", "1", "--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn",
-		"hold", filepath.Join(t.TempDir(), "never"))
-	var a appUnderTest
+		"hold", a.release)
 	s := c.waitFor(t, "a new application with a running executor", func(s masterJSON) bool {
 		for _, app := range s.ActiveApps {
 			if !seen[app.ID] && len(app.Executors) == 1 && app.Executors[0].State == "RUNNING" {
@@ -109,7 +114,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 	d := func(p string) string { return call(a.driver, "driver", p) }
 	e := func(p string) string { return call(a.executor, "executor", p) }
 	registerWorker := &masterv1.RegisterWorkerRequest{WorkerId: "worker-20261130120000-127.0.0.1-9", Host: "127.0.0.1", Port: 9, Cores: 64, MemoryMib: 1 << 20, WorkerUrl: "http://127.0.0.1:9"}
-	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
+	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
 		Name: "evil", MemoryPerExecutorMib: 256, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	launch := &workerv1.LaunchExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 7, Cores: 1, MemoryMib: 64,
 		Description: &masterv1.ApplicationDescription{Name: "evil", Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
@@ -117,7 +122,11 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		Description: &masterv1.DriverDescription{Name: "evil", Cores: 1, MemoryMib: 64, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	forged := &driverv1.RegisterExecutorRequest{AppId: a.id, ExecutorId: 9, Hostname: "127.0.0.1", Cores: 8, ExecutorUrl: "http://127.0.0.1:9"}
 	update := &driverv1.StatusUpdateRequest{ExecutorId: 0, Updates: []*driverv1.TaskStatus{{TaskId: 0, State: driverv1.TaskState_TASK_STATE_FINISHED, Result: []byte("forged")}}}
-	const unauth, denied = "unauthenticated", "permission_denied"
+	// Where an executor would send its driver's calls, and with them the
+	// submit token: a real listener, which must see no connection.
+	evil := listenAsAttacker(t)
+	takeOver := &driverv1.MasterChangedRequest{AppId: a.id, MasterUrl: evil.url}
+	const unauth, denied, invalid = "unauthenticated", "permission_denied", "invalid_argument"
 	for _, tc := range []struct {
 		name, url, token string
 		body             proto.Message
@@ -150,6 +159,7 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		{"kill an executor without a token", w("KillExecutor"), "", &workerv1.KillExecutorRequest{MasterUrl: master, AppId: a.id, ExecutorId: 0}, unauth},
 		{"take the worker over (MasterChanged) without a token", w("MasterChanged"), "", &workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9"}, unauth},
 		{"take the worker over with a submit token", w("MasterChanged"), submitToken, &workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9"}, unauth},
+		{"move the worker to a master it was not given, with the cluster token", w("MasterChanged"), testToken, &workerv1.MasterChangedRequest{MasterUrl: evil.url}, invalid},
 		{"decommission the worker with a submit token", w("DecommissionWorker"), submitToken, &workerv1.DecommissionWorkerRequest{MasterUrl: master}, unauth},
 		{"finish an application on the worker with a wrong token", w("ApplicationFinished"), wrong, &workerv1.ApplicationFinishedRequest{MasterUrl: master, AppId: a.id}, unauth},
 		// The driver: only its own application's token.
@@ -161,6 +171,16 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		{"forge a task result with a submit token", d("StatusUpdate"), submitToken, update, unauth},
 		{"remove the application as a fake master", d("ApplicationRemoved"), testToken, &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: "KILLED"}, unauth},
 		{"ping an app's driver with another app's token", d("Ping"), b.token, &driverv1.PingRequest{AppId: a.id}, unauth},
+		// The driver: the master's calls only with the token it gave the
+		// master, which no executor holds.
+		{"take the driver over (MasterChanged) with its application's token", d("MasterChanged"), a.token, takeOver, denied},
+		{"take the driver over with the cluster token", d("MasterChanged"), testToken, takeOver, unauth},
+		{"tell the driver of an executor of a future epoch with its application's token", d("ExecutorAdded"), a.token,
+			&driverv1.ExecutorAddedRequest{AppId: a.id, ExecutorId: 9, Cores: 64, Epoch: 9e18}, denied},
+		{"tell the driver its executor was killed with its application's token", d("ExecutorUpdated"), a.token,
+			&driverv1.ExecutorUpdatedRequest{AppId: a.id, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_KILLED}, denied},
+		{"remove the application with its own token", d("ApplicationRemoved"), a.token, &driverv1.ApplicationRemovedRequest{AppId: a.id, Message: "KILLED"}, denied},
+		{"ping the driver with its application's token", d("Ping"), a.token, &driverv1.PingRequest{AppId: a.id}, denied},
 		// The executor: only its application's token.
 		{"launch a task without a token", e("LaunchTask"), "", &executorv1.LaunchTaskRequest{Tasks: []*executorv1.TaskDescription{{TaskId: 99, Name: "hold.hold"}}}, unauth},
 		{"stop an executor with the cluster token", e("StopExecutor"), testToken, &executorv1.StopExecutorRequest{}, unauth},
@@ -168,7 +188,9 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 	} {
 		before := observe(t, c)
 		t.Run(tc.name, func(t *testing.T) {
-			header := http.Header{"Authorization": {""}}
+			// The body is JSON: a call that passes authentication is
+			// answered by its handler, not refused as unreadable.
+			header := http.Header{"Authorization": {""}, "Content-Type": {"application/json"}}
 			if tc.token != "" {
 				header.Set("Authorization", "Bearer "+tc.token)
 			}
@@ -195,6 +217,20 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 			t.Errorf("GET %s without a token: %s, want %d", page.url, resp.Status, page.want)
 		}
 	}
+	// The driver kept its master: released, the application ends there
+	// FINISHED, and the URL an executor named saw no connection.
+	if err := os.WriteFile(a.release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := a.submitted(); err != nil {
+		t.Fatalf("the application after the hostile calls: %v\n%s", err, out)
+	}
+	c.waitFor(t, "the application FINISHED", func(s masterJSON) bool {
+		return slices.ContainsFunc(s.CompletedApps, func(app appJSON) bool { return app.ID == a.id && app.State == "FINISHED" })
+	})
+	if n := evil.connections(); n != 0 {
+		t.Errorf("the attacker's URL got %d connections, want none", n)
+	}
 	// A client with a wrong token is told so at once, not retried.
 	wrongFile := filepath.Join(t.TempDir(), "wrong.token")
 	if err := os.WriteFile(wrongFile, []byte(wrong), 0o600); err != nil {
@@ -208,6 +244,35 @@ func TestHostileCallsAreRefusedByRole(t *testing.T) {
 		t.Errorf("master's peak RSS %d KiB, want under 200 MiB", hwm)
 	}
 }
+
+// attacker is a loopback listener that counts the connections made to it.
+type attacker struct {
+	url string
+	n   atomic.Int32
+}
+
+func listenAsAttacker(t *testing.T) *attacker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	a := &attacker{url: "http://" + ln.Addr().String()}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			a.n.Add(1)
+			conn.Close()
+		}
+	}()
+	return a
+}
+
+func (a *attacker) connections() int { return int(a.n.Load()) }
 
 // observeWorkerID is the id of c's first worker.
 func observeWorkerID(t *testing.T, c *testCluster) string {

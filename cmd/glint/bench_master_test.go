@@ -106,7 +106,7 @@ func TestBenchMasterScale(t *testing.T) {
 				Name: fmt.Sprintf("waiting-%d", i), MemoryPerExecutorMib: 128 << 10,
 				Command: &masterv1.Command{Args: []string{"executor"}},
 			},
-			DriverUrl: driverURL.URL, AppToken: rpc.NewToken(),
+			DriverUrl: driverURL.URL, AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
 		}))
 		return err
 	})

@@ -30,7 +30,7 @@ func TestHostileRequestsBounds(t *testing.T) {
 		return &masterv1.RegisterWorkerRequest{WorkerId: id, Host: "10.0.0.9", Port: 7078, Cores: cores, MemoryMib: memoryMiB, WorkerUrl: "http://10.0.0.9:7078"}
 	}
 	app := func(name string, args ...string) proto.Message {
-		return &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:1", Description: &masterv1.ApplicationDescription{
+		return &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:1", Description: &masterv1.ApplicationDescription{
 			Name: name, MemoryPerExecutorMib: 512, Command: &masterv1.Command{Args: append([]string{"/bin/true"}, args...)}}}
 	}
 	bomb := gzipBomb(t)

@@ -276,7 +276,7 @@ func openFiles(t *testing.T, pid int) int {
 func TestARebindingHostIsMisdirected(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1, "--allowed-host", "glint-master.example")
-	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
+	registerApp := &masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), DriverUrl: "http://127.0.0.1:9", Description: &masterv1.ApplicationDescription{
 		Name: "evil", MemoryPerExecutorMib: 256, Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}
 	launch := &workerv1.LaunchExecutorRequest{MasterUrl: c.master.url, AppId: "app-20261130120000-0000", ExecutorId: 7, Cores: 1, MemoryMib: 64,
 		Description: &masterv1.ApplicationDescription{Name: "evil", Command: &masterv1.Command{Args: []string{"/bin/sh", "-c", "touch /tmp/pwned"}}}}

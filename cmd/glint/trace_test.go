@@ -389,7 +389,7 @@ func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
 	defer driver.Close()
 	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
 	one := int32(1)
-	resp, err := master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
+	resp, err := master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
 		DriverUrl: driver.URL,
 		Description: &masterv1.ApplicationDescription{
 			Name: "missing-binary", MemoryPerExecutorMib: 256, CoresPerExecutor: &one, MaxCores: &one,

@@ -32,16 +32,19 @@ const (
 	// Submit is the submit tokens': registering and killing applications,
 	// submitting and killing drivers, reading the cluster's state.
 	Submit
-	// App is an application's own token: its driver and its executors, and
-	// the master calling its driver.
+	// App is an application's own token: its driver and its executors.
 	App
 	// Metrics is the metrics pages' (/metrics, the master's /sd): Public,
 	// or AnyToken when the process has Endpoints.MetricsAuth.
 	Metrics
+	// Master is the master's voice to a driver: a token the driver makes
+	// and gives only to the master (RegisterApplication's master_token),
+	// never to its executors. The master's calls to the driver need it.
+	Master
 )
 
 func (r Role) String() string {
-	return [...]string{"public", "any token", "cluster", "submit", "application", "metrics"}[r]
+	return [...]string{"public", "any token", "cluster", "submit", "application", "metrics", "master"}[r]
 }
 
 // MinTokenBytes is the shortest token accepted: 128 bits of a random token
@@ -162,7 +165,7 @@ func (s roleSet) allows(need Role) bool {
 // String lists the roles for an error message, in Role's order.
 func (s roleSet) String() string {
 	var out []string
-	for r := Public; r <= Metrics; r++ {
+	for r := Public; r <= Master; r++ {
 		if s&(1<<r) != 0 {
 			out = append(out, r.String())
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -226,6 +227,39 @@ func NormalizeURL(s string) (string, error) {
 		return "", fmt.Errorf("url %q: want only scheme, host and port", s)
 	}
 	return scheme() + "://" + u.Host, nil
+}
+
+// MatchURL returns the entry of urls that names the same scheme, host and
+// port as u, all normalized (NormalizeURL): host names compared without
+// regard to case, addresses by value, ports as numbers. A driver or worker
+// follows only the masters it was given: MatchURL picks among them the one
+// a master's announcement names; false when it names none of them.
+func MatchURL(urls []string, u string) (string, bool) {
+	for _, c := range urls {
+		if sameURL(c, u) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+func sameURL(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	if errA != nil || errB != nil || ua.Scheme != ub.Scheme {
+		return false
+	}
+	pa, errA := strconv.Atoi(ua.Port())
+	pb, errB := strconv.Atoi(ub.Port())
+	if errA != nil || errB != nil || pa != pb {
+		return false
+	}
+	ha, hb := ua.Hostname(), ub.Hostname()
+	if x, err := netip.ParseAddr(ha); err == nil {
+		y, err := netip.ParseAddr(hb)
+		return err == nil && x.Unmap() == y.Unmap()
+	}
+	return strings.EqualFold(ha, hb)
 }
 
 // ParseURLs parses a comma-separated list of URLs, as in --master a,b.

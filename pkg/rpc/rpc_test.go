@@ -42,6 +42,26 @@ func TestNormalizeURLRejectsWhatIsNotHostAndPort(t *testing.T) {
 	}
 }
 
+func TestMatchURLPicksTheEntryNamingTheSameSchemeHostAndPort(t *testing.T) {
+	masters := []string{"http://Master-1.svc:7077", "http://10.0.0.2:7077", "http://[::1]:7077"}
+	for in, want := range map[string]string{
+		"http://master-1.svc:7077":                  "http://Master-1.svc:7077",
+		"http://MASTER-1.SVC:07077":                 "http://Master-1.svc:7077",
+		"http://10.0.0.2:7077":                      "http://10.0.0.2:7077",
+		"http://[::ffff:10.0.0.2]:7077":             "http://10.0.0.2:7077",
+		"http://[0:0::1]:7077":                      "http://[::1]:7077",
+		"http://master-1.svc:7078":                  "",
+		"http://master-1.svc.attacker.example:7077": "",
+		"http://10.0.0.3:7077":                      "",
+		"https://10.0.0.2:7077":                     "",
+	} {
+		got, ok := MatchURL(masters, in)
+		if got != want || ok != (want != "") {
+			t.Errorf("MatchURL(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
 func TestParseURLsSplitsCommaLists(t *testing.T) {
 	got, err := ParseURLs("a:1, spark://b:2,")
 	if err != nil || fmt.Sprint(got) != "[http://a:1 http://b:2]" {

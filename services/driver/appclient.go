@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -56,7 +57,7 @@ func (d *Driver) Register(ctx context.Context) error {
 	if d.cfg.ExecutorCores > 0 {
 		desc.CoresPerExecutor = &d.cfg.ExecutorCores
 	}
-	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID, AppToken: d.appToken}
+	req := &masterv1.RegisterApplicationRequest{Description: desc, DriverUrl: d.cfg.URL, DriverId: d.cfg.DriverID, AppToken: d.appToken, MasterToken: d.masterToken}
 	registering, cancel := context.WithTimeout(ctx, d.cfg.RegisterTimeout)
 	defer cancel()
 	// lastAnswer is the last refusal a master answered with: said at the
@@ -281,11 +282,18 @@ func (d *Driver) Ping(_ context.Context, req *connect.Request[driverv1.PingReque
 
 // MasterChanged makes the named master the one the driver reports to (a
 // recovered master, or a newly elected leader); its answer acknowledges the
-// change (Spark's MasterChangeAcknowledged).
+// change (Spark's MasterChangeAcknowledged). It selects among the masters
+// the driver was given and never adds one: the driver calls its master with
+// its submit token, which goes to no other URL.
 func (d *Driver) MasterChanged(ctx context.Context, req *connect.Request[driverv1.MasterChangedRequest]) (*connect.Response[driverv1.MasterChangedResponse], error) {
-	url, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
+	named, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
 	if err != nil {
-		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", fault.ErrInvalidArgument, err))
+		return nil, rpc.Error(fmt.Errorf("master changed: master_url: %w: %w", fault.ErrInvalidArgument, err))
+	}
+	url, ok := rpc.MatchURL(d.cfg.Masters, named)
+	if !ok {
+		return nil, rpc.Error(fmt.Errorf("master changed: master_url %.100q: %w: it is not one of this driver's masters (%s); a driver follows only the masters it was given",
+			req.Msg.GetMasterUrl(), fault.ErrInvalidArgument, strings.Join(d.cfg.Masters, ", ")))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -16,7 +16,6 @@ import (
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	"github.com/glint-cluster/glint/internal/servicetest"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/etcd"
@@ -158,7 +157,7 @@ func TestTheDriversCallsPassOnFromAMasterThatDoesNotLead(t *testing.T) {
 	if err := d.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	toDriver := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(nil, d.AppToken())...)
+	toDriver := asMaster(d)
 	if _, err := toDriver.MasterChanged(context.Background(), connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: standby})); err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
-	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
 func TestADecommissionedExecutorFinishesItsTasksGetsNoNewOnesAndStops(t *testing.T) {
@@ -46,7 +43,7 @@ func TestADecommissionedExecutorFinishesItsTasksGetsNoNewOnesAndStops(t *testing
 	}()
 	<-started
 	<-started
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	client := asMaster(d)
 	if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(&driverv1.ExecutorUpdatedRequest{
 		AppId: d.AppID(), ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED, Message: "worker decommissioned",
 	})); err != nil {

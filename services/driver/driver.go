@@ -89,6 +89,15 @@ func (c *Config) setDefaults() error {
 	if len(c.Masters) == 0 {
 		return errors.New("no master URL")
 	}
+	masters := make([]string, 0, len(c.Masters))
+	for _, m := range c.Masters {
+		u, err := rpc.NormalizeURL(m)
+		if err != nil {
+			return fmt.Errorf("master %w", err)
+		}
+		masters = append(masters, u)
+	}
+	c.Masters = masters
 	if c.App == nil {
 		return errors.New("no application")
 	}
@@ -134,11 +143,14 @@ type Driver struct {
 	// on to the other masters while that one does not lead.
 	masterHTTP *http.Client
 	settings
-	// appToken is the application's own token: the driver accepts calls
-	// only with it (from its executors and the master) and calls its
-	// executors with it; the master hands it to the executors.
+	// appToken is the application's own token: the driver accepts its
+	// executors' calls only with it and calls its executors with it; the
+	// master hands it to the executors.
 	appToken string
-	tokens   *rpc.Tokens
+	// masterToken is the master's: the driver gives it to the masters
+	// only, and accepts the master's calls only with it (access).
+	masterToken string
+	tokens      *rpc.Tokens
 
 	mu    sync.Mutex
 	appID string
@@ -174,20 +186,22 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
 	d := &Driver{
-		cfg:        cfg,
-		masterHTTP: masterHTTP,
-		log:        cfg.Logger,
-		tracer:     telemetry.Tracer(cfg.TracerProvider),
-		http:       rpc.NewHTTPClient(),
-		settings:   st,
-		appToken:   rpc.NewToken(),
-		tokens:     rpc.NewTokens(),
-		toMaster:   rpc.NewMailbox(context.Background()),
-		registered: make(chan struct{}),
-		removed:    make(chan struct{}),
-		backend:    newBackend(),
+		cfg:         cfg,
+		masterHTTP:  masterHTTP,
+		log:         cfg.Logger,
+		tracer:      telemetry.Tracer(cfg.TracerProvider),
+		http:        rpc.NewHTTPClient(),
+		settings:    st,
+		appToken:    rpc.NewToken(),
+		masterToken: rpc.NewToken(),
+		tokens:      rpc.NewTokens(),
+		toMaster:    rpc.NewMailbox(context.Background()),
+		registered:  make(chan struct{}),
+		removed:     make(chan struct{}),
+		backend:     newBackend(),
 	}
 	d.tokens.Add(rpc.App, d.appToken)
+	d.tokens.Add(rpc.Master, d.masterToken)
 	d.metrics = newMetrics(cfg.Registry, d)
 	return d, nil
 }
@@ -201,10 +215,21 @@ func (d *Driver) Handler() http.Handler {
 		TracerProvider: d.cfg.TracerProvider,
 		Registry:       d.cfg.Registry,
 		Tokens:         d.tokens,
-		// Every call, the executors' and the master's, needs the app's token.
-		Access: rpc.Access{"/" + driverv1connect.DriverServiceName + "/": rpc.App},
+		Access:         access,
 	})
 }
+
+// access gives the executors' calls to the application's token and every
+// other call — the master's, and any a later version adds — to the master's
+// token, which the executors never hold: code in an executor cannot speak
+// as the master (tell the driver of executors, end the application, or
+// name another master, to which the driver would send its submit token).
+var access = rpc.Access{"/" + driverv1connect.DriverServiceName + "/": rpc.Master}.Grant(rpc.App,
+	driverv1connect.DriverServiceRetrieveSparkPropsProcedure,
+	driverv1connect.DriverServiceRegisterExecutorProcedure,
+	driverv1connect.DriverServiceLaunchedExecutorProcedure,
+	driverv1connect.DriverServiceStatusUpdateProcedure,
+)
 
 // Run runs the application from start to stop, served by Handler: it
 // registers with a master, waits until enough executors registered, runs the

@@ -39,6 +39,12 @@ func startMaster(t testing.TB) string {
 	return servicetest.Master(t, master.Config{SpreadOut: true, MaxExecutorRetries: 10})
 }
 
+// asMaster is a client that calls d as its master does, with the token the
+// driver gave the master.
+func asMaster(d *driver.Driver) driverv1connect.DriverServiceClient {
+	return driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), driver.MasterToken(d))...)
+}
+
 // startDriver starts a driver for a; the cluster has no workers, so the test
 // starts executors itself.
 func startDriver(t testing.TB, a *app.App, conf map[string]string) *driver.Driver {
@@ -276,7 +282,7 @@ func TestTheDriverHangsUpOnTheExecutorsItStopped(t *testing.T) {
 	}{
 		{"the application ends", func(_ *testing.T, d *driver.Driver) { d.Stop(context.Background()) }},
 		{"its worker is decommissioned", func(t *testing.T, d *driver.Driver) {
-			client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+			client := asMaster(d)
 			if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(&driverv1.ExecutorUpdatedRequest{
 				AppId: d.AppID(), ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED, Message: "worker decommissioned",
 			})); err != nil {
@@ -425,7 +431,7 @@ func TestTasksOfALostExecutorRunElsewhere(t *testing.T) {
 			<-started
 			startExecutor(t, d, a, 1, 1)
 			// The master reports what became of executor 0.
-			client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+			client := asMaster(d)
 			for _, u := range tt.updates {
 				u.AppId = d.AppID()
 				if _, err := client.ExecutorUpdated(context.Background(), connect.NewRequest(u)); err != nil {
@@ -456,7 +462,7 @@ func TestApplicationRemovedFailsRunningJobs(t *testing.T) {
 	})
 	d := startDriver(t, a, nil)
 	startExecutor(t, d, a, 0, 1)
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	client := asMaster(d)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := d.RunTasks(context.Background(), "task", inputs(2))
@@ -522,7 +528,7 @@ func TestDriverRegistersWithTheFirstMasterThatAnswers(t *testing.T) {
 func TestOnlyTheApplicationsOwnIDIsAnsweredByPing(t *testing.T) {
 	a := echoApp(func(context.Context, []byte) ([]byte, error) { return nil, nil })
 	d := startDriver(t, a, nil)
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	client := asMaster(d)
 	if _, err := client.Ping(context.Background(), connect.NewRequest(&driverv1.PingRequest{AppId: d.AppID()})); err != nil {
 		t.Fatalf("ping for its application: %v", err)
 	}
@@ -533,11 +539,13 @@ func TestOnlyTheApplicationsOwnIDIsAnsweredByPing(t *testing.T) {
 }
 
 func TestMessagesFromADeposedMasterAreRefused(t *testing.T) {
-	a := echoApp(func(context.Context, []byte) ([]byte, error) { return nil, nil })
-	d := startDriver(t, a, nil)
-	client := driverv1connect.NewDriverServiceClient(rpc.NewHTTPClient(), d.URL(), rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
+	m := startMaster(t)
+	d := servicetest.Driver(t, driver.Config{
+		Masters: []string{m}, App: echoApp(nil), ExecutorCommand: []string{"/bin/false"}, ExecutorMemoryMiB: 256,
+	})
+	client := asMaster(d)
 	ctx := context.Background()
-	if _, err := client.MasterChanged(ctx, connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: "http://127.0.0.1:9", Epoch: 7})); err != nil {
+	if _, err := client.MasterChanged(ctx, connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: m, Epoch: 7})); err != nil {
 		t.Fatal(err)
 	}
 	_, err := client.ApplicationRemoved(ctx, connect.NewRequest(&driverv1.ApplicationRemovedRequest{AppId: d.AppID(), Message: "KILLED", Epoch: 6}))
@@ -549,7 +557,7 @@ func TestMessagesFromADeposedMasterAreRefused(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("ExecutorUpdated from epoch 6 after epoch 7: %v, want failed_precondition", err)
 	}
-	_, err = client.MasterChanged(ctx, connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: "http://127.0.0.1:8", Epoch: 6}))
+	_, err = client.MasterChanged(ctx, connect.NewRequest(&driverv1.MasterChangedRequest{AppId: d.AppID(), MasterUrl: m, Epoch: 6}))
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("MasterChanged from epoch 6 after epoch 7: %v, want failed_precondition", err)
 	}

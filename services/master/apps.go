@@ -22,7 +22,7 @@ import (
 
 // registerApplicationLocked admits a validated application (Spark's
 // registerApplication) unless the master keeps as many as it may.
-func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken string) (*appInfo, error) {
+func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string) (*appInfo, error) {
 	// A driver whose registration was answered but the answer lost (a
 	// timeout, a failover) registers again with the same token: it gets the
 	// application it has, not a second one — from a recovering master too,
@@ -40,7 +40,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 		return nil, err
 	}
 	now := s.now()
-	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, now, trace.SpanContextFromContext(ctx))
+	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, masterToken, now, trace.SpanContextFromContext(ctx))
 	if desc.InitialExecutorLimit != nil {
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
 	}
@@ -61,15 +61,16 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 // set none.
 const unlimitedExecutors = math.MaxInt
 
-// newApp makes an application's record, WAITING.
-func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken string, started time.Time, tc trace.SpanContext) *appInfo {
+// newApp makes an application's record, WAITING. The master calls the
+// driver with masterToken.
+func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string, started time.Time, tc trace.SpanContext) *appInfo {
 	a := &appInfo{size: proto.Size(desc),
-		id: id, desc: desc, driverURL: driverURL, driverID: driverID,
+		id: id, desc: desc, driverURL: driverURL, driverID: driverID, masterToken: masterToken,
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: started, driverSeen: s.now(),
 		trace:     tc,
 		executors: map[int32]*executorInfo{}, workers: map[*workerInfo]struct{}{}, executorLimit: unlimitedExecutors,
 		appToken: appToken,
-		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, appToken)...),
+		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, masterToken)...),
 		mailbox:  rpc.NewMailbox(s.ctx),
 	}
 	if desc.MaxCores == nil {

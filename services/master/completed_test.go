@@ -61,7 +61,7 @@ func TestCompletedApplicationsAndDriversOutliveARestartWithinTheirBounds(t *test
 		if p.GetCompleted() != nil {
 			completed = append(completed, p.GetId())
 		}
-		if p.GetAppToken() != "" {
+		if p.GetAppToken() != "" || p.GetMasterToken() != "" {
 			t.Errorf("completed application %s kept with its token", p.GetId())
 		}
 	}

@@ -162,7 +162,7 @@ func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
 	wp.expect(t, "LaunchDriver "+id)
 	c.waitLaunched(t, id)
 	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-		AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: newPeer(t).url, DriverId: id}))
+		AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: newPeer(t).url, DriverId: id}))
 	if err != nil {
 		t.Fatal(err)
 	}

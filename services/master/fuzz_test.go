@@ -38,7 +38,7 @@ func FuzzMasterHandlers(f *testing.F) {
 		Handler: func(*testing.T) http.Handler { return h },
 		Seeds: []proto.Message{
 			&masterv1.RegisterWorkerRequest{WorkerId: "worker-20261129140000-h-1", Host: "h", Port: 1, Cores: 4, MemoryMib: 4096, WorkerUrl: "http://h:1"},
-			&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), DriverUrl: "http://d:1", Description: &masterv1.ApplicationDescription{Name: "a", MemoryPerExecutorMib: 512, Command: cmd}},
+			&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), DriverUrl: "http://d:1", Description: &masterv1.ApplicationDescription{Name: "a", MemoryPerExecutorMib: 512, Command: cmd}},
 			&masterv1.SubmitDriverRequest{Description: &masterv1.DriverDescription{Name: "d", Cores: 1, MemoryMib: 512, Command: cmd}},
 			&masterv1.ExecutorStateChangedRequest{AppId: "app-20261129140000-0000", WorkerId: "worker-20261129140000-h-1", State: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING},
 			&masterv1.DriverStateChangedRequest{DriverId: "driver-20261129140000-0000", State: masterv1.DriverState_DRIVER_STATE_FINISHED},

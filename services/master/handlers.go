@@ -152,7 +152,7 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken())
+	a, err := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken(), m.GetMasterToken())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -174,6 +174,12 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 	case len(m.GetAppToken()) < rpc.MinTokenBytes:
 		// Without one, its executors would answer anyone.
 		return bad("app_token has %d bytes, want at least %d (the driver makes it)", len(m.GetAppToken()), rpc.MinTokenBytes)
+	case len(m.GetMasterToken()) < rpc.MinTokenBytes:
+		// Without one, the master could not call the driver.
+		return bad("master_token has %d bytes, want at least %d (the driver makes it)", len(m.GetMasterToken()), rpc.MinTokenBytes)
+	case m.GetMasterToken() == m.GetAppToken():
+		// The executors hold app_token: they would speak as the master.
+		return bad("master_token is app_token, want a token of its own")
 	}
 	var cores error
 	if d.CoresPerExecutor != nil {
@@ -183,6 +189,7 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 		resources.CheckMemoryMiB("memory_per_executor_mib", d.GetMemoryPerExecutorMib()),
 		resources.CheckLength("driver_url", m.GetDriverUrl(), resources.MaxURLBytes),
 		resources.CheckLength("app_token", m.GetAppToken(), rpc.MaxTokenBytes),
+		resources.CheckLength("master_token", m.GetMasterToken(), rpc.MaxTokenBytes),
 	); err != nil {
 		return "", fmt.Errorf("register application %.256q: %w", d.GetName(), err)
 	}

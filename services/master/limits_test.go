@@ -115,7 +115,7 @@ func TestRegisterApplicationEnforcesLimits(t *testing.T) {
 	c := newCluster(t, Config{})
 	p := newPeer(t)
 	register := func(d *masterv1.ApplicationDescription, url string) error {
-		_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), Description: d, DriverUrl: url}))
+		_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: d, DriverUrl: url}))
 		return err
 	}
 	for name, tc := range commandCases() {
@@ -195,7 +195,7 @@ func TestMasterKeepsBoundedNumbersOfWorkersAppsAndDrivers(t *testing.T) {
 	for range MaxActiveApps {
 		c.registerApp(t, p, appDesc(512, 0))
 	}
-	_, err = c.client.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), Description: appDesc(512, 0), DriverUrl: p.url}))
+	_, err = c.client.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 0), DriverUrl: p.url}))
 	refused(t, err, connect.CodeResourceExhausted, "register application", "1000")
 
 	c.srv.mu.Lock()

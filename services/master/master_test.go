@@ -211,7 +211,7 @@ func (c *cluster) registerWorker(t *testing.T, p *peer, port int32, cores int32,
 
 func (c *cluster) registerApp(t *testing.T, p *peer, desc *masterv1.ApplicationDescription) string {
 	t.Helper()
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
 		Description: desc, DriverUrl: p.url,
 	}))
 	if err != nil {
@@ -349,7 +349,7 @@ func TestRegisterApplicationRejectsBadInput(t *testing.T) {
 		"negative limit": {Name: "a", MemoryPerExecutorMib: 512, InitialExecutorLimit: ptr[int32](-1), Command: &masterv1.Command{Args: []string{"x"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), Description: desc, DriverUrl: p.url}))
+			_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: desc, DriverUrl: p.url}))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument {
 				t.Fatalf("got %v, want InvalidArgument", err)
 			}
@@ -357,9 +357,18 @@ func TestRegisterApplicationRejectsBadInput(t *testing.T) {
 	}
 	for _, token := range []string{"", "short"} {
 		_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-			AppToken: token, Description: appDesc(512, 1), DriverUrl: p.url}))
+			AppToken: token, MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: p.url}))
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "app_token") {
 			t.Errorf("app token %q: got %v, want InvalidArgument naming app_token", token, err)
+		}
+	}
+	// The master's token: the driver's own, never the one its executors hold.
+	appToken := rpc.NewToken()
+	for _, token := range []string{"", "short", appToken} {
+		_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+			AppToken: appToken, MasterToken: token, Description: appDesc(512, 1), DriverUrl: p.url}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "master_token") {
+			t.Errorf("master token %q: got %v, want InvalidArgument naming master_token", token, err)
 		}
 	}
 	if n := len(c.srv.clusterState().GetActiveApps()); n != 0 {
@@ -627,7 +636,7 @@ func TestAppWhoseDriverStopsAnsweringIsRemoved(t *testing.T) {
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	driverSrv := httptest.NewServer(http.NotFoundHandler())
 	driverURL := driverSrv.URL
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
 		Description: appDesc(512, 1), DriverUrl: driverURL,
 	}))
 	if err != nil {

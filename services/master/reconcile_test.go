@@ -157,7 +157,7 @@ func TestOnlyTheApplicationsOwnDriverKeepsItAlive(t *testing.T) {
 	// An application whose driver URL is the master's own: it answers
 	// /healthz, but it is not the application's driver.
 	impostor, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-		AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: c.url,
+		AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: c.url,
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		if p.GetCompleted() != nil {
 			continue
 		}
-		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(),
+		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(), p.GetMasterToken(),
 			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
 		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
 		a.nextExecID = p.GetNextExecutorId()
@@ -227,8 +227,17 @@ func (s *Server) beginRecovery(ctx context.Context) {
 							"its driver refused the recovering master's connection")
 						s.maybeCompleteRecoveryLocked(ctx)
 					}
+					return
 				}
-				return
+				// A driver follows only the masters it was given: one that
+				// was given another URL for this master (a Service in front
+				// of the masters) refuses to follow this one's, yet lives
+				// and reaches a leader through its own — as its answer to
+				// the master's Ping shows.
+				if !connect.IsWireError(err) || !s.probe(ctx, a.client, a.id) {
+					return
+				}
+				s.log.Info("driver keeps its own master URLs", "app", a.id)
 			}
 			s.mu.Lock()
 			defer s.scheduleAndUnlock(ctx)
@@ -401,7 +410,7 @@ func (s *Server) forgetWorkerLocked(w *workerInfo) error {
 
 func (s *Server) persistAppLocked(a *appInfo) error {
 	p := &masterv1.PersistedApplication{
-		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken,
+		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken, MasterToken: a.masterToken,
 		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
 	}
 	if a.executorLimit != unlimitedExecutors {

@@ -106,7 +106,7 @@ func TestARecoveringMasterAnswersARepeatedRegistrationWithTheKeptApplication(t *
 	token := c.srv.apps[app].appToken
 	c.srv.mu.Unlock()
 	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-		AppToken: token, Description: appDesc(512, 1), DriverUrl: dp.url}))
+		AppToken: token, MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
 	if err != nil || resp.Msg.GetAppId() != app {
 		t.Fatalf("a repeated registration while recovering: %v %v, want the kept application %s", resp, err, app)
 	}

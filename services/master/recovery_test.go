@@ -64,7 +64,7 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	c := recoveringCluster(t, dir, Config{})
 
 	_, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-		AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
+		AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "recovering") {
 		t.Fatalf("a submission while recovering: %v, want unavailable saying the master recovers", err)
 	}

@@ -1,21 +1,29 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // secrets are the values the commands below carry under secret names.
@@ -130,4 +138,110 @@ func assertNoSecret(t *testing.T, where, shown string) {
 			t.Errorf("%s shows secret %q:\n%s", where, s, shown)
 		}
 	}
+}
+
+// tokenWorker is a worker that passes on the whole launch requests the
+// master sends it.
+type tokenWorker struct {
+	workerPeer
+	launches chan string
+}
+
+func (w *tokenWorker) LaunchExecutor(_ context.Context, r *connect.Request[workerv1.LaunchExecutorRequest]) (*connect.Response[workerv1.LaunchExecutorResponse], error) {
+	w.launches <- protojson.Format(r.Msg)
+	return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
+}
+
+// An application's two tokens are never shown — GetClusterState, /json, the
+// web pages, the log, active or completed — and the master's is never sent
+// to a worker (so no executor sees it): the master calls the driver with
+// it, as the driver's listener, which takes no other, shows.
+func TestTheApplicationsTokensAreNeverShownAndTheMastersGoesToTheDriverOnly(t *testing.T) {
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	c := newCluster(t, Config{Instruments: telemetry.Instruments{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &log}, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
+	appToken, masterToken := rpc.NewToken(), rpc.NewToken()
+	dp := newPeer(t)
+	tokens := rpc.NewTokens()
+	tokens.Add(rpc.Master, masterToken)
+	tokens.Add(rpc.App, appToken)
+	driverURL := rpctest.Serve(t, rpc.NewHandler(rpc.Endpoints{
+		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
+			return driverv1connect.NewDriverServiceHandler(&driverPeer{dp}, o...)
+		},
+		Registry: prometheus.NewRegistry(), Tokens: tokens,
+		Access: rpc.Access{"/" + driverv1connect.DriverServiceName + "/": rpc.Master},
+	}))
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		AppToken: appToken, MasterToken: masterToken, Description: appDesc(512, 1), DriverUrl: driverURL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := resp.Msg.GetAppId()
+	wp := &tokenWorker{workerPeer: workerPeer{newPeer(t)}, launches: make(chan string, 10)}
+	c.registerWorker(t, &peer{url: serveWorker(t, wp)}, 7078, 1, 4096)
+	var launch string
+	select {
+	case launch = <-wp.launches:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no executor launched")
+	}
+	if !strings.Contains(launch, appToken) || strings.Contains(launch, masterToken) {
+		t.Errorf("the worker was sent %s; want the application's token in it and not the master's", launch)
+	}
+	dp.expect(t, "ExecutorAdded "+app+"/0")
+	c.srv.mu.Lock()
+	client := c.srv.apps[app].client
+	c.srv.mu.Unlock()
+	if !c.srv.probe(context.Background(), client, app) {
+		t.Error("the driver did not answer the master's Ping")
+	}
+	shown := func(when string) {
+		t.Helper()
+		st, err := c.client.GetClusterState(context.Background(), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages := map[string]string{"GetClusterState": protojson.Format(st.Msg)}
+		for _, path := range []string{"/json", "/", "/app/" + app} {
+			resp, err := http.Get(c.url + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+			}
+			pages[path] = string(body)
+		}
+		logMu.Lock()
+		pages["the log"] = log.String()
+		logMu.Unlock()
+		for where, text := range pages {
+			for name, token := range map[string]string{"application": appToken, "master": masterToken} {
+				if strings.Contains(text, token) {
+					t.Errorf("%s: %s shows the %s token", when, where, name)
+				}
+			}
+		}
+	}
+	shown("running")
+	if _, err := c.client.KillApplication(context.Background(), connect.NewRequest(&masterv1.KillApplicationRequest{AppId: app})); err != nil {
+		t.Fatal(err)
+	}
+	dp.expect(t, "ApplicationRemoved "+app)
+	shown("killed")
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -111,7 +111,7 @@ func TestARepeatedRegistrationGetsTheApplicationItMade(t *testing.T) {
 	register := func(driverURL string) string {
 		t.Helper()
 		resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-			AppToken: token, Description: appDesc(512, 1), DriverUrl: driverURL}))
+			AppToken: token, MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: driverURL}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -179,8 +179,8 @@ func (e *executorInfo) setState(to masterv1.ExecutorState) error {
 // appInfo is one application (Spark's ApplicationInfo).
 type appInfo struct {
 	id string
-	// appToken is the application's own token: the master calls its driver
-	// with it and hands it to its executors; it is never shown.
+	// appToken is the application's own token: the master hands it to its
+	// executors; it is never shown.
 	appToken  string
 	desc      *masterv1.ApplicationDescription
 	driverURL string
@@ -224,6 +224,11 @@ type appInfo struct {
 	// shown is how a completed application recovered from the Store was
 	// shown when it ended (appProto); nil for the others.
 	shown *masterv1.ApplicationInfo
+
+	// masterToken is what the master calls the driver with (client): the
+	// driver made it and gave it to the masters only, never to its
+	// executors. It is never shown.
+	masterToken string
 }
 
 func (a *appInfo) setState(to masterv1.ApplicationState) error {

@@ -50,7 +50,7 @@ func TestScheduleSpanIsInTheAppsTraceAndParentsTheLaunchCalls(t *testing.T) {
 	wp, dp := newPeer(t), newPeer(t)
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	ctx, submit := tp.Tracer("test").Start(context.Background(), "submit")
-	_, err := c.client.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
+	_, err := c.client.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
 	submit.End()
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestExecutorsLaunchedLaterJoinTheAppsTraceWithALinkToTheirTrigger(t *testin
 	c, recorder, tp := tracedCluster(t)
 	wp, dp := newPeer(t), newPeer(t)
 	appCtx, submit := tp.Tracer("test").Start(context.Background(), "submit")
-	_, err := c.client.RegisterApplication(appCtx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
+	_, err := c.client.RegisterApplication(appCtx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: dp.url}))
 	submit.End()
 	if err != nil {
 		t.Fatal(err)

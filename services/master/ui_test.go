@@ -98,7 +98,7 @@ func BenchmarkMasterPage(b *testing.B) {
 	// the benchmark launching anything.
 	for range 200 {
 		if _, err := s.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-			AppToken: rpc.NewToken(), Description: appDesc(1<<20, 1), DriverUrl: "http://driver.test:4040",
+			AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(1<<20, 1), DriverUrl: "http://driver.test:4040",
 		})); err != nil {
 			b.Fatal(err)
 		}

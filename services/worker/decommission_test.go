@@ -46,9 +46,9 @@ func TestADecommissionedWorkerTakesNoNewLaunches(t *testing.T) {
 }
 
 func TestADecommissionedWorkerTellsANewMasterSo(t *testing.T) {
-	c := startCluster(t, clusterConfig{})
-	c.worker.Decommission()
 	other := startMaster(t, master.Config{}, false)
+	c := startCluster(t, clusterConfig{otherMasters: []string{other}})
+	c.worker.Decommission()
 	if _, err := c.worker.client.MasterChanged(context.Background(), connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: other})); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -162,18 +163,27 @@ func (s *Server) ApplicationFinished(ctx context.Context, req *connect.Request[w
 }
 
 // MasterChanged makes the named master the active one at once and registers
-// with it, reporting what the worker runs.
+// with it, reporting what the worker runs. It selects among the masters the
+// worker was given and never adds one: the worker calls its master with the
+// cluster token, which goes to no other URL.
 func (s *Server) MasterChanged(_ context.Context, req *connect.Request[workerv1.MasterChangedRequest]) (*connect.Response[workerv1.MasterChangedResponse], error) {
-	url, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
+	named, err := rpc.NormalizeURL(req.Msg.GetMasterUrl())
 	if err != nil {
-		return nil, rpc.Error(fmt.Errorf("master changed: %w: %w", fault.ErrInvalidArgument, err))
+		return nil, rpc.Error(fmt.Errorf("master changed: master_url: %w: %w", fault.ErrInvalidArgument, err))
+	}
+	url, ok := rpc.MatchURL(s.cfg.Masters, named)
+	if !ok {
+		return nil, rpc.Error(fmt.Errorf("master changed: master_url %.100q: %w: it is not one of this worker's masters (%s); a worker follows only the masters it was given",
+			req.Msg.GetMasterUrl(), fault.ErrInvalidArgument, strings.Join(s.cfg.Masters, ", ")))
 	}
 	if err := s.fence("master changed to "+url, req.Msg.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
 	old := s.active
-	s.active, s.route, s.preferred = url, url, url
+	// The master names itself as its commands do; the worker reaches it
+	// at the URL it was given.
+	s.active, s.route, s.preferred = named, url, url
 	s.masterChanges++
 	s.mu.Unlock()
 	s.log.Info("master changed", "from", old, "to", url)

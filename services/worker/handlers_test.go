@@ -220,8 +220,8 @@ func TestJSONHasSparkWorkerShape(t *testing.T) {
 }
 
 func TestMasterChangedMovesTheWorkerToTheNewMaster(t *testing.T) {
-	c := startCluster(t, clusterConfig{})
 	other := startMaster(t, master.Config{}, false)
+	c := startCluster(t, clusterConfig{otherMasters: []string{other}})
 	ctx := context.Background()
 	if _, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: other})); err != nil {
 		t.Fatalf("MasterChanged: %v", err)

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,20 +104,57 @@ func TestAStoppingWorkerDecommissionsItselfSoItsKilledExecutorsDoNotFailTheApp(t
 	}
 }
 
-func TestMasterAnnouncementsCannotGrowTheWorkersClientCache(t *testing.T) {
-	c := startCluster(t, clusterConfig{})
-	for port := range 50 {
-		if _, err := c.worker.client.MasterChanged(context.Background(), connect.NewRequest(&workerv1.MasterChangedRequest{
-			MasterUrl: fmt.Sprintf("http://127.0.0.1:%d", 1+port),
-		})); err != nil {
-			t.Fatal(err)
+// A worker follows only the masters it was given: a MasterChanged naming
+// another URL, though it carries the cluster token, is refused and changes
+// nothing — the worker's calls, and the cluster token in them, never reach
+// that URL — while one naming another of its masters moves it there.
+func TestAWorkerFollowsOnlyTheMastersItWasGiven(t *testing.T) {
+	other := startMaster(t, master.Config{}, false)
+	c := startCluster(t, clusterConfig{otherMasters: []string{other}})
+	evil, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { evil.Close() })
+	var reached atomic.Int32
+	go func() {
+		for {
+			conn, err := evil.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			conn.Close()
 		}
-		c.worker.Server.client(fmt.Sprintf("http://127.0.0.1:%d", 1+port))
+	}()
+	evilURL := "http://" + evil.Addr().String()
+	ctx := context.Background()
+	c.worker.mu.Lock()
+	before := fmt.Sprintf("active %q route %q preferred %q changes %d epoch %d", c.worker.active, c.worker.route, c.worker.preferred, c.worker.masterChanges, c.worker.epoch)
+	c.worker.mu.Unlock()
+	for _, url := range []string{evilURL, "http://localhost:" + strings.TrimPrefix(evilURL, "http://127.0.0.1:"), "http://attacker.example:7077"} {
+		_, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: url, Epoch: 9e18}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "master_url") ||
+			!strings.Contains(err.Error(), "not one of this worker's masters") {
+			t.Errorf("MasterChanged to %s: %v, want invalid_argument naming master_url, not one of the worker's masters", url, err)
+		}
 	}
 	c.worker.mu.Lock()
-	defer c.worker.mu.Unlock()
-	if n := len(c.worker.clients); n > len(c.worker.cfg.Masters)+1 {
-		t.Fatalf("%d master clients kept after 50 announcements, want at most %d", n, len(c.worker.cfg.Masters)+1)
+	after := fmt.Sprintf("active %q route %q preferred %q changes %d epoch %d", c.worker.active, c.worker.route, c.worker.preferred, c.worker.masterChanges, c.worker.epoch)
+	c.worker.mu.Unlock()
+	if after != before {
+		t.Errorf("the worker's master and epoch are %s after the refused announcements, were %s", after, before)
+	}
+	if _, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: other})); err != nil {
+		t.Fatal(err)
+	}
+	oc := &cluster{masterURL: other, master: newMasterClient(t, other)}
+	eventually(t, "the worker registered with its other master", func() bool {
+		w := oc.masterWorker(t, c.worker.ID())
+		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE
+	})
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the URL named got %d connections, want none", n)
 	}
 }
 
@@ -145,7 +184,7 @@ func TestCommandsFromADeposedMasterAreRefused(t *testing.T) {
 			return err
 		},
 		"take the worker back": func() error {
-			_, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: "http://127.0.0.1:9", Epoch: 6}))
+			_, err := c.worker.client.MasterChanged(ctx, connect.NewRequest(&workerv1.MasterChangedRequest{MasterUrl: c.masterURL, Epoch: 6}))
 			return err
 		},
 	} {

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -381,17 +380,14 @@ func (s *Server) shutdown() {
 	s.log.Info("worker stopped", "worker", s.id)
 }
 
-// client returns the Connect client for the master at url. It keeps the
-// clients of the configured masters and of one other (the last named by
-// MasterChanged), so announcements cannot grow the cache.
+// client returns the Connect client for the master at url, one of the
+// configured masters (MasterChanged selects among them, never adds one),
+// each client made once.
 func (s *Server) client(url string) masterv1connect.MasterServiceClient {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.clients[url]
 	if !ok {
-		maps.DeleteFunc(s.clients, func(u string, _ masterv1connect.MasterServiceClient) bool {
-			return !slices.Contains(s.cfg.Masters, u)
-		})
 		c = masterv1connect.NewMasterServiceClient(s.http, url, rpc.ClientOptions(s.cfg.TracerProvider, s.cfg.ClusterToken)...)
 		s.clients[url] = c
 	}

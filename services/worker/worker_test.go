@@ -312,6 +312,9 @@ type clusterConfig struct {
 	worker    Config
 	master    master.Config
 	runMaster bool
+	// otherMasters are further masters the worker is given, after the
+	// cluster's.
+	otherMasters []string
 	// wrapMaster, unless nil, stands in front of the master's handler.
 	wrapMaster func(http.Handler) http.Handler
 }
@@ -321,7 +324,7 @@ func startCluster(t *testing.T, cfg clusterConfig) *cluster {
 	t.Helper()
 	url := startWrappedMaster(t, cfg.master, cfg.runMaster, cfg.wrapMaster)
 	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
-	c.worker = startWorker(t, cfg.worker, url)
+	c.worker = startWorker(t, cfg.worker, append([]string{url}, cfg.otherMasters...)...)
 	eventually(t, "worker registered", func() bool {
 		w := c.masterWorker(t, c.worker.ID())
 		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE && c.worker.status().MasterURL == url
@@ -389,7 +392,7 @@ func (c *cluster) masterExecutor(t *testing.T, appID string, id int32) *masterv1
 // maxCores in all, and run cmd.
 func (c *cluster) registerApp(t *testing.T, cmd *masterv1.Command, maxCores int32) string {
 	t.Helper()
-	resp, err := c.master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(),
+	resp, err := c.master.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
 		Description: &masterv1.ApplicationDescription{
 			Name: "worker-test", MemoryPerExecutorMib: 64, CoresPerExecutor: proto.Int32(1),
 			MaxCores: proto.Int32(maxCores), Command: cmd,

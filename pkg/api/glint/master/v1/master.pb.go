@@ -1114,7 +1114,13 @@ type RegisterApplicationRequest struct {
 	// The application's own token, made by its driver: the master calls the
 	// driver with it and hands it to the application's executors, and the
 	// driver and its executors accept no other. Never shown.
-	AppToken      string `protobuf:"bytes,4,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
+	AppToken string `protobuf:"bytes,4,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
+	// The master's voice to the driver, made by the driver and given to the
+	// masters only: the master calls the driver with it (ExecutorAdded,
+	// ExecutorUpdated, ApplicationRemoved, Ping, MasterChanged), which accepts
+	// those calls with no other token. The executors never see it, so they
+	// cannot speak as the master. Differs from app_token. Never shown.
+	MasterToken   string `protobuf:"bytes,5,opt,name=master_token,json=masterToken,proto3" json:"master_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1173,6 +1179,13 @@ func (x *RegisterApplicationRequest) GetDriverId() string {
 func (x *RegisterApplicationRequest) GetAppToken() string {
 	if x != nil {
 		return x.AppToken
+	}
+	return ""
+}
+
+func (x *RegisterApplicationRequest) GetMasterToken() string {
+	if x != nil {
+		return x.MasterToken
 	}
 	return ""
 }
@@ -2976,7 +2989,8 @@ func (x *PersistedWorker) GetMemoryMib() int64 {
 }
 
 // PersistedApplication is what a master in recovery mode keeps of an
-// application. app_token is a secret: the store is readable by its owner only.
+// application. app_token and master_token are secrets: the store is
+// readable by its owner only.
 type PersistedApplication struct {
 	state       protoimpl.MessageState  `protogen:"open.v1"`
 	Id          string                  `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2994,7 +3008,11 @@ type PersistedApplication struct {
 	// Set once the application ended: how it is shown (its secrets redacted)
 	// among the completed applications. A completed application keeps no
 	// token; only this field and id are set.
-	Completed     *ApplicationInfo `protobuf:"bytes,10,opt,name=completed,proto3" json:"completed,omitempty"`
+	Completed *ApplicationInfo `protobuf:"bytes,10,opt,name=completed,proto3" json:"completed,omitempty"`
+	// What the master calls the driver with (RegisterApplicationRequest's
+	// master_token), kept so that whichever master leads next still speaks
+	// to the driver as the master.
+	MasterToken   string `protobuf:"bytes,11,opt,name=master_token,json=masterToken,proto3" json:"master_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3097,6 +3115,13 @@ func (x *PersistedApplication) GetCompleted() *ApplicationInfo {
 		return x.Completed
 	}
 	return nil
+}
+
+func (x *PersistedApplication) GetMasterToken() string {
+	if x != nil {
+		return x.MasterToken
+	}
+	return ""
 }
 
 // PersistedDriver is what a master in recovery mode keeps of a cluster-mode
@@ -3339,13 +3364,14 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x19DecommissionWorkerRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"6\n" +
 	"\x1aDecommissionWorkerResponse\x12\x18\n" +
-	"\aalready\x18\x01 \x01(\bR\aalready\"\xc0\x01\n" +
+	"\aalready\x18\x01 \x01(\bR\aalready\"\xe3\x01\n" +
 	"\x1aRegisterApplicationRequest\x12I\n" +
 	"\vdescription\x18\x01 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
 	"\n" +
 	"driver_url\x18\x02 \x01(\tR\tdriverUrl\x12\x1b\n" +
 	"\tdriver_id\x18\x03 \x01(\tR\bdriverId\x12\x1b\n" +
-	"\tapp_token\x18\x04 \x01(\tR\bappToken\"S\n" +
+	"\tapp_token\x18\x04 \x01(\tR\bappToken\x12!\n" +
+	"\fmaster_token\x18\x05 \x01(\tR\vmasterToken\"S\n" +
 	"\x1bRegisterApplicationResponse\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +
@@ -3495,7 +3521,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"worker_url\x18\x04 \x01(\tR\tworkerUrl\x12\x14\n" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\xd0\x03\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\xf3\x03\n" +
 	"\x14PersistedApplication\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
@@ -3509,7 +3535,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0eexecutor_limit\x18\b \x01(\x05H\x00R\rexecutorLimit\x88\x01\x01\x12 \n" +
 	"\vtraceparent\x18\t \x01(\tR\vtraceparent\x12>\n" +
 	"\tcompleted\x18\n" +
-	" \x01(\v2 .glint.master.v1.ApplicationInfoR\tcompletedB\x11\n" +
+	" \x01(\v2 .glint.master.v1.ApplicationInfoR\tcompleted\x12!\n" +
+	"\fmaster_token\x18\v \x01(\tR\vmasterTokenB\x11\n" +
 	"\x0f_executor_limit\"\xe6\x02\n" +
 	"\x0fPersistedDriver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
