@@ -73,6 +73,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(),
 			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
 		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
+		a.owner = p.GetOwner()
 		a.nextExecID = p.GetNextExecutorId()
 		if p.ExecutorLimit != nil {
 			a.executorLimit = int(p.GetExecutorLimit())
@@ -89,8 +90,8 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		d := &driverInfo{
 			id: p.GetId(), desc: p.GetDescription(), size: proto.Size(p.GetDescription()),
 			state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: p.GetSubmitTime().AsTime(),
-			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), recoveredOn: p.GetWorkerId(),
-			submission: p.GetSubmissionId(),
+			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), owner: p.GetOwner(),
+			recoveredOn: p.GetWorkerId(), submission: p.GetSubmissionId(),
 		}
 		if d.recoveredOn != "" {
 			d.state = masterv1.DriverState_DRIVER_STATE_RUNNING
@@ -99,7 +100,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 			s.waitingDrivers = append(s.waitingDrivers, d)
 		}
 		if s.cfg.Tokens != nil && d.submitToken != "" {
-			s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
+			s.cfg.Tokens.AddNamed(rpc.Submit, d.id, d.submitToken)
 		}
 		s.drivers[d.id] = d
 		s.activeBytes += d.size
@@ -124,7 +125,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 		return cmp.Or(a.GetEndTime().AsTime().Compare(b.GetEndTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	for _, c := range apps {
-		a := &appInfo{id: c.GetId(), state: c.GetState(), driverID: c.GetDriverId(), shown: c}
+		a := &appInfo{id: c.GetId(), state: c.GetState(), driverID: c.GetDriverId(), owner: c.GetOwner(), shown: c}
 		for _, o := range s.completedApps.add(a, proto.Size(c), s.cfg.RetainedApplications, s.cfg.RetainedBytes) {
 			s.forgetAppLocked(o)
 		}
@@ -140,7 +141,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 	})
 	for _, p := range drivers {
 		c := p.GetCompleted()
-		d := &driverInfo{id: c.GetId(), state: c.GetState(), shown: c, submission: p.GetSubmissionId()}
+		d := &driverInfo{id: c.GetId(), state: c.GetState(), owner: c.GetOwner(), shown: c, submission: p.GetSubmissionId()}
 		for _, o := range s.completedDrivers.add(d, proto.Size(c), s.cfg.RetainedDrivers, s.cfg.RetainedBytes) {
 			s.forgetDriverLocked(o)
 		}
@@ -358,7 +359,7 @@ func (s *Server) forgetWorkerLocked(w *workerInfo) error {
 
 func (s *Server) persistAppLocked(a *appInfo) error {
 	p := &masterv1.PersistedApplication{
-		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken,
+		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken, Owner: a.owner,
 		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
 	}
 	if a.executorLimit != unlimitedExecutors {
@@ -382,7 +383,7 @@ func (s *Server) forgetAppLocked(a *appInfo) error {
 
 func (s *Server) persistDriverLocked(d *driverInfo) error {
 	p := &masterv1.PersistedDriver{
-		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken,
+		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken, Owner: d.owner,
 		Traceparent: formatTraceparent(d.trace), SubmissionId: d.submission,
 	}
 	if d.worker != nil {
