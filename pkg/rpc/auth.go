@@ -87,7 +87,7 @@ func ReadToken(what, path string) (string, error) {
 		return "", fmt.Errorf("%s %s: the token has more than %d bytes", what, path, MaxTokenBytes)
 	}
 	if len(token) < MinTokenBytes {
-		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s`)", what, path, len(token), MinTokenBytes, path)
+		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s && chmod 600 %s`)", what, path, len(token), MinTokenBytes, path, path)
 	}
 	if strings.ContainsAny(token, " \t\r\n") {
 		return "", fmt.Errorf("%s %s: the token has white space inside", what, path)
