@@ -174,11 +174,14 @@ func secretAt(s types.ServiceConfig, path string) string {
 
 // Every compose service that runs glint master or worker, and the demo's
 // submit, has the cluster token: one Docker secret, the same for all, that
-// its --token-file or GLINT_TOKEN_FILE names; none runs with --insecure. A
+// its --token-file or GLINT_TOKEN_FILE names, the image's user's and
+// readable by it alone; none runs with --insecure. A
 // master or worker on 0.0.0.0 without a token does not start, so a service
 // that lost it would only show when the stack is up.
 func TestComposeGlintServicesHaveTheClusterToken(t *testing.T) {
 	p := loadCompose(t, "demo")
+	final := parseDockerfile(t)
+	user, group, _ := strings.Cut(final[len(final)-1].last("USER"), ":")
 	secrets := map[string][]string{} // secret → services
 	seen := map[string]bool{}
 	for _, name := range p.ServiceNames() {
@@ -203,6 +206,10 @@ func TestComposeGlintServicesHaveTheClusterToken(t *testing.T) {
 		if secret == "" {
 			t.Errorf("service %s reads its token from %s, where it has no secret (it has %v)", name, path, s.Secrets)
 			continue
+		}
+		if sec := s.Secrets[slices.IndexFunc(s.Secrets, func(sec types.ServiceSecretConfig) bool { return secretTarget(sec) == path })]; sec.UID != user || sec.GID != group || sec.Mode == nil || *sec.Mode&0o077 != 0 {
+			// Compose's default, root's and 0444, is a file glint refuses.
+			t.Errorf("service %s: secret %s is uid %q gid %q mode %v, want the image's user's (%s:%s) and readable by it alone (0400)", name, secret, sec.UID, sec.GID, sec.Mode, user, group)
 		}
 		secrets[secret] = append(secrets[secret], name)
 	}

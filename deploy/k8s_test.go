@@ -71,8 +71,9 @@ type k8sObject struct {
 				Volumes []struct {
 					Name   string `yaml:"name"`
 					Secret *struct {
-						SecretName string `yaml:"secretName"`
-						Items      []any  `yaml:"items"`
+						SecretName  string `yaml:"secretName"`
+						Items       []any  `yaml:"items"`
+						DefaultMode *int   `yaml:"defaultMode"`
 					} `yaml:"secret"`
 				} `yaml:"volumes"`
 			} `yaml:"spec"`
@@ -298,7 +299,8 @@ func TestK8sAgreesWithCompose(t *testing.T) {
 
 // clusterTokenMounted returns why path in workload o's container is not the
 // cluster token: a key of the Secret kustomization.yaml's secretGenerator
-// makes from a file git ignores, in a read-only volume of that Secret.
+// makes from a file git ignores, in a read-only volume of that Secret whose
+// files are owner-only.
 func clusterTokenMounted(t testing.TB, objs []k8sObject, o *k8sObject, path string) error {
 	t.Helper()
 	k := find(objs, "Kustomization", "")
@@ -324,6 +326,14 @@ func clusterTokenMounted(t testing.TB, objs []k8sObject, o *k8sObject, path stri
 			}
 			if v.Secret == nil || v.Secret.SecretName != gen.Name || len(v.Secret.Items) > 0 || !m.ReadOnly {
 				return fmt.Errorf("volume %s at %s (read-only %v) is %+v, want all of Secret %s", m.Name, m.MountPath, m.ReadOnly, v.Secret, gen.Name)
+			}
+			// Kubernetes' default, 0644, is a token file glint refuses.
+			if mode := v.Secret.DefaultMode; mode == nil || *mode&0o077 != 0 {
+				got := "unset (0644)"
+				if mode != nil {
+					got = fmt.Sprintf("%#o", *mode)
+				}
+				return fmt.Errorf("volume %s of Secret %s: defaultMode %s, want it readable by its owner alone (0400)", m.Name, gen.Name, got)
 			}
 			rel := filepath.Join("deploy/k8s", file)
 			root := tooltest.Root(t)

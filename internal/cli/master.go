@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,7 @@ type masterFlags struct {
 	maxExecutorRetries int
 	defaultCores       int
 	submitTokenFiles   []string
+	adminACLs          []string
 	jaegerUIURL        string
 	grafanaURL         string
 	recoveryMode       string
@@ -55,7 +57,8 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.BoolVar(&f.spreadOut, "spread-out", true, "spark.deploy.spreadOut: spread executors over workers rather than fill one first")
 	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
-	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "file holding a submit token clients may register applications, submit drivers and read state with; repeatable (default: the cluster token)")
+	fl.StringArrayVar(&f.submitTokenFiles, "submit-token-file", nil, "NAME=PATH: a file holding a submit token, named NAME, that clients may register applications, submit drivers and read state with; what it registers is NAME's, and only NAME's tokens or an admin's act on it; repeatable (a bare PATH is named "+master.DefaultTokenName+"; the cluster token is always one, named "+master.AdminName+")")
+	fl.StringSliceVar(&f.adminACLs, "admin-acls", nil, "spark.admin.acls: names of submit tokens that, as "+master.AdminName+" (the cluster token), may act on every application and driver; comma-separated")
 	fl.StringVar(&f.jaegerUIURL, "jaeger-ui-url", "", "Jaeger's UI, e.g. http://localhost:16686: the web UI links each application's trace there (default: shows the trace id)")
 	fl.StringVar(&f.grafanaURL, "grafana-url", "", "Grafana, e.g. http://localhost:3000: the web UI links each application's launch metrics there")
 	fl.StringVar(&f.recoveryMode, "recovery-mode", "none", "spark.deploy.recoveryMode: none; file (keep workers, applications and drivers in --recovery-dir, so a restarted master recovers them and their running executors); or etcd (keep them in etcd and lead only while elected: standby masters take over)")
@@ -170,37 +173,25 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 
-	// Tokens: the cluster token from --token-file, submit tokens from
-	// --submit-token-file (the cluster token if none is given).
+	// Tokens: the cluster token from --token-file, also the submit token
+	// named admin; named submit tokens from --submit-token-file.
 	cluster, err := g.Token()
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	tokens, err := f.tokens(ctx, log, "the master", ln, cluster)
-	if err == nil && tokens == nil && len(f.submitTokenFiles) > 0 {
-		err = fmt.Errorf("--submit-token-file needs --token-file: without a cluster token the master authenticates no one")
+	for flag, n := range map[string]int{"--submit-token-file": len(f.submitTokenFiles), "--admin-acls": len(f.adminACLs)} {
+		if err == nil && tokens == nil && n > 0 {
+			err = fmt.Errorf("%s needs --token-file: without a cluster token the master authenticates no one", flag)
+		}
+	}
+	if err == nil && tokens != nil {
+		err = f.addSubmitTokens(tokens, cluster)
 	}
 	if err != nil {
 		ln.Close()
 		return err
-	}
-	if tokens != nil {
-		submit := []string{cluster}
-		if len(f.submitTokenFiles) > 0 {
-			submit = nil
-		}
-		for _, path := range f.submitTokenFiles {
-			token, err := rpc.ReadToken("--submit-token-file", path)
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			submit = append(submit, token)
-		}
-		for _, token := range submit {
-			tokens.Add(rpc.Submit, token)
-		}
 	}
 
 	redaction, err := g.Redactor()
@@ -213,7 +204,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	cfg := master.Config{
 		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
-		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
+		Tokens: tokens, Admins: f.adminACLs, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		UI:          master.UIConfig{Public: f.uiPublic, JaegerURL: f.jaegerUIURL, GrafanaURL: f.grafanaURL},
 		Store:       store,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp},
@@ -237,6 +228,43 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 
 	log.Info("master starting", "worker_timeout", f.workerTimeout.String(), "spread_out", f.spreadOut, "recovery_mode", f.recoveryMode)
 	return process.Serve(ctx, log, ln, url, f.urlFile, m, hosts...)
+}
+
+// addSubmitTokens adds the cluster token as the submit token named
+// master.AdminName and each --submit-token-file under its name, after
+// checking --admin-acls' names. One token under two names is refused: who
+// owns what it registers would depend on which was read first.
+func (f *masterFlags) addSubmitTokens(tokens *rpc.Tokens, cluster string) error {
+	for _, name := range f.adminACLs {
+		if err := master.CheckTokenName(name); err != nil {
+			return fmt.Errorf("--admin-acls: %w", err)
+		}
+	}
+	names := map[string]string{cluster: master.AdminName}
+	tokens.AddNamed(rpc.Submit, master.AdminName, cluster)
+	for _, arg := range f.submitTokenFiles {
+		name, path := parseSubmitTokenFile(arg)
+		token, err := rpc.ReadToken("--submit-token-file", path)
+		if err != nil {
+			return err
+		}
+		if prev, ok := names[token]; ok && prev != name {
+			return fmt.Errorf("--submit-token-file %s: that token is %s's already: one token has one name", arg, prev)
+		}
+		names[token] = name
+		tokens.AddNamed(rpc.Submit, name, token)
+	}
+	return nil
+}
+
+// parseSubmitTokenFile splits --submit-token-file NAME=PATH; an argument
+// whose part before the first '=' is no token name is a bare PATH, named
+// master.DefaultTokenName.
+func parseSubmitTokenFile(arg string) (name, path string) {
+	if name, path, ok := strings.Cut(arg, "="); ok && master.CheckTokenName(name) == nil {
+		return name, path
+	}
+	return master.DefaultTokenName, arg
 }
 
 // checkLinkURL checks a URL the web UI links to: empty, or http(s) with a host.

@@ -163,7 +163,7 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 
 func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tSTATUS")
 	for _, a := range apps {
 		running := 0
 		for _, e := range a.GetExecutors() {
@@ -171,8 +171,8 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 				running++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d running\t%s\n", a.GetId(), a.GetDescription().GetName(),
-			lifecycle.Name(a.GetState()), a.GetCoresGranted(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d running\t%s\n", a.GetId(), a.GetDescription().GetName(),
+			orDash(a.GetOwner()), lifecycle.Name(a.GetState()), a.GetCoresGranted(),
 			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running, appStatus(a))
 	}
 	tw.Flush()
@@ -202,11 +202,20 @@ func appStatus(a *masterv1.ApplicationInfo) string {
 	return msg
 }
 
+// orDash is s, or "-" for an empty column (an owner on a master without
+// authentication).
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func printDrivers(g *globals, drivers []*masterv1.DriverInfo) {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tCORES\tMEMORY\tMESSAGE")
+	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tWORKER\tCORES\tMEMORY\tMESSAGE")
 	for _, d := range drivers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), d.GetDescription().GetName(), lifecycle.Name(d.GetState()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.GetId(), d.GetDescription().GetName(), orDash(d.GetOwner()), lifecycle.Name(d.GetState()),
 			d.GetWorkerId(), d.GetDescription().GetCores(), resources.FormatMiB(d.GetDescription().GetMemoryMib()), d.GetMessage())
 	}
 	tw.Flush()

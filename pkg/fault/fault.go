@@ -15,6 +15,9 @@ var (
 	ErrFailedPrecondition = errors.New("failed precondition")
 	ErrResourceExhausted  = errors.New("resource exhausted")
 	ErrUnavailable        = errors.New("unavailable")
+	// ErrPermissionDenied is a valid caller asking for what is not its
+	// own: another submitter's application.
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // New returns a sentinel error of its own, with message msg, that is also of

@@ -8,10 +8,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	"connectrpc.com/connect"
 )
@@ -41,6 +44,8 @@ const (
 	// and gives only to the master (RegisterApplication's master_token),
 	// never to its executors. The master's calls to the driver need it.
 	Master
+	// numRoles counts the roles.
+	numRoles
 )
 
 func (r Role) String() string {
@@ -56,23 +61,64 @@ const (
 
 // ReadToken reads a token from path: the file's content without surrounding
 // white space, at least 16 bytes. what names the token in errors
-// ("--token-file").
+// ("--token-file"). A file its process's user owns must be readable by that
+// user alone, and one of another owner by no one outside its group (see
+// checkTokenFileMode), as ssh asks of private keys.
 func ReadToken(what, path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	owner := -1
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		owner = int(st.Uid)
+	}
+	if err := checkTokenFileMode(path, info.Mode(), owner == os.Geteuid()); err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	token := strings.TrimSpace(string(b))
 	if len(token) > MaxTokenBytes {
-		return "", fmt.Errorf("%s %s: the token has %d bytes, want at most %d", what, path, len(token), MaxTokenBytes)
+		return "", fmt.Errorf("%s %s: the token has more than %d bytes", what, path, MaxTokenBytes)
 	}
 	if len(token) < MinTokenBytes {
-		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s`)", what, path, len(token), MinTokenBytes, path)
+		return "", fmt.Errorf("%s %s: the token has %d bytes, want at least %d (make one with `glint token > %s && chmod 600 %s`)", what, path, len(token), MinTokenBytes, path, path)
 	}
 	if strings.ContainsAny(token, " \t\r\n") {
 		return "", fmt.Errorf("%s %s: the token has white space inside", what, path)
 	}
 	return token, nil
+}
+
+// maxTokenFileBytes is how much of a token file ReadToken reads: a token of
+// MaxTokenBytes with room for white space around it.
+const maxTokenFileBytes = 4 * MaxTokenBytes
+
+// checkTokenFileMode refuses a token file that others may read, saying how
+// to fix it. A file of the process's own user (ownFile) must be readable by
+// no one else (mode & 0o077 == 0: 0600, 0400), so that code running as
+// another user — an executor given a user of its own — cannot read it. A
+// file of another owner (root's, as a Kubernetes Secret volume with an
+// fsGroup makes it: its mode always gains group read) may be readable by
+// its group, through which the process reads it, but not by others; ssh
+// checks only the first case.
+func checkTokenFileMode(path string, mode fs.FileMode, ownFile bool) error {
+	perm := mode.Perm()
+	switch {
+	case ownFile && perm&0o077 != 0:
+		return fmt.Errorf("permissions %#o are too open: a token file must be readable by its owner only: chmod 600 %s", perm, path)
+	case perm&0o007 != 0:
+		return fmt.Errorf("permissions %#o are too open: a token file must not be readable by others: chmod 600 %s", perm, path)
+	}
+	return nil
 }
 
 // NewToken returns a new random token: 32 random bytes in URL-safe base64.
@@ -82,26 +128,43 @@ func NewToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// Tokens are the tokens a listener accepts, by role. Tokens may be added and
-// removed while it serves (the master adds each cluster-mode driver's).
+// Tokens are the tokens a listener accepts, by role, each with a name (a
+// master's submit tokens: who owns what they register). Tokens may be added
+// and removed while it serves (the master adds each cluster-mode driver's).
 type Tokens struct {
 	mu     sync.RWMutex
-	byRole map[Role]map[[sha256.Size]byte]int
+	byRole map[Role]map[[sha256.Size]byte]*tokenEntry
+}
+
+// tokenEntry is one accepted token of a role: its name, and how many times
+// it was added.
+type tokenEntry struct {
+	name  string
+	count int
 }
 
 // NewTokens returns an empty set: no call but a Public one is accepted.
 func NewTokens() *Tokens {
-	return &Tokens{byRole: map[Role]map[[sha256.Size]byte]int{}}
+	return &Tokens{byRole: map[Role]map[[sha256.Size]byte]*tokenEntry{}}
 }
 
-// Add accepts token for role.
-func (t *Tokens) Add(role Role, token string) {
+// Add accepts token for role, without a name.
+func (t *Tokens) Add(role Role, token string) { t.AddNamed(role, "", token) }
+
+// AddNamed accepts token for role under name: a call it makes carries the
+// name in its context (Caller). Adding a token again keeps its first name.
+func (t *Tokens) AddNamed(role Role, name, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byRole[role] == nil {
-		t.byRole[role] = map[[sha256.Size]byte]int{}
+		t.byRole[role] = map[[sha256.Size]byte]*tokenEntry{}
 	}
-	t.byRole[role][sha256.Sum256([]byte(token))]++
+	h := sha256.Sum256([]byte(token))
+	if e := t.byRole[role][h]; e != nil {
+		e.count++
+		return
+	}
+	t.byRole[role][h] = &tokenEntry{name: name, count: 1}
 }
 
 // Remove stops accepting token for role (once for each Add).
@@ -109,23 +172,24 @@ func (t *Tokens) Remove(role Role, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := sha256.Sum256([]byte(token))
-	set := t.byRole[role]
-	if set == nil {
+	e := t.byRole[role][h]
+	if e == nil {
 		return
 	}
-	if set[h]--; set[h] <= 0 {
-		delete(set, h)
+	if e.count--; e.count <= 0 {
+		delete(t.byRole[role], h)
 	}
 }
 
-// rolesOf returns the roles a presented token is valid for (one token may
-// hold several: the cluster token is also the submit token by default).
-// Tokens are compared as SHA-256 digests in constant time, so neither a
-// token's content nor its length shows in how long the check takes; one
+// match returns the roles a presented token is valid for (one token may
+// hold several: the cluster token is also a submit token) and its name for
+// each. Tokens are compared as SHA-256 digests in constant time, so neither
+// a token's content nor its length shows in how long the check takes; one
 // longer than MaxTokenBytes is no token, refused at once.
-func (t *Tokens) rolesOf(token string) roleSet {
+func (t *Tokens) match(token string) (roleSet, [numRoles]string) {
+	var names [numRoles]string
 	if len(token) > MaxTokenBytes {
-		return 0
+		return 0, names
 	}
 	var b [MaxTokenBytes]byte
 	presented := sha256.Sum256(b[:copy(b[:], token)])
@@ -133,12 +197,19 @@ func (t *Tokens) rolesOf(token string) roleSet {
 	defer t.mu.RUnlock()
 	var roles roleSet
 	for r, set := range t.byRole {
-		for h := range set {
+		for h, e := range set {
 			if subtle.ConstantTimeCompare(presented[:], h[:]) == 1 {
 				roles |= 1 << r
+				names[r] = e.name
 			}
 		}
 	}
+	return roles, names
+}
+
+// rolesOf returns the roles a presented token is valid for.
+func (t *Tokens) rolesOf(token string) roleSet {
+	roles, _ := t.match(token)
 	return roles
 }
 
@@ -150,6 +221,33 @@ func (t *Tokens) Allows(token string, need Role) bool {
 		return true
 	}
 	return t.rolesOf(token).allows(need)
+}
+
+// Name is the name token was added under for role: "" when it has none, or
+// is not a token of role (or t is nil).
+func (t *Tokens) Name(token string, role Role) string {
+	if t == nil {
+		return ""
+	}
+	_, names := t.match(token)
+	return names[role]
+}
+
+// callerKey is the context key of a call's Caller.
+type callerKey struct{}
+
+// Caller is the name of the token a call was made with, for the role the
+// call needed (Tokens.AddNamed): a master's handler learns from it who made
+// the call. "" for a token without a name, and without authentication.
+func Caller(ctx context.Context) string {
+	name, _ := ctx.Value(callerKey{}).(string)
+	return name
+}
+
+// WithCaller returns ctx as the context of a call made by the token named
+// name: the web UI's buttons act as their session's token.
+func WithCaller(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, callerKey{}, name)
 }
 
 // roleSet is a set of roles, a bit for each: what one token is valid for,
@@ -198,6 +296,7 @@ var (
 // PermissionDenied. need gives each request's role; with tokens nil every
 // call passes (--insecure). A call it lets through that needed a token
 // authenticates its connection (conns.go); a Public one (/healthz) does not.
+// A call made with a named token carries the name in its context (Caller).
 func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Role) http.Handler {
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, err error) {
 		Refuse(w, r, connect.NewError(code, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)))
@@ -218,7 +317,7 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 			refuse(w, r, connect.CodeUnauthenticated, errNoToken)
 			return
 		}
-		have := tokens.rolesOf(token)
+		have, names := tokens.match(token)
 		switch {
 		case have == 0:
 			refuse(w, r, connect.CodeUnauthenticated, errBadToken)
@@ -226,6 +325,9 @@ func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Ro
 			refuse(w, r, connect.CodePermissionDenied, fmt.Errorf("%w: it needs the %s token, not a %s one", errNotAllowed, role, have))
 		default:
 			authenticated(r.Context())
+			if names[role] != "" {
+				r = r.WithContext(WithCaller(r.Context(), names[role]))
+			}
 			next.ServeHTTP(w, r)
 		}
 	})

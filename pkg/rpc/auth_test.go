@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -149,5 +151,70 @@ func TestARefusalIsWrittenInTheCallersProtocol(t *testing.T) {
 		if rec.Code != tc.status || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %d %q, want %d with %q", tc.name, rec.Code, got, tc.status, tc.want)
 		}
+	}
+}
+
+// A token file others may read is refused with the fix, as ssh refuses a
+// private key: of the process's own user, any group or other bit; of another
+// owner (a Kubernetes Secret volume's root with an fsGroup), any other bit.
+func TestATokenFileOthersMayReadIsRefused(t *testing.T) {
+	token := NewToken()
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o400, true}, {0o644, false}, {0o640, false}, {0o604, false}, {0o660, false}, {0o666, false}} {
+		path := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadToken("--token-file", path)
+		switch {
+		case tc.ok && (err != nil || got != token):
+			t.Errorf("mode %#o: %q %v, want the token", tc.mode, got, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) || !strings.Contains(err.Error(), "--token-file")):
+			t.Errorf("mode %#o: %v, want a refusal saying chmod 600 %s", tc.mode, err, path)
+		}
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o400, true}, {0o440, true}, {0o444, false}, {0o404, false}} {
+		if err := checkTokenFileMode("f", tc.mode, false); (err == nil) != tc.ok {
+			t.Errorf("a file of another owner, mode %#o: %v, want accepted %v", tc.mode, err, tc.ok)
+		}
+	}
+}
+
+// A call made with a named token carries its name for the role the call
+// needed (one token may have a name for each of its roles); a refused call
+// reaches no handler.
+func TestACallCarriesItsTokensName(t *testing.T) {
+	tokens := NewTokens()
+	alice, cluster := NewToken(), NewToken()
+	tokens.AddNamed(Submit, "alice", alice)
+	tokens.AddNamed(Cluster, "the cluster", cluster)
+	tokens.AddNamed(Submit, "admin", cluster)
+	var caller string
+	h := authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { caller = Caller(r.Context()) }), tokens,
+		func(r *http.Request) Role { return map[string]Role{"/submit": Submit, "/cluster": Cluster}[r.URL.Path] })
+	for _, tc := range []struct{ path, token, want string }{
+		{"/submit", alice, "alice"}, {"/submit", cluster, "admin"}, {"/cluster", cluster, "the cluster"}, {"/cluster", alice, "unset"},
+	} {
+		caller = "unset"
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if caller != tc.want {
+			t.Errorf("%s: caller %q, want %q", tc.path, caller, tc.want)
+		}
+	}
+	if got := tokens.Name(alice, Submit); got != "alice" {
+		t.Errorf("Name: %q, want alice", got)
+	}
+	if got := tokens.Name(alice, Cluster); got != "" {
+		t.Errorf("Name for a role the token has not: %q", got)
 	}
 }

@@ -32,6 +32,8 @@ func Error(err error) error {
 		code = connect.CodeResourceExhausted
 	case errors.Is(err, fault.ErrUnavailable):
 		code = connect.CodeUnavailable
+	case errors.Is(err, fault.ErrPermissionDenied):
+		code = connect.CodePermissionDenied
 	}
 	return connect.NewError(code, err)
 }

@@ -19,7 +19,7 @@ func TestOnlyCallsThatGotNoAnswerAreAnswerless(t *testing.T) {
 		}
 	}
 	for _, f := range []error{fault.ErrNotFound, fault.ErrAlreadyExists, fault.ErrInvalidArgument, fault.ErrFailedPrecondition,
-		fault.ErrResourceExhausted, errors.New("a bug")} {
+		fault.ErrResourceExhausted, fault.ErrPermissionDenied, errors.New("a bug")} {
 		if err := Error(f); Answerless(err) {
 			t.Errorf("the answer %v: answerless", err)
 		}

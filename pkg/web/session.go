@@ -149,8 +149,9 @@ func (s *Site) Page(h func(http.ResponseWriter, *http.Request, Viewer)) http.Han
 
 // Action wraps a button's POST: it runs for a viewer who may act and sent
 // the CSRF token of their page (a bearer-token caller needs none: no browser
-// adds that header by itself). Anyone else is refused: 401 without a login,
-// 403 with the wrong role or without the CSRF token.
+// adds that header by itself), as its token's caller (rpc.Caller). Anyone
+// else is refused: 401 without a login, 403 with the wrong role or without
+// the CSRF token.
 func (s *Site) Action(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := s.viewer(r)
@@ -163,6 +164,9 @@ func (s *Site) Action(h http.HandlerFunc) http.HandlerFunc {
 		case bearerToken(r) == "" && !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(v.CSRF)):
 			s.Error(w, r, http.StatusForbidden, "the form's CSRF token is missing or wrong: reload the page and try again")
 		default:
+			if name := s.cfg.Tokens.Name(s.token(r), s.cfg.Act); name != "" {
+				r = r.WithContext(rpc.WithCaller(r.Context(), name))
+			}
 			h(w, r)
 		}
 	}

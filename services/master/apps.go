@@ -21,8 +21,9 @@ import (
 )
 
 // registerApplicationLocked admits a validated application (Spark's
-// registerApplication) unless the master keeps as many as it may.
-func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string) (*appInfo, error) {
+// registerApplication) of the caller c unless the master keeps as many as
+// it may.
+func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string) (*appInfo, error) {
 	// A driver whose registration was answered but the answer lost (a
 	// timeout, a failover) registers again with the same token: it gets the
 	// application it has, not a second one — from a recovering master too,
@@ -30,6 +31,9 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	// to MasterChanged would (the driver, not knowing its id, refused that).
 	for _, a := range s.appQueue {
 		if a.appToken == appToken && a.driverURL == driverURL && appToken != "" && s.status != statusDeposed {
+			if err := c.mayActOnApp("register", a); err != nil {
+				return nil, err
+			}
 			s.log.InfoContext(ctx, "registration repeated", "app", a.id, "driver_url", driverURL)
 			s.acknowledgeLocked(ctx, a)
 			return a, nil
@@ -41,6 +45,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	}
 	now := s.now()
 	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, masterToken, now, trace.SpanContextFromContext(ctx))
+	a.owner = c.name
 	if desc.InitialExecutorLimit != nil {
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
 	}
@@ -50,7 +55,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, desc *masterv1.A
 	}
 	s.apps[a.id] = a
 	s.appQueue = append(s.appQueue, a)
-	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "driver_url", driverURL)
+	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "owner", a.owner, "driver_url", driverURL)
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
 	s.activeBytes += size
 	s.needSchedule = true

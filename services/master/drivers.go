@@ -17,16 +17,17 @@ import (
 )
 
 // submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver)
-// for the client's submission id (empty: none), kept with it, or says why it
-// could not keep it.
-func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription, submission string) (*driverInfo, error) {
+// of owner for the client's submission id (empty: none), kept with it, or
+// says why it could not keep it.
+func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription, owner, submission string) (*driverInfo, error) {
 	now := s.now()
 	d := &driverInfo{
-		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc), submission: submission,
+		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc), owner: owner, submission: submission,
 		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
 	}
 	if s.cfg.Tokens != nil {
-		// The driver registers its application with a submit token of its own.
+		// The driver registers its application with a submit token of its
+		// own, which acts only on that driver and its applications.
 		d.submitToken = rpc.NewToken()
 	}
 	s.nextDriverNumber++
@@ -34,7 +35,7 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 		return nil, fmt.Errorf("submit driver: %w", err)
 	}
 	if d.submitToken != "" {
-		s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
+		s.cfg.Tokens.AddNamed(rpc.Submit, d.id, d.submitToken)
 	}
 	s.drivers[d.id] = d
 	s.waitingDrivers = append(s.waitingDrivers, d)
@@ -115,7 +116,7 @@ func (s *Server) appFinishedBy(d *driverInfo) bool {
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
 func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
-	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc, "")
+	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc, d.owner, "")
 	if err != nil {
 		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("its worker was lost and it could not be relaunched: %v", err))
 		return

@@ -152,7 +152,11 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.registerApplicationLocked(ctx, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken(), m.GetMasterToken())
+	c := s.callerLocked(ctx)
+	if err := s.mayRegisterForDriverLocked(c, m.GetDriverId()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	a, err := s.registerApplicationLocked(ctx, c, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken(), m.GetMasterToken())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -169,8 +173,8 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 		return bad("no description")
 	case d.MaxCores != nil && d.GetMaxCores() <= 0:
 		return bad("total executor cores %d must be positive", d.GetMaxCores())
-	case d.InitialExecutorLimit != nil && d.GetInitialExecutorLimit() < 0:
-		return bad("executor limit %d must not be negative", d.GetInitialExecutorLimit())
+	case d.InitialExecutorLimit != nil && (d.GetInitialExecutorLimit() < 0 || d.GetInitialExecutorLimit() > MaxExecutorLimit):
+		return bad("initial_executor_limit %d: want 0 to %d", d.GetInitialExecutorLimit(), MaxExecutorLimit)
 	case len(m.GetAppToken()) < rpc.MinTokenBytes:
 		// Without one, its executors would answer anyone.
 		return bad("app_token has %d bytes, want at least %d (the driver makes it)", len(m.GetAppToken()), rpc.MinTokenBytes)
@@ -209,7 +213,7 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request[masterv1.UnregisterApplicationRequest]) (*connect.Response[masterv1.UnregisterApplicationResponse], error) {
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	a, err := s.ownAppLocked(ctx, "unregister", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -221,7 +225,7 @@ func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request
 func (s *Server) KillApplication(ctx context.Context, req *connect.Request[masterv1.KillApplicationRequest]) (*connect.Response[masterv1.KillApplicationResponse], error) {
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	a, err := s.ownAppLocked(ctx, "kill", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -429,7 +433,14 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
+	c := s.callerLocked(ctx)
+	if c.driver != "" {
+		return nil, rpc.Error(fmt.Errorf("submit driver: %w: driver %s's token acts only on that driver", errNotYours, c.driver))
+	}
 	if prev := s.submittedLocked(submission); prev != nil {
+		if err := c.mayActOnDriver("submit again", prev); err != nil {
+			return nil, rpc.Error(err)
+		}
 		if !proto.Equal(prev.desc, d) {
 			return nil, rpc.Error(fmt.Errorf("submit driver: submission id %s made %s: %w: that driver's description differs", submission, prev.id, fault.ErrAlreadyExists))
 		}
@@ -439,7 +450,7 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 	if err := s.admitLocked("submit driver", len(s.drivers), MaxActiveDrivers, proto.Size(d)); err != nil {
 		return nil, rpc.Error(err)
 	}
-	driver, err := s.submitDriverLocked(ctx, d, submission)
+	driver, err := s.submitDriverLocked(ctx, d, c.name, submission)
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -491,6 +502,9 @@ func (s *Server) KillDriver(ctx context.Context, req *connect.Request[masterv1.K
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
+	if err := s.callerLocked(ctx).mayActOnDriver("kill", d); err != nil {
+		return nil, rpc.Error(err)
+	}
 	if d.worker == nil {
 		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_KILLED, "killed before it was launched")
 		return connect.NewResponse(&masterv1.KillDriverResponse{}), nil
@@ -514,17 +528,20 @@ func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1
 	if d == nil {
 		return nil, rpc.Error(fmt.Errorf("driver %s: %w", id, fault.ErrNotFound))
 	}
+	if err := s.callerLocked(ctx).mayActOnDriver("read the status of", d); err != nil {
+		return nil, rpc.Error(err)
+	}
 	return connect.NewResponse(&masterv1.DriverStatusResponse{Driver: s.driverProto(d)}), nil
 }
 
 // RequestExecutors sets the number of executors an application may have.
 func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[masterv1.RequestExecutorsRequest]) (*connect.Response[masterv1.RequestExecutorsResponse], error) {
-	if n := req.Msg.GetRequestedTotal(); n < 0 {
-		return nil, rpc.Error(fmt.Errorf("request executors: %w: total %d must not be negative", fault.ErrInvalidArgument, n))
+	if n := req.Msg.GetRequestedTotal(); n < 0 || n > MaxExecutorLimit {
+		return nil, rpc.Error(fmt.Errorf("request executors: %w: requested_total %d: want 0 to %d", fault.ErrInvalidArgument, n, MaxExecutorLimit))
 	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	a, err := s.ownAppLocked(ctx, "request executors for", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -541,7 +558,7 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 func (s *Server) KillExecutors(ctx context.Context, req *connect.Request[masterv1.KillExecutorsRequest]) (*connect.Response[masterv1.KillExecutorsResponse], error) {
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
-	a, err := s.activeAppLocked(req.Msg.GetAppId())
+	a, err := s.ownAppLocked(ctx, "kill executors of", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}

@@ -60,7 +60,7 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 	p := &masterv1.ApplicationInfo{
 		Id: a.id, Description: s.cfg.Redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
 		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
-		TraceId: traceID(a.trace), DefaultCores: a.defaultCores,
+		TraceId: traceID(a.trace), DefaultCores: a.defaultCores, Owner: a.owner,
 	}
 	if !a.endTime.IsZero() {
 		p.EndTime = timestamppb.New(a.endTime)
@@ -91,7 +91,7 @@ func (s *Server) driverProto(d *driverInfo) *masterv1.DriverInfo {
 	}
 	p := &masterv1.DriverInfo{
 		Id: d.id, Description: s.cfg.Redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
-		TraceId: traceID(d.trace), RelaunchedAs: d.relaunchedAs,
+		TraceId: traceID(d.trace), RelaunchedAs: d.relaunchedAs, Owner: d.owner,
 	}
 	if d.worker != nil {
 		p.WorkerId, p.WorkerHostPort = d.worker.id, d.worker.address()
@@ -160,10 +160,12 @@ func aliveTotals(workers []*masterv1.WorkerInfo) totals {
 // appJSON is one application in /json. MaxCores is the cores it may use, as
 // Spark's requestedCores: spark.cores.max, else the master's default cores;
 // null when both are unset. DefaultCores is set when the latter caps it.
-// Duration runs to now for an active application.
+// Duration runs to now for an active application. User is its owner, the
+// name of the submit token that registered it (Spark's user).
 type appJSON struct {
 	ID                string         `json:"id"`
 	Name              string         `json:"name"`
+	User              string         `json:"user"`
 	StartTime         int64          `json:"starttime"`
 	SubmitDate        string         `json:"submitdate"`
 	Cores             int32          `json:"cores"`
@@ -192,10 +194,11 @@ type executorJSON struct {
 	ExitStatus *int32 `json:"exitstatus,omitempty"`
 }
 
-// driverJSON is one cluster-mode driver in /json.
+// driverJSON is one cluster-mode driver in /json; User is its owner.
 type driverJSON struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
+	User       string `json:"user"`
 	StartTime  int64  `json:"starttime"`
 	SubmitDate string `json:"submitdate"`
 	State      string `json:"state"`
@@ -254,7 +257,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo, now time.Time) []appJSON {
 			maxCores = &a.DefaultCores
 		}
 		out = append(out, appJSON{
-			ID: a.GetId(), Name: a.GetDescription().GetName(), StartTime: start.UnixMilli(), DefaultCores: a.GetDefaultCores(),
+			ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), StartTime: start.UnixMilli(), DefaultCores: a.GetDefaultCores(),
 			SubmitDate: start.UTC().Format(time.RFC1123), Cores: a.GetCoresGranted(), MaxCores: maxCores,
 			MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(), State: lifecycle.Name(a.GetState()),
 			Duration: end.Sub(start).Milliseconds(), DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(),
@@ -269,7 +272,7 @@ func driversJSON(drivers []*masterv1.DriverInfo) []driverJSON {
 	for _, d := range drivers {
 		start := d.GetSubmitTime().AsTime()
 		out = append(out, driverJSON{
-			ID: d.GetId(), Name: d.GetDescription().GetName(), StartTime: start.UnixMilli(),
+			ID: d.GetId(), Name: d.GetDescription().GetName(), User: d.GetOwner(), StartTime: start.UnixMilli(),
 			SubmitDate: start.UTC().Format(time.RFC1123), State: lifecycle.Name(d.GetState()),
 			Cores: d.GetDescription().GetCores(), Memory: d.GetDescription().GetMemoryMib(),
 			Supervise: d.GetDescription().GetSupervise(), Worker: d.GetWorkerId(), Message: d.GetMessage(),

@@ -65,8 +65,8 @@ func TestJSONKeepsSparksFieldNames(t *testing.T) {
 		return l[0].(map[string]any)
 	}
 	executor := first("activeapps")["executors"].([]any)[0].(map[string]any)
-	app0 := "cores driverid driverurl duration executors id maxcores memoryperexecutor name starttime state statusmessage submitdate traceid"
-	driver0 := "cores id memory message name starttime state submitdate supervise traceid worker"
+	app0 := "cores driverid driverurl duration executors id maxcores memoryperexecutor name starttime state statusmessage submitdate traceid user"
+	driver0 := "cores id memory message name starttime state submitdate supervise traceid user worker"
 	for name, tc := range map[string]struct {
 		object map[string]any
 		want   string

@@ -22,6 +22,10 @@ const (
 	// MaxMessageBytes is the longest state message a worker's report may
 	// leave in the master's state; a longer one is clipped.
 	MaxMessageBytes = 4 << 10
+	// MaxExecutorLimit is the most executors an application may ask for
+	// (RequestExecutors, its initial limit): each executor holds a core, and
+	// no cluster of MaxWorkers has more cores than this.
+	MaxExecutorLimit = MaxWorkers * resources.MaxCores
 	// maxRemovedExecutors is how many ended executors an application keeps listed.
 	maxRemovedExecutors = 1_000
 	// defaultRetainedBytes bounds each completed list by size (Config.RetainedBytes).

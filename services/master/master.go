@@ -47,9 +47,14 @@ type Config struct {
 	// WorkerTimeout after its last heartbeat when it timed out. Default 15.
 	DeadWorkerPersistence int
 	// Tokens are the tokens the master accepts: the cluster token (Cluster)
-	// and the submit tokens (Submit), to which it adds one for each
-	// cluster-mode driver while it runs. Nil: no authentication (--insecure).
+	// and the submit tokens (Submit), each named (Tokens.AddNamed, the
+	// cluster token as AdminName; CheckTokenName), to which it adds one for
+	// each cluster-mode driver while it runs, named by the driver's id.
+	// Nil: no authentication (--insecure), where every caller is an admin.
 	Tokens *rpc.Tokens
+	// Admins are the names of the submit tokens that may act on every
+	// application and driver besides AdminName (spark.admin.acls).
+	Admins []string
 	// ClusterToken is what the master calls its workers with.
 	ClusterToken string
 	// MetricsAuth makes /metrics and /sd need a token of any role.

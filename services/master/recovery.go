@@ -73,6 +73,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		a := s.newApp(p.GetId(), p.GetDescription(), p.GetDriverUrl(), p.GetDriverId(), p.GetAppToken(), p.GetMasterToken(),
 			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
 		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
+		a.owner = p.GetOwner()
 		a.nextExecID = p.GetNextExecutorId()
 		if p.ExecutorLimit != nil {
 			a.executorLimit = int(p.GetExecutorLimit())
@@ -96,8 +97,8 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		d := &driverInfo{
 			id: p.GetId(), desc: p.GetDescription(), size: proto.Size(p.GetDescription()),
 			state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: p.GetSubmitTime().AsTime(),
-			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), recoveredOn: p.GetWorkerId(),
-			submission: p.GetSubmissionId(),
+			trace: parseTraceparent(p.GetTraceparent()), submitToken: p.GetSubmitToken(), owner: p.GetOwner(),
+			recoveredOn: p.GetWorkerId(), submission: p.GetSubmissionId(),
 		}
 		if d.recoveredOn != "" {
 			d.state = masterv1.DriverState_DRIVER_STATE_RUNNING
@@ -106,7 +107,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 			s.waitingDrivers = append(s.waitingDrivers, d)
 		}
 		if s.cfg.Tokens != nil && d.submitToken != "" {
-			s.cfg.Tokens.Add(rpc.Submit, d.submitToken)
+			s.cfg.Tokens.AddNamed(rpc.Submit, d.id, d.submitToken)
 		}
 		s.drivers[d.id] = d
 		s.activeBytes += d.size
@@ -167,7 +168,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 		return cmp.Or(a.GetEndTime().AsTime().Compare(b.GetEndTime().AsTime()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	for _, c := range apps {
-		a := &appInfo{id: c.GetId(), state: c.GetState(), driverID: c.GetDriverId(), shown: c}
+		a := &appInfo{id: c.GetId(), state: c.GetState(), driverID: c.GetDriverId(), owner: c.GetOwner(), shown: c}
 		for _, o := range s.completedApps.add(a, proto.Size(c), s.cfg.RetainedApplications, s.cfg.RetainedBytes) {
 			s.forgetAppLocked(o)
 		}
@@ -183,7 +184,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 	})
 	for _, p := range drivers {
 		c := p.GetCompleted()
-		d := &driverInfo{id: c.GetId(), state: c.GetState(), shown: c, submission: p.GetSubmissionId()}
+		d := &driverInfo{id: c.GetId(), state: c.GetState(), owner: c.GetOwner(), shown: c, submission: p.GetSubmissionId()}
 		for _, o := range s.completedDrivers.add(d, proto.Size(c), s.cfg.RetainedDrivers, s.cfg.RetainedBytes) {
 			s.forgetDriverLocked(o)
 		}
@@ -411,6 +412,7 @@ func (s *Server) forgetWorkerLocked(w *workerInfo) error {
 func (s *Server) persistAppLocked(a *appInfo) error {
 	p := &masterv1.PersistedApplication{
 		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken, MasterToken: a.masterToken,
+		Owner:     a.owner,
 		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
 	}
 	if a.executorLimit != unlimitedExecutors {
@@ -434,7 +436,7 @@ func (s *Server) forgetAppLocked(a *appInfo) error {
 
 func (s *Server) persistDriverLocked(d *driverInfo) error {
 	p := &masterv1.PersistedDriver{
-		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken,
+		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken, Owner: d.owner,
 		Traceparent: formatTraceparent(d.trace), SubmissionId: d.submission,
 	}
 	if d.worker != nil {

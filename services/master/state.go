@@ -181,7 +181,9 @@ type appInfo struct {
 	id string
 	// appToken is the application's own token: the master hands it to its
 	// executors; it is never shown.
-	appToken  string
+	appToken string
+	// owner is the name of the submit token that registered it (owners.go).
+	owner     string
 	desc      *masterv1.ApplicationDescription
 	driverURL string
 	driverID  string
@@ -329,8 +331,11 @@ type driverInfo struct {
 	// trace is the span context of the driver's submission.
 	trace trace.SpanContext
 	// submitToken is the submit token the master made for the driver while
-	// it runs (none without authentication); it is never shown.
+	// it runs (none without authentication), named by its id; it is never
+	// shown.
 	submitToken string
+	// owner is the name of the submit token that submitted it (owners.go).
+	owner string
 	// recoveredOn is the worker a recovered driver ran on, until that
 	// worker re-registers with it.
 	recoveredOn string

@@ -73,6 +73,9 @@ func (s *Server) ReportExecutorLaunch(ctx context.Context, req *connect.Request[
 	if e == nil {
 		return nil, rpc.Error(fmt.Errorf("executor %s/%d: %w", m.GetAppId(), m.GetExecutorId(), fault.ErrNotFound))
 	}
+	if err := s.callerLocked(ctx).mayActOnApp("report on", e.app); err != nil {
+		return nil, rpc.Error(err)
+	}
 	e.launch.propsRetrieved, e.launch.registered, e.launch.firstTask = when(times[0]), when(times[1]), when(times[2])
 	return connect.NewResponse(&masterv1.ReportExecutorLaunchResponse{}), nil
 }

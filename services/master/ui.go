@@ -71,11 +71,11 @@ type workerRow struct {
 }
 
 type appRow struct {
-	ID, Name, State   string
-	Cores             int32
-	MemoryPerExecutor int64
-	Submitted         time.Time
-	Duration          time.Duration
+	ID, Name, User, State string
+	Cores                 int32
+	MemoryPerExecutor     int64
+	Submitted             time.Time
+	Duration              time.Duration
 	// LaunchP50 is the median of its executors' scheduled → first task; 0
 	// when none is known.
 	LaunchP50 time.Duration
@@ -83,11 +83,11 @@ type appRow struct {
 }
 
 type driverRow struct {
-	ID, Name, State, Worker, WorkerURL, Message string
-	Submitted                                   time.Time
-	Cores                                       int32
-	Memory                                      int64
-	Active                                      bool
+	ID, Name, User, State, Worker, WorkerURL, Message string
+	Submitted                                         time.Time
+	Cores                                             int32
+	Memory                                            int64
+	Active                                            bool
 }
 
 // index is the master's page as of now.
@@ -106,7 +106,7 @@ func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
 		out := make([]appRow, 0, len(in))
 		for _, a := range in {
 			out = append(out, appRow{
-				ID: a.GetId(), Name: a.GetDescription().GetName(), State: lifecycle.Name(a.GetState()),
+				ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()),
 				Cores: a.GetCoresGranted(), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
 				Submitted: a.GetStartTime().AsTime(), Duration: appDuration(a, now), LaunchP50: launchP50(a), Active: active,
 			})
@@ -118,7 +118,7 @@ func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
 		out := make([]driverRow, 0, len(in))
 		for _, d := range in {
 			out = append(out, driverRow{
-				ID: d.GetId(), Name: d.GetDescription().GetName(), State: lifecycle.Name(d.GetState()),
+				ID: d.GetId(), Name: d.GetDescription().GetName(), User: d.GetOwner(), State: lifecycle.Name(d.GetState()),
 				Worker: d.GetWorkerId(), WorkerURL: workerURLs[d.GetWorkerId()], Message: d.GetMessage(),
 				Submitted: d.GetSubmitTime().AsTime(), Cores: d.GetDescription().GetCores(), Memory: d.GetDescription().GetMemoryMib(),
 				Active: active,
@@ -167,15 +167,15 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request, v web.Viewer
 
 // appPage is one application's page.
 type appPage struct {
-	ID, Name, State, StatusMessage, DriverURL, DriverID string
-	Submitted                                           time.Time
-	Duration                                            time.Duration
-	Cores                                               int32
-	MemoryPerExecutor                                   int64
-	TraceID, TraceURL, MetricsURL                       string
-	Active                                              bool
-	Executors                                           []executorRow
-	Timeline                                            web.Timeline
+	ID, Name, User, State, StatusMessage, DriverURL, DriverID string
+	Submitted                                                 time.Time
+	Duration                                                  time.Duration
+	Cores                                                     int32
+	MemoryPerExecutor                                         int64
+	TraceID, TraceURL, MetricsURL                             string
+	Active                                                    bool
+	Executors                                                 []executorRow
+	Timeline                                                  web.Timeline
 }
 
 type executorRow struct {
@@ -220,7 +220,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		workerURLs[w.GetId()] = w.GetWorkerUrl()
 	}
 	p := appPage{
-		ID: a.GetId(), Name: a.GetDescription().GetName(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
+		ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
 		DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(), Submitted: a.GetStartTime().AsTime(),
 		Duration: appDuration(a, s.now()), Cores: a.GetCoresGranted(), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
 		TraceID: a.GetTraceId(), Active: active,

@@ -2672,7 +2672,11 @@ type ApplicationInfo struct {
 	TraceId string `protobuf:"bytes,11,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// The master's default cores (spark.deploy.defaultCores) when they cap the
 	// application, which set no total executor cores; 0: not capped by them.
-	DefaultCores  int32 `protobuf:"varint,12,opt,name=default_cores,json=defaultCores,proto3" json:"default_cores,omitempty"`
+	DefaultCores int32 `protobuf:"varint,12,opt,name=default_cores,json=defaultCores,proto3" json:"default_cores,omitempty"`
+	// The name of the submit token that registered it (Spark's user): only
+	// that token's holders and an admin may end it, change its executors or
+	// report on it. Empty on a master without authentication.
+	Owner         string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2791,6 +2795,13 @@ func (x *ApplicationInfo) GetDefaultCores() int32 {
 	return 0
 }
 
+func (x *ApplicationInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // DriverInfo is one cluster-mode driver as the master sees it.
 type DriverInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2805,7 +2816,10 @@ type DriverInfo struct {
 	TraceId string `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// Set on a supervised driver relaunched under a new id (RELAUNCHING): that
 	// id, which goes on with the submission.
-	RelaunchedAs  string `protobuf:"bytes,9,opt,name=relaunched_as,json=relaunchedAs,proto3" json:"relaunched_as,omitempty"`
+	RelaunchedAs string `protobuf:"bytes,9,opt,name=relaunched_as,json=relaunchedAs,proto3" json:"relaunched_as,omitempty"`
+	// The name of the submit token that submitted it, as ApplicationInfo's
+	// owner; the applications it registers are that owner's too.
+	Owner         string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2899,6 +2913,13 @@ func (x *DriverInfo) GetTraceId() string {
 func (x *DriverInfo) GetRelaunchedAs() string {
 	if x != nil {
 		return x.RelaunchedAs
+	}
+	return ""
+}
+
+func (x *DriverInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -3012,7 +3033,9 @@ type PersistedApplication struct {
 	// What the master calls the driver with (RegisterApplicationRequest's
 	// master_token), kept so that whichever master leads next still speaks
 	// to the driver as the master.
-	MasterToken   string `protobuf:"bytes,11,opt,name=master_token,json=masterToken,proto3" json:"master_token,omitempty"`
+	MasterToken string `protobuf:"bytes,11,opt,name=master_token,json=masterToken,proto3" json:"master_token,omitempty"`
+	// ApplicationInfo's owner.
+	Owner         string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3124,6 +3147,13 @@ func (x *PersistedApplication) GetMasterToken() string {
 	return ""
 }
 
+func (x *PersistedApplication) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // PersistedDriver is what a master in recovery mode keeps of a cluster-mode
 // driver. submit_token is a secret, as app_token above.
 type PersistedDriver struct {
@@ -3141,7 +3171,9 @@ type PersistedDriver struct {
 	// Set once the driver ended: how it is shown among the completed drivers.
 	// A completed driver keeps no token; only this field, id and
 	// submission_id are set.
-	Completed     *DriverInfo `protobuf:"bytes,8,opt,name=completed,proto3" json:"completed,omitempty"`
+	Completed *DriverInfo `protobuf:"bytes,8,opt,name=completed,proto3" json:"completed,omitempty"`
+	// DriverInfo's owner.
+	Owner         string `protobuf:"bytes,9,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3230,6 +3262,13 @@ func (x *PersistedDriver) GetCompleted() *DriverInfo {
 		return x.Completed
 	}
 	return nil
+}
+
+func (x *PersistedDriver) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // PersistedCounters are the numbers the next application and driver ids take.
@@ -3484,7 +3523,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x12props_retrieved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
 	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAtB\x0e\n" +
-	"\f_exit_status\"\x9c\x04\n" +
+	"\f_exit_status\"\xb2\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -3500,7 +3539,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\tdriver_id\x18\n" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
 	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
-	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\"\xf4\x02\n" +
+	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\x12\x14\n" +
+	"\x05owner\x18\r \x01(\tR\x05owner\"\x8a\x03\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -3512,7 +3552,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"submitTime\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x19\n" +
 	"\btrace_id\x18\b \x01(\tR\atraceId\x12#\n" +
-	"\rrelaunched_as\x18\t \x01(\tR\frelaunchedAs\"\x9d\x01\n" +
+	"\rrelaunched_as\x18\t \x01(\tR\frelaunchedAs\x12\x14\n" +
+	"\x05owner\x18\n" +
+	" \x01(\tR\x05owner\"\x9d\x01\n" +
 	"\x0fPersistedWorker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3521,7 +3563,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"worker_url\x18\x04 \x01(\tR\tworkerUrl\x12\x14\n" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\xf3\x03\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\x89\x04\n" +
 	"\x14PersistedApplication\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
@@ -3536,8 +3578,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vtraceparent\x18\t \x01(\tR\vtraceparent\x12>\n" +
 	"\tcompleted\x18\n" +
 	" \x01(\v2 .glint.master.v1.ApplicationInfoR\tcompleted\x12!\n" +
-	"\fmaster_token\x18\v \x01(\tR\vmasterTokenB\x11\n" +
-	"\x0f_executor_limit\"\xe6\x02\n" +
+	"\fmaster_token\x18\v \x01(\tR\vmasterToken\x12\x14\n" +
+	"\x05owner\x18\f \x01(\tR\x05ownerB\x11\n" +
+	"\x0f_executor_limit\"\xfc\x02\n" +
 	"\x0fPersistedDriver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
 	"\vdescription\x18\x02 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12;\n" +
@@ -3547,7 +3590,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\fsubmit_token\x18\x05 \x01(\tR\vsubmitToken\x12 \n" +
 	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12#\n" +
 	"\rsubmission_id\x18\a \x01(\tR\fsubmissionId\x129\n" +
-	"\tcompleted\x18\b \x01(\v2\x1b.glint.master.v1.DriverInfoR\tcompleted\"i\n" +
+	"\tcompleted\x18\b \x01(\v2\x1b.glint.master.v1.DriverInfoR\tcompleted\x12\x14\n" +
+	"\x05owner\x18\t \x01(\tR\x05owner\"i\n" +
 	"\x11PersistedCounters\x12&\n" +
 	"\x0fnext_app_number\x18\x01 \x01(\x05R\rnextAppNumber\x12,\n" +
 	"\x12next_driver_number\x18\x02 \x01(\x05R\x10nextDriverNumber*\x95\x01\n" +
