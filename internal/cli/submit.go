@@ -256,6 +256,12 @@ func newDriverCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
+			// The master made a submit token for this driver, which its
+			// worker hands over; run by hand, it uses --token-file's.
+			secrets, err := child.ReceiveSecrets()
+			if err != nil {
+				return err
+			}
 			cfg, err := f.driverConfig(g.Apps, args)
 			if err != nil {
 				return err
@@ -271,11 +277,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 			}
 			defer stopObserving()
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, child.ExecutorCommand(exe), g.Stdout, log, tp
-			// The master made a submit token for this driver; run by hand,
-			// it uses --token-file's.
-			cfg.SubmitToken = os.Getenv(child.SubmitTokenEnv)
-			os.Unsetenv(child.SubmitTokenEnv) // nothing the application starts inherits it
-			if cfg.SubmitToken == "" {
+			if cfg.SubmitToken = secrets.SubmitToken; cfg.SubmitToken == "" {
 				if cfg.SubmitToken, err = g.Token(); err != nil {
 					return err
 				}
