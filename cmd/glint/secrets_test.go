@@ -3,19 +3,23 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -203,4 +207,67 @@ func TestNoTokenIsInTheEnvironmentOrOnTheCommandLineOfAnExecutorOrAClusterModeDr
 	c.waitForDrivers(t, "the driver FINISHED", func(s driversState) bool {
 		return len(s.CompletedDrivers) == 1 && s.CompletedDrivers[0].State == "FINISHED"
 	})
+}
+
+// TestAnExecutorOrDriverWhoseSecretsAreAbsentOrBadExitsWithAClearError: run
+// as its worker would run it, but with no secrets message, or a malformed or
+// oversized one, `glint executor`, glint-executor and `glint driver` each
+// exit 1 at once, saying what is wrong.
+func TestAnExecutorOrDriverWhoseSecretsAreAbsentOrBadExitsWithAClearError(t *testing.T) {
+	t.Parallel()
+	worker := "GLINT_WORKER_PID=" + strconv.Itoa(os.Getpid())
+	for _, cmd := range [][]string{{glintBin, "executor"}, {glintBin + child.ExecutorSuffix}, {glintBin, "driver", "pi"}} {
+		for _, tc := range []struct {
+			name    string
+			message []byte // nil: no pipe
+			want    string
+		}{
+			{"absent", nil, "without its secrets (GLINT_SECRETS_FD unset)"},
+			{"malformed", []byte("GLINT_APP_TOKEN=s3cr3t"), "secrets message of 22 bytes malformed"},
+			{"oversized", bytes.Repeat([]byte("s"), 5000), "secrets message of more than 4096 bytes"},
+		} {
+			t.Run(filepath.Base(strings.Join(cmd, " "))+" "+tc.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
+				c.Env = append(os.Environ(), worker)
+				if tc.message != nil {
+					r, w, err := os.Pipe()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer r.Close()
+					if _, err := w.Write(tc.message); err != nil {
+						t.Fatal(err)
+					}
+					w.Close()
+					c.ExtraFiles = []*os.File{r}
+					c.Env = append(c.Env, "GLINT_SECRETS_FD=3")
+				}
+				out, _ := c.CombinedOutput()
+				if ctx.Err() != nil {
+					t.Fatalf("still running after a minute: %q", out)
+				}
+				if code := c.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), tc.want) || bytes.Contains(out, []byte("s3cr3t")) || bytes.Contains(out, []byte("sss")) {
+					t.Errorf("exit %d, output %q; want 1 and %q, nothing of the message quoted", code, out, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestASecretPropertyIsRefusedForAClusterModeDriver: a cluster-mode
+// driver's --conf properties are its command line on its worker, so glint
+// submit refuses one that --redaction-regex calls secret, naming its key
+// and not its value, before it calls any master.
+func TestASecretPropertyIsRefusedForAClusterModeDriver(t *testing.T) {
+	t.Parallel()
+	for _, conf := range []string{"spark.authenticate.secret=s3cr3t", "spark.jdbc.url=jdbc:db://h/?password=s3cr3t"} {
+		_, stderr, err := runGlint(t, "submit", "--master", "http://127.0.0.1:1", "--deploy-mode", "cluster", "--retry-timeout", "0s",
+			"--conf", "spark.executor.memory=1g", "--conf", conf, "pi")
+		key, _, _ := strings.Cut(conf, "=")
+		if err == nil || !strings.Contains(stderr, "--conf "+key+": a secret") || strings.Contains(stderr, "s3cr3t") {
+			t.Errorf("cluster-mode submit with --conf %s: %v, stderr %q; want refused, the key named and the value not", key, err, stderr)
+		}
+	}
 }

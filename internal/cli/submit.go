@@ -137,6 +137,17 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	if f.driverCores <= 0 {
 		return fmt.Errorf("--driver-cores %d: must be positive", f.driverCores)
 	}
+	// The driver's flags are its command line on its worker, which every
+	// process there can read (/proc/PID/cmdline): no secret goes there.
+	redaction, err := g.Redactor()
+	if err != nil {
+		return err
+	}
+	for _, c := range f.conf {
+		if k, v, _ := strings.Cut(c, "="); redaction.Secret(k, v) {
+			return fmt.Errorf("--conf %s: a secret (it matches --redaction-regex) would be on the cluster-mode driver's command line, which every process on its worker can read; pass it in client mode, or have the application read it from a file", strings.TrimSpace(k))
+		}
+	}
 	memory, err := resources.ParseSize(f.driverMemory)
 	if err != nil {
 		return fmt.Errorf("--driver-memory: %w", err)
