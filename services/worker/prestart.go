@@ -275,9 +275,9 @@ func (sb *standby) discard(grace time.Duration) {
 
 // claimStep hands a prestarted executor its launch, as soon as the command
 // is known: the arguments after `executor`, the GLINT_* variables with the
-// step's trace context, its secrets, and the work directory, which the workdir and logs
-// steps make while the executor takes up its launch; the handover step then
-// gives it its log files. It is chosen (choose) only when a prestarted
+// step's trace context, its secrets, and the work directory, which the
+// workdir and logs steps make while the executor takes up its launch; the
+// handover step then gives it its log files. It is chosen (choose) only when a prestarted
 // process fits the launch; if that process is gone, nothing is claimed and
 // process.start starts one.
 type claimStep struct {
