@@ -24,7 +24,7 @@ import (
 
 // appUnderTest is a running application as an attacker finds it: its
 // driver's and executor's URLs from the master's /json and /sd, and its
-// token from its executor's environment. Creating release ends it; submitted
+// token in its executor's memory. Creating release ends it; submitted
 // waits for its submission to end.
 type appUnderTest struct {
 	id, driver, executor, token, release string
@@ -73,15 +73,7 @@ func runningApp(t *testing.T, c *testCluster, submitTokenFile string, seen map[s
 	}
 	for _, e := range w.Executors {
 		if e.AppID == a.id {
-			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", e.PID))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for kv := range strings.SplitSeq(string(env), "\x00") {
-				if v, ok := strings.CutPrefix(kv, "GLINT_APP_TOKEN="); ok {
-					a.token = v
-				}
-			}
+			a.token = heldToken(t, e.PID, acceptedBy(t, a.driver+"/glint.driver.v1.DriverService/RetrieveSparkProps", &driverv1.RetrieveSparkPropsRequest{AppId: a.id}))
 		}
 	}
 	if a.driver == "" || a.executor == "" || a.token == "" {

@@ -137,6 +137,17 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	if f.driverCores <= 0 {
 		return fmt.Errorf("--driver-cores %d: must be positive", f.driverCores)
 	}
+	// The driver's flags are its command line on its worker, which every
+	// process there can read (/proc/PID/cmdline): no secret goes there.
+	redaction, err := g.Redactor()
+	if err != nil {
+		return err
+	}
+	for _, c := range f.conf {
+		if k, v, _ := strings.Cut(c, "="); redaction.Secret(k, v) {
+			return fmt.Errorf("--conf %s: a secret (it matches --redaction-regex) would be on the cluster-mode driver's command line, which every process on its worker can read; pass it in client mode, or have the application read it from a file", strings.TrimSpace(k))
+		}
+	}
 	memory, err := resources.ParseSize(f.driverMemory)
 	if err != nil {
 		return fmt.Errorf("--driver-memory: %w", err)
@@ -256,6 +267,12 @@ func newDriverCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopWatching()
+			// The master made a submit token for this driver, which its
+			// worker hands over; run by hand, it uses --token-file's.
+			secrets, err := child.ReceiveSecrets()
+			if err != nil {
+				return err
+			}
 			cfg, err := f.driverConfig(g.Apps, args)
 			if err != nil {
 				return err
@@ -271,11 +288,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 			}
 			defer stopObserving()
 			cfg.DriverID, cfg.ExecutorCommand, cfg.Stdout, cfg.Logger, cfg.TracerProvider = driverID, child.ExecutorCommand(exe), g.Stdout, log, tp
-			// The master made a submit token for this driver; run by hand,
-			// it uses --token-file's.
-			cfg.SubmitToken = os.Getenv(child.SubmitTokenEnv)
-			os.Unsetenv(child.SubmitTokenEnv) // nothing the application starts inherits it
-			if cfg.SubmitToken == "" {
+			if cfg.SubmitToken = secrets.SubmitToken; cfg.SubmitToken == "" {
 				if cfg.SubmitToken, err = g.Token(); err != nil {
 					return err
 				}

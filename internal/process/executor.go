@@ -55,9 +55,12 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				// impossible: it is logged once the claim made the log.
 				warmErr = executor.Warm(ctx, otel.GetTracerProvider())
 			}
+			// Its token comes with its claim, or in its secrets pipe.
+			var secrets child.Secrets
 			claim, err := child.ReceiveClaim()
 			switch {
 			case err == nil:
+				secrets = claim.Secrets
 				// Its log files and work directory follow the claim: its
 				// log output is held until they are in place, which it waits
 				// for before it registers (cfg.Settle) and before it exits,
@@ -82,6 +85,10 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				}
 			case !errors.Is(err, child.ErrNotPrestarted):
 				return err
+			default:
+				if secrets, err = child.ReceiveSecrets(); err != nil {
+					return err
+				}
 			}
 			cfg.Waiting = func() { WatchSignals(ctx) }
 			// The executor's spans continue the worker's process.start span,
@@ -106,9 +113,7 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				url = rpc.URL(ln.Addr(), args.Hostname)
 			}
 			cfg.ExecutorArgs, cfg.URL, cfg.Apps, cfg.Logger, cfg.TracerProvider = args, url, g.Apps, log, tp
-			// The token is unset once read: nothing a task starts inherits it.
-			cfg.AppToken = os.Getenv(child.AppTokenEnv)
-			os.Unsetenv(child.AppTokenEnv)
+			cfg.AppToken = secrets.AppToken
 			s, err := executor.New(cfg)
 			if err != nil {
 				ln.Close()

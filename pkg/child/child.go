@@ -1,7 +1,8 @@
 // Package child is the contract between a worker and the processes it
 // launches (executors and cluster-mode drivers): the environment the worker
-// sets for them, and the child's side of it — the listening socket it
-// inherits and the watch that ends it when its worker dies.
+// sets for them, the secrets it hands them outside it, and the child's side
+// of it — the listening socket and secrets it inherits and the watch that
+// ends it when its worker dies.
 package child
 
 import (
@@ -38,12 +39,6 @@ const (
 	ExecutorIDEnv = "GLINT_EXECUTOR_ID"
 	// DriverIDEnv names a cluster-mode driver.
 	DriverIDEnv = "GLINT_DRIVER_ID"
-	// AppTokenEnv is an executor's application token: it calls its driver
-	// with it and accepts calls only with it.
-	AppTokenEnv = "GLINT_APP_TOKEN"
-	// SubmitTokenEnv is a cluster-mode driver's submit token, which the
-	// master made for it: it registers its application with it.
-	SubmitTokenEnv = "GLINT_SUBMIT_TOKEN"
 	// TokenFileEnv names a glint process's token file (the default of
 	// --token-file). A worker sets it empty for the processes it launches:
 	// its own is the cluster token, which they must not have.
@@ -57,9 +52,9 @@ const (
 )
 
 // WorkerEnv is what a worker sets in the environment of every process it
-// launches, over its own: its TLS files f, and no token file (a process gets
-// only its own token: an executor its application's, a driver a submit
-// token).
+// launches, over its own: the paths of its TLS files f, and no token file (a
+// process gets only its own token, in its Secrets: an executor its
+// application's, a driver a submit token).
 func WorkerEnv(f rpc.TLSFiles) []string {
 	return []string{TLSCertFileEnv + "=" + f.Cert, TLSKeyFileEnv + "=" + f.Key, TLSCAFileEnv + "=" + f.CA, TokenFileEnv + "="}
 }

@@ -26,6 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(child())
 	case "worker":
 		os.Exit(worker())
+	case "secrets":
+		os.Exit(secretsChild())
 	}
 	os.Exit(m.Run())
 }

@@ -27,12 +27,14 @@ const MaxClaimBytes = 128 << 10
 // Claim is the launch a prestarted executor becomes: the arguments that
 // follow `glint executor` in the application's command, the GLINT_*
 // variables and trace context (TRACEPARENT) a started process would have
-// found in its environment, and its work directory (made after the claim:
-// Claimed.Settle moves into it).
+// found in its environment, the secrets it would have read from its secrets
+// pipe, and its work directory (made after the claim: Claimed.Settle moves
+// into it).
 type Claim struct {
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
+	Args    []string `json:"args"`
+	Env     []string `json:"env"`
+	Secrets Secrets  `json:"secrets"`
+	Dir     string   `json:"dir"`
 }
 
 // ClaimChannel makes a claim channel: the worker keeps its end, which its
@@ -55,6 +57,7 @@ func ClaimChannel() (worker, process *os.File, err error) {
 // the worker's end of its claim channel. Its work directory and log files
 // follow with SendLogs: the executor takes up its launch meanwhile.
 func SendClaim(conn *os.File, c Claim) error {
+	c.Secrets.Version = SecretsVersion
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -203,7 +206,7 @@ func receiveClaim(fd int) (Claim, error) {
 	}
 	// The decoder is made ready too: its first use is slow.
 	var c Claim
-	if err := json.Unmarshal([]byte(`{"args":[""],"env":[""],"dir":""}`), &c); err != nil {
+	if err := json.Unmarshal([]byte(`{"args":[""],"env":[""],"secrets":{"version":0,"appToken":"","submitToken":""},"dir":""}`), &c); err != nil {
 		return Claim{}, err
 	}
 	if _, err := syscall.Write(fd, []byte(readyMessage)); err != nil {
@@ -224,6 +227,9 @@ func receiveClaim(fd int) (Claim, error) {
 	c = Claim{}
 	if err := json.Unmarshal(buf[:n], &c); err != nil {
 		return Claim{}, fmt.Errorf("decode claim: %w", err)
+	}
+	if err := c.Secrets.check(); err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
 	for _, kv := range c.Env {
 		k, val, ok := strings.Cut(kv, "=")

@@ -275,9 +275,9 @@ func (sb *standby) discard(grace time.Duration) {
 
 // claimStep hands a prestarted executor its launch, as soon as the command
 // is known: the arguments after `executor`, the GLINT_* variables with the
-// step's trace context, and the work directory, which the workdir and logs
-// steps make while the executor takes up its launch; the handover step then
-// gives it its log files. It is chosen (choose) only when a prestarted
+// step's trace context, its secrets, and the work directory, which the
+// workdir and logs steps make while the executor takes up its launch; the
+// handover step then gives it its log files. It is chosen (choose) only when a prestarted
 // process fits the launch; if that process is gone, nothing is claimed and
 // process.start starts one.
 type claimStep struct {
@@ -306,7 +306,7 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()
-	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(ctx, l.env), Dir: l.dir}); err != nil {
+	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(ctx, l.env), Secrets: l.secrets, Dir: l.dir}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
 		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))

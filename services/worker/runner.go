@@ -10,6 +10,7 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/redact"
@@ -35,6 +36,9 @@ type launch struct {
 	template *masterv1.Command // the command as the master sent it
 	vars     map[string]string // template variables: "APP_ID" replaces {{APP_ID}}
 	env      []string          // GLINT_* variables, "KEY=value"
+	// secrets are handed over outside the environment and the command
+	// line: in a pipe (process.start) or with the claim.
+	secrets child.Secrets
 	// defaults are variables the command's environment may replace: the
 	// process's GOMAXPROCS, its cores (coresEnv).
 	defaults []string

@@ -21,9 +21,11 @@ import (
 // startStep resolves argv[0] on the worker's PATH and forks and execs the
 // process in its own process group (so a kill reaches its children too), in
 // its work directory, with stdout and stderr going to its log files, stdin
-// from /dev/null, and the step's trace context in TRACEPARENT/TRACESTATE so
-// the process's first spans are children of this one; an executor of a traced
-// worker sends its spans through the worker (launch.relay).
+// from /dev/null, its secrets in a pipe (child.SecretsFDEnv; never in its
+// environment or arguments), and the step's trace context in
+// TRACEPARENT/TRACESTATE so the process's first spans are children of this
+// one; an executor of a traced worker sends its spans through the worker
+// (launch.relay).
 type startStep struct{}
 
 // Name is "process.start".
@@ -80,6 +82,13 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		cmd.Env = append(cmd.Env, child.ListenFDEnv+"=3")
 		url = u
 	}
+	secrets, err := child.SecretsPipe(l.secrets)
+	if err != nil {
+		return err
+	}
+	defer secrets.Close() // as the socket
+	cmd.ExtraFiles = append(cmd.ExtraFiles, secrets)
+	cmd.Env = append(cmd.Env, child.SecretsFDEnv+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	// Stamped before the fork: once started, the process may reach its driver
 	// (whose stamps follow this one on the launch's timeline) before Start
 	// returns here.

@@ -28,6 +28,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/master"
 )
@@ -49,8 +50,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild is a child process. It prints its arguments and GLINT_*
-// environment, then, by mode:
+// runChild is a child process. It prints its arguments, GLINT_*
+// environment and the secrets it read (child.ReceiveSecrets), then, by mode:
 //
 //	exit         exits with $GLINT_WORKER_TEST_EXIT
 //	hold         waits for the file "release" in its work dir, then exits so
@@ -65,6 +66,11 @@ func runChild(mode string) int {
 	fmt.Printf("cwd %s\n", cwd)
 	for _, k := range []string{"GLINT_WORK_DIR", "GLINT_APP_ID", "GLINT_EXECUTOR_ID", "GLINT_DRIVER_ID", "GLINT_WORKER_URL", "GLINT_WORKER_PID", "GLINT_TOKEN_FILE", "TRACEPARENT", "GOMAXPROCS"} {
 		fmt.Printf("env %s=%s\n", k, os.Getenv(k))
+	}
+	if secrets, err := child.ReceiveSecrets(); err != nil {
+		fmt.Printf("secrets: %v\n", err)
+	} else {
+		fmt.Printf("secrets: app token %q, submit token %q\n", secrets.AppToken, secrets.SubmitToken)
 	}
 	fmt.Fprintf(os.Stderr, "child %s stderr\n", mode)
 	code, _ := strconv.Atoi(os.Getenv(childExitEnv))
