@@ -37,7 +37,7 @@ func TestAnExecutorAndADriverReadTheirTokensFromTheirSecretsNotFromTheirEnvironm
 	ctx := context.Background()
 
 	appToken := rpc.NewToken()
-	app, err := c.master.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: appToken,
+	app, err := c.master.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: appToken, MasterToken: rpc.NewToken(),
 		Description: &masterv1.ApplicationDescription{
 			Name: "worker-test", MemoryPerExecutorMib: 64, CoresPerExecutor: proto.Int32(1), MaxCores: proto.Int32(1),
 			Command: executorCommand(t, "hold", 0),
