@@ -94,3 +94,37 @@ func TestFinalStatesAWorkerCarriesAreBounded(t *testing.T) {
 		t.Fatalf("a heartbeat carrying a driver RUNNING as final: %v, want invalid_argument", err)
 	}
 }
+
+// TestADriverWhoseLaunchWasLostWithItsMasterIsLaunchedAgain: the master
+// kept a driver as launched on a worker and was killed before the launch
+// reached it; the worker re-registers with the recovering master neither
+// running the driver nor carrying its end. The driver never ran: it waits
+// again under its own id and is launched once the master is ALIVE, not
+// ended in error nor relaunched as another driver.
+func TestADriverWhoseLaunchWasLostWithItsMasterIsLaunchedAgain(t *testing.T) {
+	dir := t.TempDir()
+	wp := newPeer(t)
+	worker, app := keptCluster(t, dir, wp, newPeer(t), true)
+	c := recoveringCluster(t, dir, Config{})
+	driver := c.srv.clusterState().GetActiveDrivers()[0].GetId()
+
+	_, err := c.client.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
+		WorkerId: worker, Host: "127.0.0.1", Port: 7078, Cores: 4, MemoryMib: 4096, WorkerUrl: wp.url,
+		Executors: []*masterv1.RunningExecutor{{AppId: app, ExecutorId: 0, Cores: 1, MemoryMib: 512}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.driver(t, driver); lifecycle.Name(d.GetState()) != "SUBMITTED" {
+		t.Fatalf("the driver whose launch was lost, once its worker re-registered without it: %s %q, want SUBMITTED", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+	c.srv.mu.Lock()
+	c.srv.completeRecoveryLocked(context.Background())
+	c.srv.mu.Unlock()
+	c.srv.wake()
+	wp.expect(t, "LaunchDriver "+driver)
+	st := c.srv.clusterState()
+	if len(st.GetActiveDrivers()) != 1 || len(st.GetCompletedDrivers()) != 0 {
+		t.Fatalf("active drivers %v, completed %v: want %s alone, launched again", st.GetActiveDrivers(), st.GetCompletedDrivers(), driver)
+	}
+}

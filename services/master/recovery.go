@@ -310,9 +310,33 @@ func (s *Server) adoptLocked(ctx context.Context, w *workerInfo, m *masterv1.Reg
 			s.log.Info("adopted driver", "driver", d.id, "worker", w.id)
 		}
 	}
+	for _, d := range s.sortedDriversLocked() {
+		if d.worker == nil && d.recoveredOn == w.id {
+			s.lostLaunchLocked(ctx, d, w)
+		}
+	}
 	s.log.Info("worker re-registered after recovery", "worker", w.id, "executors", len(w.executors), "drivers", len(w.drivers))
 	s.maybeCompleteRecoveryLocked(ctx)
 	return s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
+}
+
+// lostLaunchLocked puts back among the waiting drivers d, kept as launched
+// on w, which re-registered neither running d nor carrying its end: the
+// LaunchDriver was lost with the master that sent it (the worker is the
+// same process — a restarted one has another id — and keeps every end until
+// a master acknowledges it), so d never ran, and w refuses a driver id it
+// ran should the launch have reached it after all.
+func (s *Server) lostLaunchLocked(ctx context.Context, d *driverInfo, w *workerInfo) {
+	if err := d.setState(masterv1.DriverState_DRIVER_STATE_SUBMITTED); err != nil {
+		s.log.Warn("requeue driver", "err", err)
+		return
+	}
+	d.recoveredOn, d.launched = "", false
+	d.message = fmt.Sprintf("its launch on worker %s was lost with the master that sent it; launching it again", w.id)
+	s.log.InfoContext(ctx, "driver back among the waiting", "driver", d.id, "reason", d.message)
+	s.persistDriverLocked(d)
+	s.waitingDrivers = append(s.waitingDrivers, d)
+	s.needSchedule = true
 }
 
 func (s *Server) maybeCompleteRecoveryLocked(ctx context.Context) {
