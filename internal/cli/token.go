@@ -23,7 +23,9 @@ func newTokenCommand(g *globals) *cobra.Command {
 		Short: "Print a new random token, for --token-file and --submit-token-file",
 		Long: "Print a new random token (32 random bytes, base64). Give the cluster token to the master and every\n" +
 			"worker with --token-file, and a submit token to clients; keep the files readable by their owner only:\n\n" +
-			"  glint token > cluster.token && chmod 600 cluster.token",
+			"  glint token > cluster.token && chmod 600 cluster.token\n\n" +
+			"On a loopback address none is needed: a master or worker without one makes the machine's, in the\n" +
+			"user's config directory, which every glint command sends to masters on a loopback address.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintln(g.Stdout, rpc.NewToken())
