@@ -74,7 +74,7 @@ func (g *globals) clusterToken(ctx context.Context, log *slog.Logger, what strin
 			return "", nil, fmt.Errorf("%s on %s needs a cluster token, or anyone who reaches it can run any program on every worker:\n"+
 				"  glint token > cluster.token && chmod 600 cluster.token\n"+
 				"  glint master --token-file cluster.token     # and every worker with the same --token-file\n"+
-				"(or listen on a loopback address, with masters on one: the machine's token is then made and read by itself)", what, ln.Addr())
+				"(on a loopback address, with its masters on one, it needs none: it makes or reads this machine's)", what, ln.Addr())
 		}
 		path, made, token, err := localToken()
 		if err != nil {
