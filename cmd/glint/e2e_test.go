@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -65,6 +66,9 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	os.Setenv("GLINT_TOKEN_FILE", tokenFile)
+	// A test that starts a process without a token gives it a config
+	// directory of its own: none reads or makes the user's cluster token.
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	code := m.Run()
 	if left := glintProcesses(); len(left) > 0 && code == 0 {
 		fmt.Fprintf(os.Stderr, "glint processes left after the tests: %v\n", left)
@@ -119,11 +123,13 @@ func isZombie(stat []byte) bool {
 
 // proc is a glint process a test started; Cleanup stops and reaps it.
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	log  string
-	done chan struct{} // closed once the process was reaped
-	err  error         // its Wait error, set before done closes
+	cmd     *exec.Cmd
+	name    string
+	url     string
+	log     string
+	urlFile string
+	done    chan struct{} // closed once the process was reaped
+	err     error         // its Wait error, set before done closes
 }
 
 // start runs glint args... with --url-file and waits until it serves. env is
@@ -135,6 +141,15 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 
 // startBinary is start for another binary that runs glint.Main.
 func startBinary(t testing.TB, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := spawn(t, bin, name, env, args...)
+	p.waitServing(t)
+	return p
+}
+
+// spawn runs bin args... with --url-file, as startBinary does, without
+// waiting until it serves.
+func spawn(t testing.TB, bin, name string, env []string, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, name+".log")
@@ -151,22 +166,28 @@ func startBinary(t testing.TB, bin, name string, env []string, args ...string) *
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &proc{cmd: cmd, name: name, log: logPath, urlFile: urlFile, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// waitServing waits until p wrote its URL, and sets p.url.
+func (p *proc) waitServing(t testing.TB) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if b, err := os.ReadFile(urlFile); err == nil {
+		if b, err := os.ReadFile(p.urlFile); err == nil {
 			p.url = strings.TrimSpace(string(b))
-			return p
+			return
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited before serving: %v\n%s", name, p.err, readFile(logPath))
+			t.Fatalf("%s exited before serving: %v\n%s", p.name, p.err, readFile(p.log))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not serve within 20s\n%s", name, readFile(logPath))
+			t.Fatalf("%s did not serve within 20s\n%s", p.name, readFile(p.log))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -196,6 +217,8 @@ type testCluster struct {
 	workDirs []string
 	// client reads the master's pages; nil: http.DefaultClient.
 	client *http.Client
+	// token is what it reads them with; empty: testToken.
+	token string
 }
 
 func startCluster(t testing.TB, workers int, masterArgs ...string) *testCluster {
@@ -302,7 +325,7 @@ func (s masterJSON) alive() int {
 
 func (c *testCluster) state(t testing.TB) masterJSON {
 	t.Helper()
-	resp := getPage(t, c.client, c.master.url+"/json")
+	resp := getPageWith(t, c.client, cmp.Or(c.token, testToken), c.master.url+"/json")
 	defer resp.Body.Close()
 	var s masterJSON
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
@@ -315,11 +338,17 @@ func (c *testCluster) state(t testing.TB) masterJSON {
 // client (nil: http.DefaultClient).
 func getPage(t testing.TB, client *http.Client, url string) *http.Response {
 	t.Helper()
+	return getPageWith(t, client, testToken, url)
+}
+
+// getPageWith is getPage with token.
+func getPageWith(t testing.TB, client *http.Client, token, url string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if client == nil {
 		client = http.DefaultClient
 	}

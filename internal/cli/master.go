@@ -173,20 +173,11 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 		return err
 	}
 
-	// Tokens: the cluster token from --token-file, also the submit token
-	// named admin; named submit tokens from --submit-token-file.
-	cluster, err := g.Token()
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	tokens, err := f.tokens(ctx, log, "the master", ln, cluster)
-	for flag, n := range map[string]int{"--submit-token-file": len(f.submitTokenFiles), "--admin-acls": len(f.adminACLs)} {
-		if err == nil && tokens == nil && n > 0 {
-			err = fmt.Errorf("%s needs --token-file: without a cluster token the master authenticates no one", flag)
-		}
-	}
-	if err == nil && tokens != nil {
+	// Tokens: the cluster token (--token-file's, or on loopback the
+	// machine's), also the submit token named admin; named submit tokens
+	// from --submit-token-file.
+	cluster, tokens, err := g.clusterToken(ctx, log, "the master", ln)
+	if err == nil {
 		err = f.addSubmitTokens(tokens, cluster)
 	}
 	if err != nil {

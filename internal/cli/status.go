@@ -24,14 +24,14 @@ import (
 )
 
 // masterClient connects to the masters of a --master list — the one that
-// leads answers — with --token-file's token, retrying calls for
+// leads answers — with the token clientToken finds, retrying calls for
 // retryTimeout (--retry-timeout).
 func (g *globals) masterClient(list string, retryTimeout time.Duration) (masterv1connect.MasterServiceClient, error) {
 	masters, err := rpc.ParseURLs(list)
 	if err != nil {
 		return nil, fmt.Errorf("--master: %w", err)
 	}
-	token, err := g.Token()
+	token, err := g.clientToken(masters)
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	if cfg.SubmitToken, err = g.Token(); err != nil {
+	if cfg.SubmitToken, err = g.clientToken(cfg.Masters); err != nil {
 		return err
 	}
 	log, tp, stopObserving, err := g.Observe(ctx, telemetry.ServiceSubmit, nil)
@@ -268,7 +268,9 @@ func newDriverCommand(g *globals) *cobra.Command {
 			}
 			defer stopWatching()
 			// The master made a submit token for this driver, which its
-			// worker hands over; run by hand, it uses --token-file's.
+			// worker hands over; run by hand, it uses --token-file's, never
+			// the machine's cluster token (clientToken): a driver a worker
+			// launched without its own would act as an admin.
 			secrets, err := child.ReceiveSecrets()
 			if err != nil {
 				return err

@@ -116,12 +116,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 
 	// Tokens: the cluster token, which the worker accepts (from the master)
 	// and sends (to the master).
-	cluster, err := g.Token()
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	tokens, err := f.tokens(ctx, log, "the worker", ln, cluster)
+	cluster, tokens, err := g.clusterToken(ctx, log, "the worker", ln, masters...)
 	if err != nil {
 		ln.Close()
 		return err

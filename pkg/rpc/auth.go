@@ -214,7 +214,7 @@ func (t *Tokens) rolesOf(token string) roleSet {
 }
 
 // Allows reports whether token may make a call that needs role need, as the
-// middleware decides for a bearer token; with t nil (--insecure) every token
+// middleware decides for a bearer token; with t nil (in-process tests) every token
 // may. The web UI asks it for the token behind a browser's session.
 func (t *Tokens) Allows(token string, need Role) bool {
 	if t == nil || need == Public {
@@ -294,7 +294,7 @@ var (
 // against tokens before anything of the request's body is read: a missing
 // or unknown token is Unauthenticated, a valid token of the wrong role
 // PermissionDenied. need gives each request's role; with tokens nil every
-// call passes (--insecure). A call it lets through that needed a token
+// call passes (in-process tests). A call it lets through that needed a token
 // authenticates its connection (conns.go); a Public one (/healthz) does not.
 // A call made with a named token carries the name in its context (Caller).
 func authenticate(next http.Handler, tokens *Tokens, need func(*http.Request) Role) http.Handler {

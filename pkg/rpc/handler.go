@@ -27,7 +27,7 @@ type Endpoints struct {
 	// Pages are further routes, such as "GET /json", and their handlers.
 	Pages map[string]http.HandlerFunc
 	// Tokens are the tokens the process accepts; nil accepts every call
-	// (--insecure).
+	// (in-process tests; glint always gives tokens).
 	Tokens *Tokens
 	// Access is the role each procedure and page needs. /healthz is Public;
 	// /metrics is Metrics unless Access says otherwise; a path nothing serves

@@ -47,7 +47,7 @@ type Config struct {
 	// Service names the process in page titles: "master", "worker".
 	Service string
 	// Tokens are the tokens the process accepts; nil: no authentication
-	// (--insecure), every page and button is open.
+	// (in-process tests), every page and button is open.
 	Tokens *rpc.Tokens
 	// Read is the role whose token may read the pages, Act the role whose
 	// token may press their buttons.
@@ -94,7 +94,7 @@ type Viewer struct {
 	LoggedIn bool
 	// CanAct: the viewer may press the page's buttons.
 	CanAct bool
-	// Auth: the process checks tokens at all (false with --insecure).
+	// Auth: the process checks tokens at all (false in in-process tests without tokens).
 	Auth bool
 	// CSRF is the token each of the page's forms must send back.
 	CSRF string

@@ -50,7 +50,7 @@ type Config struct {
 	// and the submit tokens (Submit), each named (Tokens.AddNamed, the
 	// cluster token as AdminName; CheckTokenName), to which it adds one for
 	// each cluster-mode driver while it runs, named by the driver's id.
-	// Nil: no authentication (--insecure), where every caller is an admin.
+	// Nil: no authentication, where every caller is an admin (in-process tests; glint always gives tokens).
 	Tokens *rpc.Tokens
 	// Admins are the names of the submit tokens that may act on every
 	// application and driver besides AdminName (spark.admin.acls).

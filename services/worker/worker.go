@@ -80,7 +80,7 @@ type Config struct {
 	// are kept (spark.worker.cleanup.appDataTtl), default 7 days.
 	CleanupTTL time.Duration
 	// Tokens are the tokens the worker accepts: the cluster token (Cluster).
-	// Nil: no authentication (--insecure).
+	// Nil: no authentication (in-process tests; glint always gives tokens).
 	Tokens *rpc.Tokens
 	// ClusterToken is what the worker calls the master with.
 	ClusterToken string
