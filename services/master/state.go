@@ -164,6 +164,8 @@ type executorInfo struct {
 	released bool
 	// launch is when the later steps of its launch happened (timeline.go).
 	launch launchTimes
+	// used is what it uses, as its worker last measured it (usage.go).
+	used usage
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
@@ -321,6 +323,7 @@ func (a *appInfo) hasRunningExecutor() bool {
 // driverInfo is one cluster-mode driver (Spark's DriverInfo).
 type driverInfo struct {
 	id         string
+	used       usage // as its worker last measured it (usage.go)
 	desc       *masterv1.DriverDescription
 	state      masterv1.DriverState
 	worker     *workerInfo

@@ -2478,6 +2478,8 @@ type WorkerInfo struct {
 	MemoryMib     int64                  `protobuf:"varint,8,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	MemoryUsedMib int64                  `protobuf:"varint,9,opt,name=memory_used_mib,json=memoryUsedMib,proto3" json:"memory_used_mib,omitempty"`
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// What its executors and drivers use, summed.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2582,6 +2584,75 @@ func (x *WorkerInfo) GetLastHeartbeat() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WorkerInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// Usage is CPU and memory measured on the workers (ProcessUsage), for one
+// executor or driver or summed over several.
+type Usage struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	CpuSeconds      float64                `protobuf:"fixed64,1,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	MemoryBytes     int64                  `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MemoryPeakBytes int64                  `protobuf:"varint,3,opt,name=memory_peak_bytes,json=memoryPeakBytes,proto3" json:"memory_peak_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Usage) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *Usage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetMemoryPeakBytes() int64 {
+	if x != nil {
+		return x.MemoryPeakBytes
+	}
+	return 0
+}
+
 // ExecutorInfo is one executor as the master sees it.
 type ExecutorInfo struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -2605,13 +2676,15 @@ type ExecutorInfo struct {
 	PropsRetrievedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=props_retrieved_at,json=propsRetrievedAt,proto3" json:"props_retrieved_at,omitempty"`
 	RegisteredAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	FirstTaskAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=first_task_at,json=firstTaskAt,proto3" json:"first_task_at,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What it uses, as its worker last measured it.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutorInfo) Reset() {
 	*x = ExecutorInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2696,7 @@ func (x *ExecutorInfo) String() string {
 func (*ExecutorInfo) ProtoMessage() {}
 
 func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2709,7 @@ func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorInfo.ProtoReflect.Descriptor instead.
 func (*ExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecutorInfo) GetId() int32 {
@@ -2751,6 +2824,13 @@ func (x *ExecutorInfo) GetFirstTaskAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ExecutorInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // ApplicationInfo is one application as the master sees it.
 type ApplicationInfo struct {
 	state        protoimpl.MessageState  `protogen:"open.v1"`
@@ -2773,14 +2853,16 @@ type ApplicationInfo struct {
 	// The name of the submit token that registered it (Spark's user): only
 	// that token's holders and an admin may end it, change its executors or
 	// report on it. Empty on a master without authentication.
-	Owner         string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
+	// What its executors use: CPU over those listed, memory over those running.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplicationInfo) Reset() {
 	*x = ApplicationInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2874,7 @@ func (x *ApplicationInfo) String() string {
 func (*ApplicationInfo) ProtoMessage() {}
 
 func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2887,7 @@ func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationInfo.ProtoReflect.Descriptor instead.
 func (*ApplicationInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ApplicationInfo) GetId() string {
@@ -2899,6 +2981,13 @@ func (x *ApplicationInfo) GetOwner() string {
 	return ""
 }
 
+func (x *ApplicationInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // DriverInfo is one cluster-mode driver as the master sees it.
 type DriverInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2916,14 +3005,16 @@ type DriverInfo struct {
 	RelaunchedAs string `protobuf:"bytes,9,opt,name=relaunched_as,json=relaunchedAs,proto3" json:"relaunched_as,omitempty"`
 	// The name of the submit token that submitted it, as ApplicationInfo's
 	// owner; the applications it registers are that owner's too.
-	Owner         string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	// What it uses (cluster mode), as its worker last measured it.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3026,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3039,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DriverInfo) GetId() string {
@@ -3021,6 +3112,13 @@ func (x *DriverInfo) GetOwner() string {
 	return ""
 }
 
+func (x *DriverInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // PersistedWorker is what a master in recovery mode keeps of a worker.
 type PersistedWorker struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3036,7 +3134,7 @@ type PersistedWorker struct {
 
 func (x *PersistedWorker) Reset() {
 	*x = PersistedWorker{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3146,7 @@ func (x *PersistedWorker) String() string {
 func (*PersistedWorker) ProtoMessage() {}
 
 func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3159,7 @@ func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedWorker.ProtoReflect.Descriptor instead.
 func (*PersistedWorker) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PersistedWorker) GetId() string {
@@ -3139,7 +3237,7 @@ type PersistedApplication struct {
 
 func (x *PersistedApplication) Reset() {
 	*x = PersistedApplication{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[42]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3249,7 @@ func (x *PersistedApplication) String() string {
 func (*PersistedApplication) ProtoMessage() {}
 
 func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[42]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3262,7 @@ func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedApplication.ProtoReflect.Descriptor instead.
 func (*PersistedApplication) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PersistedApplication) GetId() string {
@@ -3277,7 +3375,7 @@ type PersistedDriver struct {
 
 func (x *PersistedDriver) Reset() {
 	*x = PersistedDriver{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[43]
+	mi := &file_glint_master_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3387,7 @@ func (x *PersistedDriver) String() string {
 func (*PersistedDriver) ProtoMessage() {}
 
 func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[43]
+	mi := &file_glint_master_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3400,7 @@ func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedDriver.ProtoReflect.Descriptor instead.
 func (*PersistedDriver) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PersistedDriver) GetId() string {
@@ -3379,7 +3477,7 @@ type PersistedCounters struct {
 
 func (x *PersistedCounters) Reset() {
 	*x = PersistedCounters{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[44]
+	mi := &file_glint_master_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3489,7 @@ func (x *PersistedCounters) String() string {
 func (*PersistedCounters) ProtoMessage() {}
 
 func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[44]
+	mi := &file_glint_master_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3502,7 @@ func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedCounters.ProtoReflect.Descriptor instead.
 func (*PersistedCounters) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PersistedCounters) GetNextAppNumber() int32 {
@@ -3591,7 +3689,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0ecompleted_apps\x18\x05 \x03(\v2 .glint.master.v1.ApplicationInfoR\rcompletedApps\x12B\n" +
 	"\x0eactive_drivers\x18\x06 \x03(\v2\x1b.glint.master.v1.DriverInfoR\ractiveDrivers\x12H\n" +
 	"\x11completed_drivers\x18\a \x03(\v2\x1b.glint.master.v1.DriverInfoR\x10completedDrivers\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\xd6\x02\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x84\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3607,7 +3705,13 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"memory_mib\x18\b \x01(\x03R\tmemoryMib\x12&\n" +
 	"\x0fmemory_used_mib\x18\t \x01(\x03R\rmemoryUsedMib\x12A\n" +
 	"\x0elast_heartbeat\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\xbe\x05\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"w\n" +
+	"\x05Usage\x12\x1f\n" +
+	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
+	"cpuSeconds\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12*\n" +
+	"\x11memory_peak_bytes\x18\x03 \x01(\x03R\x0fmemoryPeakBytes\"\xec\x05\n" +
 	"\fExecutorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1b\n" +
@@ -3629,8 +3733,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"started_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12H\n" +
 	"\x12props_retrieved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
-	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAtB\x0e\n" +
-	"\f_exit_status\"\xb2\x04\n" +
+	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usageB\x0e\n" +
+	"\f_exit_status\"\xe0\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -3647,7 +3752,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
 	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
 	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\x12\x14\n" +
-	"\x05owner\x18\r \x01(\tR\x05owner\"\x8a\x03\n" +
+	"\x05owner\x18\r \x01(\tR\x05owner\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"\xb8\x03\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -3661,7 +3767,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\btrace_id\x18\b \x01(\tR\atraceId\x12#\n" +
 	"\rrelaunched_as\x18\t \x01(\tR\frelaunchedAs\x12\x14\n" +
 	"\x05owner\x18\n" +
-	" \x01(\tR\x05owner\"\x9d\x01\n" +
+	" \x01(\tR\x05owner\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"\x9d\x01\n" +
 	"\x0fPersistedWorker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3769,7 +3876,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -3813,18 +3920,19 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*GetClusterStateRequest)(nil),        // 39: glint.master.v1.GetClusterStateRequest
 	(*GetClusterStateResponse)(nil),       // 40: glint.master.v1.GetClusterStateResponse
 	(*WorkerInfo)(nil),                    // 41: glint.master.v1.WorkerInfo
-	(*ExecutorInfo)(nil),                  // 42: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 43: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 44: glint.master.v1.DriverInfo
-	(*PersistedWorker)(nil),               // 45: glint.master.v1.PersistedWorker
-	(*PersistedApplication)(nil),          // 46: glint.master.v1.PersistedApplication
-	(*PersistedDriver)(nil),               // 47: glint.master.v1.PersistedDriver
-	(*PersistedCounters)(nil),             // 48: glint.master.v1.PersistedCounters
-	nil,                                   // 49: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 50: google.protobuf.Timestamp
+	(*Usage)(nil),                         // 42: glint.master.v1.Usage
+	(*ExecutorInfo)(nil),                  // 43: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 44: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 45: glint.master.v1.DriverInfo
+	(*PersistedWorker)(nil),               // 46: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 47: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 48: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 49: glint.master.v1.PersistedCounters
+	nil,                                   // 50: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 51: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	49, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	50, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
@@ -3838,79 +3946,83 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	7,  // 11: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 12: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	2,  // 13: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	50, // 14: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	50, // 15: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	51, // 14: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	51, // 15: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 16: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
 	6,  // 17: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	44, // 18: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	50, // 19: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	50, // 20: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	50, // 21: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	45, // 18: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	51, // 19: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	51, // 20: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	51, // 21: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
 	41, // 22: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	43, // 23: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	43, // 24: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	44, // 25: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	44, // 26: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	44, // 23: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	44, // 24: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	45, // 25: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	45, // 26: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
 	0,  // 27: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	50, // 28: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 29: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	50, // 30: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	50, // 31: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	50, // 32: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	50, // 33: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	50, // 34: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	50, // 35: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	5,  // 36: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 37: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	50, // 38: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	50, // 39: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	42, // 40: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	6,  // 41: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 42: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	50, // 43: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	5,  // 44: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	50, // 45: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	43, // 46: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
-	6,  // 47: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	50, // 48: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	44, // 49: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
-	8,  // 50: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 51: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	13, // 52: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	15, // 53: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	17, // 54: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	19, // 55: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	21, // 56: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	23, // 57: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	25, // 58: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	27, // 59: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	29, // 60: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	31, // 61: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	33, // 62: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	35, // 63: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	39, // 64: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	37, // 65: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 66: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	12, // 67: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	14, // 68: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	16, // 69: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	18, // 70: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	20, // 71: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	22, // 72: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	24, // 73: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	26, // 74: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	28, // 75: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	30, // 76: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	32, // 77: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	34, // 78: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	36, // 79: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	40, // 80: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	38, // 81: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	66, // [66:82] is the sub-list for method output_type
-	50, // [50:66] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	51, // 28: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	42, // 29: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
+	2,  // 30: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	51, // 31: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	51, // 32: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	51, // 33: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	51, // 34: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	51, // 35: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	51, // 36: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	42, // 37: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 38: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 39: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	51, // 40: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	51, // 41: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	43, // 42: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	42, // 43: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 44: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 45: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	51, // 46: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	42, // 47: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 48: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	51, // 49: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	44, // 50: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	6,  // 51: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	51, // 52: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	45, // 53: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	8,  // 54: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 55: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	13, // 56: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	15, // 57: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	17, // 58: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	19, // 59: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	21, // 60: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	23, // 61: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	25, // 62: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	27, // 63: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	29, // 64: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	31, // 65: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	33, // 66: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	35, // 67: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	39, // 68: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	37, // 69: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 70: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	12, // 71: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	14, // 72: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	16, // 73: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	18, // 74: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	20, // 75: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	22, // 76: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	24, // 77: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	26, // 78: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	28, // 79: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	30, // 80: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	32, // 81: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	34, // 82: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	36, // 83: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	40, // 84: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	38, // 85: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	70, // [70:86] is the sub-list for method output_type
+	54, // [54:70] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -3920,15 +4032,15 @@ func file_glint_master_v1_master_proto_init() {
 	}
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
 	file_glint_master_v1_master_proto_msgTypes[17].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[38].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[42].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[39].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
