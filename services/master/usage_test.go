@@ -55,6 +55,17 @@ func TestAHeartbeatsUsageCountsOnlyWhatTheMasterPlacedThere(t *testing.T) {
 			t.Errorf("executor 1 took usage %v from a worker it does not run on", e.GetUsage())
 		}
 	}
+	// The pages show it: the executor's CPU against its cores and its
+	// peak against its limit, the worker's sum.
+	row := c.srv.appPage(st, a, true).Executors[0]
+	if row.CPU != "2.5 s / 2 cores" || row.MemoryPeak != "200.0 MiB / 512.0 MiB" {
+		t.Errorf("executor row CPU %q, memory %q; want 2.5 s / 2 cores and 200.0 MiB / 512.0 MiB", row.CPU, row.MemoryPeak)
+	}
+	for _, w := range index(st, c.clock.Now()).Workers {
+		if w.ID == worker && w.Measured != "2.5 s CPU, 100.0 MiB" {
+			t.Errorf("worker row measured %q, want 2.5 s CPU, 100.0 MiB", w.Measured)
+		}
+	}
 }
 
 // A heartbeat whose usage no worker measures is refused, naming the field,
