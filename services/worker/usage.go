@@ -249,8 +249,9 @@ func (s *Server) sampleUsage() {
 }
 
 // endUsageLocked records the last usage of a process that ended, from its
-// wait status: the CPU of it and the descendants it reaped, and its peak
-// resident memory. Its memory is 0 from then on.
+// wait status: the CPU of it and the descendants it reaped, and the peak
+// resident memory of the largest of them; its current memory is 0. It
+// returns the CPU it used since the last sample.
 func (r *runner[S]) endUsageLocked(pid int, ps *os.ProcessState) float64 {
 	if ps == nil {
 		return 0
@@ -259,9 +260,7 @@ func (r *runner[S]) endUsageLocked(pid int, ps *os.ProcessState) float64 {
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		u.peakBytes = ru.Maxrss << 10
 	}
-	delta := r.measured.addLocked(pid, u)
-	r.measured.used.memoryBytes = 0
-	return delta
+	return r.measured.addLocked(pid, u)
 }
 
 // usageReportLocked is what the worker tells the master its executors and

@@ -186,6 +186,39 @@ func TestUsageOfARunningExecutorTreeIsMeasuredAndReported(t *testing.T) {
 	}
 }
 
+// What a process used after its last sample is not lost: once it ended,
+// its exit status gives the CPU of its tree (the descendants it reaped) and
+// its largest peak, though no sample was taken while it ran.
+func TestAnExecutorsLastUsageComesFromItsExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := startCluster(t, clusterConfig{worker: Config{UsageInterval: time.Hour}})
+	w := c.worker
+	appID := c.registerApp(t, executorCommand(t, "burn", 0), 1)
+	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	dir := filepath.Join(w.cfg.WorkDir, appID, "0")
+	waitFileContains(t, filepath.Join(dir, "stdout"), "holding")
+	e, _ := w.executor(t, appID, 0)
+	eventually(t, "the executor to spin for a fifth of a second", func() bool {
+		st, err := readProcStat(fmt.Sprintf("/proc/%d/stat", e.PID))
+		return err == nil && st.ticks >= clockTicks/5
+	})
+	if e.CPUSeconds != 0 || e.PeakBytes != 0 {
+		t.Fatalf("usage %+v before any sample, want none", e.usageJSON)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e = w.waitFinishedExecutor(t, appID, 0)
+	if e.CPUSeconds < 0.2 || e.PeakBytes < heldBytes || e.MemoryBytes != 0 {
+		t.Errorf("finished executor's usage %+v: want CPU ≥ 0.2 s, peak ≥ %d, no current memory", e.usageJSON, heldBytes)
+	}
+	if v := scrape(t, w.url, `glint_worker_children_cpu_seconds_total{process="executor"}`); v != e.CPUSeconds {
+		t.Errorf("executors' CPU %v, want the ended executor's %v", v, e.CPUSeconds)
+	}
+}
+
 // A sample's CPU counts once; a restart (a new pid) counts from zero; CPU
 // never goes back; the peak is the highest memory seen.
 func TestMeasuredAddsCPUOnceAndKeepsThePeak(t *testing.T) {
