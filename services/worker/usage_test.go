@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/services/master"
@@ -267,5 +270,39 @@ func BenchmarkProcSourceMeasure(b *testing.B) {
 		if u := src.measure(pids); len(u) != 1 {
 			b.Fatalf("measure = %v", u)
 		}
+	}
+}
+
+// A cluster-mode driver's process tree is measured too: the worker's
+// drivers' metrics and the master's view of the driver and its worker.
+func TestUsageOfARunningDriverIsMeasuredAndReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := startCluster(t, clusterConfig{
+		master: master.Config{WorkerTimeout: 400 * time.Millisecond}, runMaster: true,
+		worker: Config{UsageInterval: 20 * time.Millisecond},
+	})
+	w := c.worker
+	resp, err := c.master.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{Name: "worker-test-driver", Cores: 1, MemoryMib: 64, Command: driverCommand(t, "burn")},
+	}))
+	if err != nil {
+		t.Fatalf("submit driver: %v", err)
+	}
+	dir := filepath.Join(w.cfg.WorkDir, resp.Msg.GetDriverId())
+	waitFileContains(t, filepath.Join(dir, "stdout"), "holding")
+	eventually(t, "the driver's tree in /metrics", func() bool {
+		return scrape(t, w.url, `glint_worker_children_cpu_seconds_total{process="driver"}`) > 0 &&
+			scrape(t, w.url, `glint_worker_children_memory_bytes{kind="current",process="driver"}`) >= heldBytes
+	})
+	eventually(t, "the master showing the driver's usage and its worker's", func() bool {
+		st := c.state(t)
+		ds, ws := st.GetActiveDrivers(), st.GetWorkers()
+		return len(ds) == 1 && ds[0].GetUsage().GetCpuSeconds() > 0 && ds[0].GetUsage().GetMemoryBytes() >= heldBytes &&
+			len(ws) == 1 && ws[0].GetUsage().GetMemoryBytes() >= heldBytes
+	})
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
