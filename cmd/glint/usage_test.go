@@ -120,6 +120,19 @@ func TestMeasuredUsageReachesMetricsStatusAndTheUI(t *testing.T) {
 		t.Errorf("peak shown %q, want at least 96 MiB", cells)
 	}
 	p.shot("app-usage")
+	// The worker's page shows each executor's CPU and memory now and at peak.
+	p.do("open the worker", chromedp.Navigate(c.workers[0].url+"/"))
+	p.login()
+	p.do("worker page", chromedp.WaitVisible(chromedp.CSS("#executors")))
+	cells = eval[[]string](p, `[...document.querySelectorAll('#executors tr.executor td.cpu, #executors tr.executor td.memory-used')].map(td => td.textContent)`)
+	var now, atPeak float64
+	if len(cells) == 2 {
+		fmt.Sscanf(cells[1], "%f MiB / %f MiB", &now, &atPeak)
+	}
+	if len(cells) != 2 || cells[0] == "0.0 s" || now < busyBytes>>20 || atPeak < now {
+		t.Errorf("worker page's executor CPU and memory cells %q, want CPU used and at least 96 MiB now and at peak", cells)
+	}
+	p.shot("worker-usage")
 
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
