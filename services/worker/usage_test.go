@@ -36,8 +36,8 @@ func usageChild(mode, dir string, deadline time.Time) int {
 	}
 	if mode == "hold-memory" {
 		b := make([]byte, heldBytes)
-		for i := range b {
-			b[i] = byte(i)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1 // one byte a page makes the page resident
 		}
 		fmt.Println("holding")
 		for !released() {
