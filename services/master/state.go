@@ -120,6 +120,7 @@ func (w *workerInfo) removeExecutor(e *executorInfo) {
 	delete(w.executors, e.key())
 	w.coresUsed -= e.cores
 	w.memoryUsedMiB -= e.memoryMiB
+	e.used.memoryBytes = 0 // it holds none once it ended; its CPU and peak stay
 }
 
 func (w *workerInfo) addDriver(d *driverInfo) {
@@ -136,6 +137,7 @@ func (w *workerInfo) removeDriver(d *driverInfo) {
 	delete(w.drivers, d.id)
 	w.coresUsed -= d.desc.GetCores()
 	w.memoryUsedMiB -= d.desc.GetMemoryMib()
+	d.used.memoryBytes = 0
 }
 
 // executorKey names an executor cluster-wide.

@@ -66,6 +66,17 @@ func TestAHeartbeatsUsageCountsOnlyWhatTheMasterPlacedThere(t *testing.T) {
 			t.Errorf("worker row measured %q, want 2.5 s CPU, 100.0 MiB", w.Measured)
 		}
 	}
+	// Once it ended it holds no memory; its CPU and peak stay its own.
+	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+		AppId: app, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_EXITED, WorkerId: worker, ExitStatus: new(int32),
+	})); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.app(t, app).GetExecutors() {
+		if u := e.GetUsage(); e.GetId() == 0 && (u.GetMemoryBytes() != 0 || u.GetCpuSeconds() != 2.5 || u.GetMemoryPeakBytes() != 200<<20) {
+			t.Errorf("ended executor's usage %v, want no memory, its CPU and peak kept", u)
+		}
+	}
 }
 
 // A heartbeat whose usage no worker measures is refused, naming the field,
