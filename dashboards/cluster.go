@@ -16,7 +16,7 @@ const (
 
 // Cluster builds the "Glint cluster" dashboard (uid glint-cluster) from the
 // master's metrics: workers alive and dead, each worker's cores and memory used
-// and free, heartbeat ages and timeouts, applications, drivers and executors by
+// and free (and, from the workers' metrics, used as measured beside granted), heartbeat ages and timeouts, applications, drivers and executors by
 // state, and executor launches by result. The worker variable narrows the
 // per-worker panels.
 func Cluster() (dashboard.Dashboard, error) {
@@ -96,7 +96,18 @@ func Cluster() (dashboard.Dashboard, error) {
 			"ops", thirdWidth,
 			query(`sum by (result) (rate(glint_master_executor_launches_total[$__rate_interval]))`, "{{result}}")).
 			OverrideByName("ok", fixedColor("green")).
-			OverrideByName("error", fixedColor("red")))
+			OverrideByName("error", fixedColor("red"))).
+		WithRow(dashboard.NewRowBuilder("Used and granted by worker")).
+		WithPanel(graph("CPU used and granted by worker",
+			"Cores each live worker's executors and drivers use, measured from their processes, beside the cores granted to them.",
+			"short", halfWidth,
+			query(`sum by (worker) (rate(glint_worker_children_cpu_seconds_total{worker=~"$worker"}[$__rate_interval]))`, "{{worker}} used"),
+			query(`sum by (worker) (glint_master_worker_cores{worker=~"$worker", state="used"})`, "{{worker}} granted"))).
+		WithPanel(graph("Memory used and granted by worker",
+			"Resident memory of each live worker's executors and drivers, measured from their processes, beside the memory granted to them.",
+			"bytes", halfWidth,
+			query(`sum by (worker) (glint_worker_children_memory_bytes{worker=~"$worker", kind="current"})`, "{{worker}} used"),
+			query(`sum by (worker) (glint_master_worker_memory_bytes{worker=~"$worker", state="used"})`, "{{worker}} granted")))
 	return finish(b)
 }
 

@@ -299,6 +299,8 @@ func TestDashboardsShowWhatTheyPromise(t *testing.T) {
 	}{
 		{cluster, "Cores by worker", []string{`sum by (worker, state) (glint_master_worker_cores{worker=~"$worker"})`}, true, "short", false, ""},
 		{cluster, "Memory by worker", []string{`sum by (worker, state) (glint_master_worker_memory_bytes{worker=~"$worker"})`}, true, "bytes", false, ""},
+		{cluster, "CPU used and granted by worker", []string{`rate(glint_worker_children_cpu_seconds_total{worker=~"$worker"}`, `glint_master_worker_cores{worker=~"$worker", state="used"}`}, false, "short", false, ""},
+		{cluster, "Memory used and granted by worker", []string{`glint_worker_children_memory_bytes{worker=~"$worker", kind="current"}`, `glint_master_worker_memory_bytes{worker=~"$worker", state="used"}`}, false, "bytes", false, ""},
 		{cluster, "Alive workers", []string{`glint_master_workers{state="alive"}`}, false, "", false, ""},
 		{cluster, "Dead workers", []string{`glint_master_workers{state="dead"}`}, false, "", false, ""},
 		{cluster, "Waiting applications", []string{`glint_master_apps{state="waiting"}`}, false, "", false, ""},

@@ -33,6 +33,8 @@ var exportedMetrics = map[string][]string{
 	"glint_worker_executors":                    {"state"},
 	"glint_worker_master_connected":             nil,
 	"glint_worker_heartbeat_failures_total":     nil,
+	"glint_worker_children_cpu_seconds_total":   {"process"},
+	"glint_worker_children_memory_bytes":        {"process", "kind"},
 	"glint_driver_executors_registered":         nil,
 	"glint_driver_tasks_total":                  {"state"},
 	"glint_executor_tasks_running":              nil,

@@ -1,5 +1,5 @@
 // Command glint-executor is `glint executor` alone, with the built-in
-// applications pi, wordcount, sleep and hold: beside glint, it is what
+// applications pi, wordcount, sleep, hold and busy: beside glint, it is what
 // workers start for the executors of the applications glint submits, and,
 // two-thirds of glint's size, it starts faster.
 package main

@@ -147,11 +147,12 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 	}
 	fmt.Fprintf(g.Stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), status)
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tLAST HEARTBEAT")
+	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tMEASURED CPU\tMEASURED MEMORY\tLAST HEARTBEAT")
 	for _, w := range st.GetWorkers() {
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d/%d used\t%s/%s used\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d/%d used\t%s/%s used\t%.1f s\t%s\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
 			lifecycle.Name(w.GetState()), w.GetCoresUsed(), w.GetCores(),
 			resources.FormatMiB(w.GetMemoryUsedMib()), resources.FormatMiB(w.GetMemoryMib()),
+			w.GetUsage().GetCpuSeconds(), resources.FormatBytes(w.GetUsage().GetMemoryBytes()),
 			time.Since(w.GetLastHeartbeat().AsTime()).Round(time.Second))
 	}
 	tw.Flush()
@@ -163,7 +164,7 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 
 func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tCPU USED\tMEMORY USED\tSTATUS")
 	for _, a := range apps {
 		running := 0
 		for _, e := range a.GetExecutors() {
@@ -171,9 +172,10 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 				running++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d running\t%s\n", a.GetId(), a.GetDescription().GetName(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d running\t%.1f s\t%s\t%s\n", a.GetId(), a.GetDescription().GetName(),
 			orDash(a.GetOwner()), lifecycle.Name(a.GetState()), a.GetCoresGranted(),
-			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running, appStatus(a))
+			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running,
+			a.GetUsage().GetCpuSeconds(), resources.FormatBytes(a.GetUsage().GetMemoryBytes()), appStatus(a))
 	}
 	tw.Flush()
 	if !executors {
@@ -182,10 +184,11 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 	for _, a := range apps {
 		fmt.Fprintln(g.Stdout, "\nExecutors")
 		tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tWORKER\tSTATE\tCORES\tMEMORY\tMESSAGE")
+		fmt.Fprintln(tw, "ID\tWORKER\tSTATE\tCORES\tMEMORY\tCPU USED / GRANTED\tMEMORY PEAK / LIMIT\tMESSAGE")
 		for _, e := range a.GetExecutors() {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.GetId(), e.GetWorkerId(), lifecycle.Name(e.GetState()),
-				e.GetCores(), resources.FormatMiB(e.GetMemoryMib()), e.GetMessage())
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s / %s\t%s\n", e.GetId(), e.GetWorkerId(), lifecycle.Name(e.GetState()),
+				e.GetCores(), resources.FormatMiB(e.GetMemoryMib()), executorCPU(e, time.Now()),
+				resources.FormatBytes(e.GetUsage().GetMemoryPeakBytes()), resources.FormatMiB(e.GetMemoryMib()), e.GetMessage())
 		}
 		tw.Flush()
 	}
@@ -200,6 +203,16 @@ func appStatus(a *masterv1.ApplicationInfo) string {
 		msg = strings.Join(slices.DeleteFunc([]string{capped, msg}, func(s string) bool { return s == "" }), "; ")
 	}
 	return msg
+}
+
+// executorCPU is the CPU e used against its cores: on average since it
+// started while it runs, in seconds once it ended.
+func executorCPU(e *masterv1.ExecutorInfo, now time.Time) string {
+	var ran time.Duration
+	if e.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING && e.GetStartedAt() != nil {
+		ran = now.Sub(e.GetStartedAt().AsTime())
+	}
+	return resources.FormatCPU(e.GetUsage().GetCpuSeconds(), e.GetCores(), ran)
 }
 
 // orDash is s, or "-" for an empty column (an owner on a master without

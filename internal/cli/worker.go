@@ -27,6 +27,7 @@ type workerFlags struct {
 	killGrace        time.Duration
 	cleanupInterval  time.Duration
 	cleanupTTL       time.Duration
+	usageInterval    time.Duration
 	prestart         int
 	serverAuth
 }
@@ -53,6 +54,7 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.DurationVar(&f.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when killing an executor or driver")
 	fl.DurationVar(&f.cleanupInterval, "cleanup-interval", 30*time.Minute, "spark.worker.cleanup.interval: how often to remove the work dirs of finished applications and drivers (0: never)")
 	fl.DurationVar(&f.cleanupTTL, "cleanup-ttl", 7*24*time.Hour, "spark.worker.cleanup.appDataTtl: remove a finished application's or driver's work dir once none of its files changed for this long")
+	fl.DurationVar(&f.usageInterval, "usage-interval", 5*time.Second, "how often to measure the CPU and memory of each executor's and driver's processes (0: never)")
 	fl.IntVar(&f.prestart, "prestart-executors", 0, fmt.Sprintf("idle executor processes of this binary to keep ready for launches to claim (at most %d; each serves one executor)", worker.MaxPrestartExecutors))
 	f.serverAuth.register(fl)
 	return cmd
@@ -73,6 +75,12 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		return fmt.Errorf("--cleanup-ttl %s: must be positive", f.cleanupTTL)
 	case f.cleanupInterval == 0:
 		f.cleanupInterval = -1 // worker.Config's "never"
+	}
+	switch {
+	case f.usageInterval < 0:
+		return fmt.Errorf("--usage-interval %s: must not be negative (0 turns the measurement off)", f.usageInterval)
+	case f.usageInterval == 0:
+		f.usageInterval = -1 // worker.Config's "never"
 	}
 	memory, err := workerMemory(f.memory)
 	if err != nil {
@@ -132,7 +140,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 	w, err := worker.New(worker.Config{
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
-		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL,
+		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL, UsageInterval: f.usageInterval,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.TLS,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp}, SpanRelay: g.Relay,
 	})

@@ -1,5 +1,5 @@
 // Package examples holds Glint's built-in applications: pi (SparkPi), wordcount,
-// sleep and hold.
+// sleep, hold and busy.
 package examples
 
 import (
@@ -22,7 +22,7 @@ import (
 
 // Apps returns the built-in applications.
 func Apps() []*app.App {
-	return []*app.App{Pi(), WordCount(), Sleep(), Hold()}
+	return []*app.App{Pi(), WordCount(), Sleep(), Hold(), Busy()}
 }
 
 // samplesPerSlice is SparkPi's 100000 points per slice.

@@ -36,6 +36,7 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 // funcs are the helpers templates use.
 var funcs = template.FuncMap{
 	"mib":      resources.FormatMiB,
+	"bytes":    resources.FormatBytes,
 	"duration": FormatDuration,
 	"stamp":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"phases":   func() [len(Phases)]string { return Phases },

@@ -119,7 +119,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 		return nil, rpc.Error(err)
 	}
 	if err := errors.Join(checkRuns(id, m.GetExecutors(), m.GetDriverIds()),
-		checkFinals(id, m.GetFinishedExecutors(), m.GetFinishedDrivers())); err != nil {
+		checkFinals(id, m.GetFinishedExecutors(), m.GetFinishedDrivers()), checkUsage(id, m.GetUsage())); err != nil {
 		return nil, rpc.Error(err)
 	}
 	s.mu.Lock()
@@ -132,6 +132,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 			return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
 		}
 		s.finalsLocked(ctx, id, m.GetFinishedExecutors(), m.GetFinishedDrivers())
+		usageLocked(w, m.GetUsage())
 		resp := &masterv1.HeartbeatResponse{}
 		resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
 		return connect.NewResponse(resp), nil

@@ -48,7 +48,7 @@ func workerProto(w *workerInfo) *masterv1.WorkerInfo {
 	return &masterv1.WorkerInfo{
 		Id: w.id, Host: w.host, Port: w.port, WorkerUrl: w.url, State: w.state,
 		Cores: w.cores, CoresUsed: w.coresUsed, MemoryMib: w.memoryMiB, MemoryUsedMib: w.memoryUsedMiB,
-		LastHeartbeat: timestamppb.New(w.lastHeartbeat),
+		LastHeartbeat: timestamppb.New(w.lastHeartbeat), Usage: w.usedLocked().proto(),
 	}
 }
 
@@ -71,16 +71,23 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 	}
 	execs = append(execs, a.removed...)
 	sort.Slice(execs, func(i, j int) bool { return execs[i].id < execs[j].id })
+	var used usage
 	for _, e := range execs {
+		used.cpuSeconds += e.used.cpuSeconds
+		if a.executors[e.id] == e {
+			used.memoryBytes += e.used.memoryBytes
+			used.peakBytes += e.used.peakBytes
+		}
 		p.Executors = append(p.Executors, &masterv1.ExecutorInfo{
 			Id: e.id, AppId: a.id, WorkerId: e.worker.id, HostPort: e.worker.address(),
 			Cores: e.cores, MemoryMib: e.memoryMiB, State: e.state, Message: e.message,
 			ExitStatus: e.exitStatus, ScheduledAt: timestamppb.New(e.scheduledAt), Url: e.url,
 			LaunchedAt: stamp(e.launch.launched), StartedAt: stamp(e.launch.started),
 			PropsRetrievedAt: stamp(e.launch.propsRetrieved), RegisteredAt: stamp(e.launch.registered),
-			FirstTaskAt: stamp(e.launch.firstTask),
+			FirstTaskAt: stamp(e.launch.firstTask), Usage: e.used.proto(),
 		})
 	}
+	p.Usage = used.proto()
 	return p
 }
 
@@ -91,7 +98,7 @@ func (s *Server) driverProto(d *driverInfo) *masterv1.DriverInfo {
 	}
 	p := &masterv1.DriverInfo{
 		Id: d.id, Description: s.cfg.Redaction.Driver(d.desc), State: d.state, SubmitTime: timestamppb.New(d.submitTime), Message: d.message,
-		TraceId: traceID(d.trace), RelaunchedAs: d.relaunchedAs, Owner: d.owner,
+		TraceId: traceID(d.trace), RelaunchedAs: d.relaunchedAs, Owner: d.owner, Usage: d.used.proto(),
 	}
 	if d.worker != nil {
 		p.WorkerId, p.WorkerHostPort = d.worker.id, d.worker.address()
@@ -115,6 +122,7 @@ type workerJSON struct {
 	resources.Usage
 	State         string `json:"state"`
 	LastHeartbeat int64  `json:"lastheartbeat"`
+	usageJSON
 }
 
 // masterJSON is GET /json: the master in the shape of Spark's master JSON.
@@ -179,6 +187,7 @@ type appJSON struct {
 	StatusMessage     string         `json:"statusmessage"`
 	Executors         []executorJSON `json:"executors"`
 	TraceID           string         `json:"traceid"`
+	usageJSON
 }
 
 // executorJSON is one executor of an application in /json, ended ones
@@ -192,6 +201,7 @@ type executorJSON struct {
 	State      string `json:"state"`
 	Message    string `json:"message"`
 	ExitStatus *int32 `json:"exitstatus,omitempty"`
+	usageJSON
 }
 
 // driverJSON is one cluster-mode driver in /json; User is its owner.
@@ -208,6 +218,7 @@ type driverJSON struct {
 	Worker     string `json:"worker"`
 	Message    string `json:"message"`
 	TraceID    string `json:"traceid"`
+	usageJSON
 }
 
 // serveJSON serves GET /json.
@@ -233,6 +244,7 @@ func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON 
 			ID: wk.GetId(), Host: wk.GetHost(), Port: wk.GetPort(), WebUIAddress: wk.GetWorkerUrl(),
 			Usage: resources.NewUsage(wk.GetCores(), wk.GetCoresUsed(), wk.GetMemoryMib(), wk.GetMemoryUsedMib()),
 			State: lifecycle.Name(wk.GetState()), LastHeartbeat: wk.GetLastHeartbeat().AsTime().UnixMilli(),
+			usageJSON: usageOf(wk.GetUsage()),
 		})
 	}
 	return out
@@ -250,6 +262,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo, now time.Time) []appJSON {
 			execs = append(execs, executorJSON{
 				ID: e.GetId(), Worker: e.GetWorkerId(), HostPort: e.GetHostPort(), Cores: e.GetCores(),
 				Memory: e.GetMemoryMib(), State: lifecycle.Name(e.GetState()), Message: e.GetMessage(), ExitStatus: e.ExitStatus,
+				usageJSON: usageOf(e.GetUsage()),
 			})
 		}
 		maxCores := a.GetDescription().MaxCores
@@ -262,6 +275,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo, now time.Time) []appJSON {
 			MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(), State: lifecycle.Name(a.GetState()),
 			Duration: end.Sub(start).Milliseconds(), DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(),
 			StatusMessage: a.GetStatusMessage(), Executors: execs, TraceID: a.GetTraceId(),
+			usageJSON: usageOf(a.GetUsage()),
 		})
 	}
 	return out
@@ -276,7 +290,7 @@ func driversJSON(drivers []*masterv1.DriverInfo) []driverJSON {
 			SubmitDate: start.UTC().Format(time.RFC1123), State: lifecycle.Name(d.GetState()),
 			Cores: d.GetDescription().GetCores(), Memory: d.GetDescription().GetMemoryMib(),
 			Supervise: d.GetDescription().GetSupervise(), Worker: d.GetWorkerId(), Message: d.GetMessage(),
-			TraceID: d.GetTraceId(),
+			TraceID: d.GetTraceId(), usageJSON: usageOf(d.GetUsage()),
 		})
 	}
 	return out

@@ -65,17 +65,17 @@ func TestJSONKeepsSparksFieldNames(t *testing.T) {
 		return l[0].(map[string]any)
 	}
 	executor := first("activeapps")["executors"].([]any)[0].(map[string]any)
-	app0 := "cores driverid driverurl duration executors id maxcores memoryperexecutor name starttime state statusmessage submitdate traceid user"
-	driver0 := "cores id memory message name starttime state submitdate supervise traceid user worker"
+	app0 := "cores cpuseconds driverid driverurl duration executors id maxcores memorybytes memorypeakbytes memoryperexecutor name starttime state statusmessage submitdate traceid user"
+	driver0 := "cores cpuseconds id memory memorybytes memorypeakbytes message name starttime state submitdate supervise traceid user worker"
 	for name, tc := range map[string]struct {
 		object map[string]any
 		want   string
 	}{
 		"master":          {got, "activeapps activedrivers aliveworkers completedapps completeddrivers cores coresused memory memoryused status url workers"},
-		"worker":          {first("workers"), "cores coresfree coresused host id lastheartbeat memory memoryfree memoryused port state webuiaddress"},
+		"worker":          {first("workers"), "cores coresfree coresused cpuseconds host id lastheartbeat memory memorybytes memoryfree memorypeakbytes memoryused port state webuiaddress"},
 		"active app":      {first("activeapps"), app0},
 		"completed app":   {first("completedapps"), app0},
-		"exited executor": {executor, "cores exitstatus hostport id memory message state worker"},
+		"exited executor": {executor, "cores cpuseconds exitstatus hostport id memory memorybytes memorypeakbytes message state worker"},
 		"active driver":   {first("activedrivers"), driver0},
 		"ended driver":    {first("completeddrivers"), driver0},
 	} {

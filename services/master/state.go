@@ -120,6 +120,7 @@ func (w *workerInfo) removeExecutor(e *executorInfo) {
 	delete(w.executors, e.key())
 	w.coresUsed -= e.cores
 	w.memoryUsedMiB -= e.memoryMiB
+	e.used.memoryBytes = 0 // it holds none once it ended; its CPU and peak stay
 }
 
 func (w *workerInfo) addDriver(d *driverInfo) {
@@ -136,6 +137,7 @@ func (w *workerInfo) removeDriver(d *driverInfo) {
 	delete(w.drivers, d.id)
 	w.coresUsed -= d.desc.GetCores()
 	w.memoryUsedMiB -= d.desc.GetMemoryMib()
+	d.used.memoryBytes = 0
 }
 
 // executorKey names an executor cluster-wide.
@@ -164,6 +166,8 @@ type executorInfo struct {
 	released bool
 	// launch is when the later steps of its launch happened (timeline.go).
 	launch launchTimes
+	// used is what it uses, as its worker last measured it (usage.go).
+	used usage
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
@@ -321,6 +325,7 @@ func (a *appInfo) hasRunningExecutor() bool {
 // driverInfo is one cluster-mode driver (Spark's DriverInfo).
 type driverInfo struct {
 	id         string
+	used       usage // as its worker last measured it (usage.go)
 	desc       *masterv1.DriverDescription
 	state      masterv1.DriverState
 	worker     *workerInfo

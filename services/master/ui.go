@@ -15,6 +15,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/web"
 )
@@ -68,6 +69,9 @@ type workerRow struct {
 	Cores, CoresUsed        int32
 	Memory, MemoryUsed      int64
 	HeartbeatAge            time.Duration
+	// Measured is what its executors and drivers use: CPU seconds and
+	// resident memory.
+	Measured string
 }
 
 type appRow struct {
@@ -100,6 +104,7 @@ func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
 			ID: w.GetId(), URL: w.GetWorkerUrl(), Address: fmt.Sprintf("%s:%d", w.GetHost(), w.GetPort()), State: lifecycle.Name(w.GetState()),
 			Cores: w.GetCores(), CoresUsed: w.GetCoresUsed(), Memory: w.GetMemoryMib(), MemoryUsed: w.GetMemoryUsedMib(),
 			HeartbeatAge: now.Sub(w.GetLastHeartbeat().AsTime()).Round(time.Second),
+			Measured:     fmt.Sprintf("%.1f s CPU, %s", w.GetUsage().GetCpuSeconds(), resources.FormatBytes(w.GetUsage().GetMemoryBytes())),
 		})
 	}
 	apps := func(in []*masterv1.ApplicationInfo, active bool) []appRow {
@@ -183,6 +188,9 @@ type executorRow struct {
 	Worker, WorkerURL, State, Exit string
 	Cores                          int32
 	Memory                         int64
+	// CPU is the CPU it used against its cores (on average while it runs),
+	// MemoryPeak its highest resident memory against its limit.
+	CPU, MemoryPeak string
 	// LogURL is the executor's log pages on its worker, less the stream.
 	LogURL string
 }
@@ -238,7 +246,13 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		row := executorRow{
 			ID: e.GetId(), Worker: e.GetWorkerId(), WorkerURL: workerURLs[e.GetWorkerId()], State: lifecycle.Name(e.GetState()),
 			Cores: e.GetCores(), Memory: e.GetMemoryMib(), Exit: web.ExitText(e.ExitStatus, e.GetMessage()),
+			MemoryPeak: resources.FormatBytes(e.GetUsage().GetMemoryPeakBytes()) + " / " + resources.FormatMiB(e.GetMemoryMib()),
 		}
+		var ran time.Duration
+		if e.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING && e.GetStartedAt() != nil {
+			ran = s.now().Sub(e.GetStartedAt().AsTime())
+		}
+		row.CPU = resources.FormatCPU(e.GetUsage().GetCpuSeconds(), e.GetCores(), ran)
 		if row.WorkerURL != "" {
 			row.LogURL = fmt.Sprintf("%s/log/%s/%d", row.WorkerURL, a.GetId(), e.GetId())
 		}

@@ -214,7 +214,7 @@ func TestJSONHasSparkWorkerShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if !slices.Equal(keys, []string{"appid", "cores", "id", "memory", "pid", "state"}) || e["appid"] != appID || e["state"] != "RUNNING" {
+	if !slices.Equal(keys, []string{"appid", "cores", "cpuseconds", "id", "memory", "memorybytes", "memorypeakbytes", "pid", "state"}) || e["appid"] != appID || e["state"] != "RUNNING" {
 		t.Errorf("/json executor = %v", e)
 	}
 }

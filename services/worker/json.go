@@ -37,6 +37,18 @@ type executorJSON struct {
 	PID        int    `json:"pid,omitempty"`
 	ExitStatus *int32 `json:"exitstatus,omitempty"`
 	Message    string `json:"message,omitempty"`
+	usageJSON
+}
+
+// usageJSON is what an executor or driver used, as measured (usage.go).
+type usageJSON struct {
+	CPUSeconds  float64 `json:"cpuseconds"`
+	MemoryBytes int64   `json:"memorybytes"`
+	PeakBytes   int64   `json:"memorypeakbytes"`
+}
+
+func (u usage) json() usageJSON {
+	return usageJSON{CPUSeconds: u.cpuSeconds, MemoryBytes: u.memoryBytes, PeakBytes: u.peakBytes}
 }
 
 // driverJSON is one driver in /json; finished ones add exitstatus and message.
@@ -50,6 +62,7 @@ type driverJSON struct {
 	PID        int    `json:"pid,omitempty"`
 	ExitStatus *int32 `json:"exitstatus,omitempty"`
 	Message    string `json:"message,omitempty"`
+	usageJSON
 }
 
 // status returns the worker as /json shows it.
@@ -80,7 +93,7 @@ func (s *Server) status() workerJSON {
 func (r *executorRunner) jsonLocked() executorJSON {
 	return executorJSON{
 		ID: r.execID, AppID: r.appID, Cores: r.cores, Memory: r.memoryMiB, State: lifecycle.Name(r.state),
-		PID: r.pid, ExitStatus: r.exitStatus, Message: r.message,
+		PID: r.pid, ExitStatus: r.exitStatus, Message: r.message, usageJSON: r.used.json(),
 	}
 }
 
@@ -88,6 +101,7 @@ func (r *driverRunner) jsonLocked() driverJSON {
 	return driverJSON{
 		ID: r.id, Cores: r.desc.GetCores(), Memory: r.desc.GetMemoryMib(), State: lifecycle.Name(r.state),
 		Supervise: r.desc.GetSupervise(), Restarts: r.restarts, PID: r.pid, ExitStatus: r.exitStatus, Message: r.message,
+		usageJSON: r.used.json(),
 	}
 }
 

@@ -19,6 +19,9 @@ type metrics struct {
 	cores     *prometheus.Desc
 	memory    *prometheus.Desc
 	executors *prometheus.Desc
+	// What the executors and drivers use, measured (usage.go).
+	childCPU    *prometheus.Desc
+	childMemory *prometheus.Desc
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -47,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		cores:     prometheus.NewDesc("glint_worker_cores", "The worker's cores, used by executors and drivers or free.", []string{"state"}, nil),
 		memory:    prometheus.NewDesc("glint_worker_memory_bytes", "The worker's memory, used by executors and drivers or free.", []string{"state"}, nil),
 		executors: prometheus.NewDesc("glint_worker_executors", "Executors the worker runs, by state.", []string{"state"}, nil),
+		childCPU: prometheus.NewDesc("glint_worker_children_cpu_seconds_total",
+			"CPU time, user and system, the process trees of the worker's executors or drivers used since the worker started.", []string{"process"}, nil),
+		childMemory: prometheus.NewDesc("glint_worker_children_memory_bytes",
+			"Resident memory of the running executors' or drivers' process trees: now (current), or the sum of each one's highest (peak).", []string{"process", "kind"}, nil),
 	}
 	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.workDirsRemoved, m.staleCommands, &stateCollector{m: m, s: s})
 	return m
@@ -62,6 +69,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.cores
 	ch <- c.m.memory
 	ch <- c.m.executors
+	ch <- c.m.childCPU
+	ch <- c.m.childMemory
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -81,5 +90,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range []masterv1.ExecutorState{masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING} {
 		gauge(m.executors, float64(states[st]), lifecycle.Label(st))
+	}
+	var memory [2]usage // executors, drivers
+	for _, r := range s.executors {
+		memory[0].memoryBytes += r.used.memoryBytes
+		memory[0].peakBytes += r.used.peakBytes
+	}
+	for _, r := range s.drivers {
+		memory[1].memoryBytes += r.used.memoryBytes
+		memory[1].peakBytes += r.used.peakBytes
+	}
+	for i, process := range []string{executorKind.noun, driverKind.noun} {
+		ch <- prometheus.MustNewConstMetric(m.childCPU, prometheus.CounterValue, s.usedCPU[process], process)
+		ch <- prometheus.MustNewConstMetric(m.childMemory, prometheus.GaugeValue, float64(memory[i].memoryBytes), process, "current")
+		ch <- prometheus.MustNewConstMetric(m.childMemory, prometheus.GaugeValue, float64(memory[i].peakBytes), process, "peak")
 	}
 }

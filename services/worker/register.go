@@ -206,6 +206,7 @@ func (s *Server) heartbeatRequest() *masterv1.HeartbeatRequest {
 	req := &masterv1.HeartbeatRequest{WorkerId: s.id}
 	req.Executors, req.DriverIds = s.runsLocked()
 	req.FinishedExecutors, req.FinishedDrivers = s.finals.snapshot()
+	req.Usage = s.usageReportLocked()
 	return req
 }
 

@@ -220,6 +220,7 @@ type runner[S comparable] struct {
 
 	state      S
 	pid        int
+	measured   // what its processes used (usage.go)
 	restarts   int
 	message    string
 	exitStatus *int32
@@ -353,6 +354,9 @@ func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithAttributes(l.attrs...))
 	defer span.End()
 	e, killed := waitProcess(r.ctx, r.log, l.cmd, r.s.cfg.KillGrace)
+	r.s.mu.Lock()
+	r.s.usedCPU[r.kind.noun] += r.endUsageLocked(l.cmd.Process.Pid, l.cmd.ProcessState)
+	r.s.mu.Unlock()
 	var reason error
 	if killed {
 		reason = context.Cause(r.ctx)

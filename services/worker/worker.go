@@ -76,6 +76,9 @@ type Config struct {
 	// finished applications and drivers (spark.worker.cleanup.interval),
 	// default 30m; negative: never.
 	CleanupInterval time.Duration
+	// UsageInterval is how often the worker measures the CPU and memory its
+	// executors and drivers use (usage.go), default 5s; negative: never.
+	UsageInterval time.Duration
 	// CleanupTTL is how long the files of a finished application or driver
 	// are kept (spark.worker.cleanup.appDataTtl), default 7 days.
 	CleanupTTL time.Duration
@@ -167,6 +170,11 @@ type Server struct {
 	finishedDrivers   []*driverRunner
 	// finals are the final states no master acknowledged yet (finals.go).
 	finals unacked
+	// usage measures the processes; usedCPU is the CPU seconds all the
+	// executors and all the drivers used since the worker started, by
+	// kind's noun (usage.go).
+	usage   usageSource
+	usedCPU map[string]float64
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*Server)(nil)
@@ -221,6 +229,8 @@ func New(cfg Config) (*Server, error) {
 		executors:  map[executorKey]*executorRunner{},
 		launched:   launchedIDs{},
 		drivers:    map[string]*driverRunner{},
+		usage:      procSource{dir: "/proc"},
+		usedCPU:    map[string]float64{},
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
 	if err := removeStaleDirs(cfg.WorkDir); err != nil {
@@ -275,6 +285,9 @@ func normalize(cfg *Config) error {
 	}
 	if cfg.CleanupInterval == 0 {
 		cfg.CleanupInterval = defaultCleanupInterval
+	}
+	if cfg.UsageInterval == 0 {
+		cfg.UsageInterval = defaultUsageInterval
 	}
 	if cfg.CleanupTTL <= 0 {
 		cfg.CleanupTTL = defaultCleanupTTL
@@ -339,9 +352,15 @@ func (s *Server) Run(ctx context.Context) error {
 		defer close(cleaning)
 		s.cleanupLoop(cleanCtx)
 	}()
+	sampling := make(chan struct{})
+	go func() {
+		defer close(sampling)
+		s.usageLoop(cleanCtx)
+	}()
 	err := s.connect(ctx)
 	stopCleaning()
 	<-cleaning
+	<-sampling
 	s.shutdown()
 	return err
 }

@@ -59,6 +59,7 @@ func TestMain(m *testing.M) {
 //	spawn        starts an ignore-term grandchild in its process group,
 //	             prints "grandchild PID" and sleeps
 //	fail-once    exits 3 the first time it runs in its work dir, 0 after
+//	burn         spins one core and starts a hold-memory grandchild (usage_test.go)
 func runChild(mode string) int {
 	dir := os.Getenv("GLINT_WORK_DIR")
 	cwd, _ := os.Getwd()
@@ -107,6 +108,8 @@ func runChild(mode string) int {
 		fmt.Printf("grandchild %d\n", gc.Process.Pid)
 		time.Sleep(time.Until(deadline))
 		return 0
+	case "burn", "hold-memory":
+		return usageChild(mode, dir, deadline)
 	case "fail-once":
 		marker := filepath.Join(dir, "failed-once")
 		if _, err := os.Stat(marker); err != nil {

@@ -803,8 +803,10 @@ type HeartbeatRequest struct {
 	// heartbeat answered without reregister acknowledges them.
 	FinishedExecutors []*ExecutorStateChangedRequest `protobuf:"bytes,4,rep,name=finished_executors,json=finishedExecutors,proto3" json:"finished_executors,omitempty"`
 	FinishedDrivers   []*DriverStateChangedRequest   `protobuf:"bytes,5,rep,name=finished_drivers,json=finishedDrivers,proto3" json:"finished_drivers,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the running executors and drivers use, as the worker measured it.
+	Usage         []*ProcessUsage `protobuf:"bytes,6,rep,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -872,6 +874,101 @@ func (x *HeartbeatRequest) GetFinishedDrivers() []*DriverStateChangedRequest {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetUsage() []*ProcessUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// ProcessUsage is what one executor (app_id and executor_id) or
+// cluster-mode driver (driver_id) uses, measured by its worker.
+type ProcessUsage struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	AppId      string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	DriverId   string                 `protobuf:"bytes,3,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	// CPU time, user and system, of its process tree since it was launched.
+	CpuSeconds float64 `protobuf:"fixed64,4,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	// Its resident memory now, and the highest seen.
+	MemoryBytes     int64 `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MemoryPeakBytes int64 `protobuf:"varint,6,opt,name=memory_peak_bytes,json=memoryPeakBytes,proto3" json:"memory_peak_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ProcessUsage) Reset() {
+	*x = ProcessUsage{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessUsage) ProtoMessage() {}
+
+func (x *ProcessUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessUsage.ProtoReflect.Descriptor instead.
+func (*ProcessUsage) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProcessUsage) GetAppId() string {
+	if x != nil {
+		return x.AppId
+	}
+	return ""
+}
+
+func (x *ProcessUsage) GetExecutorId() int32 {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetDriverId() string {
+	if x != nil {
+		return x.DriverId
+	}
+	return ""
+}
+
+func (x *ProcessUsage) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *ProcessUsage) GetMemoryPeakBytes() int64 {
+	if x != nil {
+		return x.MemoryPeakBytes
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The master removed this worker (it timed out): register again.
@@ -886,7 +983,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[7]
+	mi := &file_glint_master_v1_master_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +995,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[7]
+	mi := &file_glint_master_v1_master_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1008,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{7}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeartbeatResponse) GetReregister() bool {
@@ -944,7 +1041,7 @@ type WorkerDecommissioningRequest struct {
 
 func (x *WorkerDecommissioningRequest) Reset() {
 	*x = WorkerDecommissioningRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[8]
+	mi := &file_glint_master_v1_master_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1053,7 @@ func (x *WorkerDecommissioningRequest) String() string {
 func (*WorkerDecommissioningRequest) ProtoMessage() {}
 
 func (x *WorkerDecommissioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[8]
+	mi := &file_glint_master_v1_master_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1066,7 @@ func (x *WorkerDecommissioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerDecommissioningRequest.ProtoReflect.Descriptor instead.
 func (*WorkerDecommissioningRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{8}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkerDecommissioningRequest) GetWorkerId() string {
@@ -987,7 +1084,7 @@ type WorkerDecommissioningResponse struct {
 
 func (x *WorkerDecommissioningResponse) Reset() {
 	*x = WorkerDecommissioningResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[9]
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1096,7 @@ func (x *WorkerDecommissioningResponse) String() string {
 func (*WorkerDecommissioningResponse) ProtoMessage() {}
 
 func (x *WorkerDecommissioningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[9]
+	mi := &file_glint_master_v1_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1109,7 @@ func (x *WorkerDecommissioningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerDecommissioningResponse.ProtoReflect.Descriptor instead.
 func (*WorkerDecommissioningResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{9}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
 }
 
 type DecommissionWorkerRequest struct {
@@ -1024,7 +1121,7 @@ type DecommissionWorkerRequest struct {
 
 func (x *DecommissionWorkerRequest) Reset() {
 	*x = DecommissionWorkerRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1133,7 @@ func (x *DecommissionWorkerRequest) String() string {
 func (*DecommissionWorkerRequest) ProtoMessage() {}
 
 func (x *DecommissionWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[10]
+	mi := &file_glint_master_v1_master_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1146,7 @@ func (x *DecommissionWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionWorkerRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{10}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DecommissionWorkerRequest) GetWorkerId() string {
@@ -1069,7 +1166,7 @@ type DecommissionWorkerResponse struct {
 
 func (x *DecommissionWorkerResponse) Reset() {
 	*x = DecommissionWorkerResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1178,7 @@ func (x *DecommissionWorkerResponse) String() string {
 func (*DecommissionWorkerResponse) ProtoMessage() {}
 
 func (x *DecommissionWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[11]
+	mi := &file_glint_master_v1_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1191,7 @@ func (x *DecommissionWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionWorkerResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{11}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecommissionWorkerResponse) GetAlready() bool {
@@ -1127,7 +1224,7 @@ type RegisterApplicationRequest struct {
 
 func (x *RegisterApplicationRequest) Reset() {
 	*x = RegisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1236,7 @@ func (x *RegisterApplicationRequest) String() string {
 func (*RegisterApplicationRequest) ProtoMessage() {}
 
 func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[12]
+	mi := &file_glint_master_v1_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1249,7 @@ func (x *RegisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{12}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterApplicationRequest) GetDescription() *ApplicationDescription {
@@ -1200,7 +1297,7 @@ type RegisterApplicationResponse struct {
 
 func (x *RegisterApplicationResponse) Reset() {
 	*x = RegisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1309,7 @@ func (x *RegisterApplicationResponse) String() string {
 func (*RegisterApplicationResponse) ProtoMessage() {}
 
 func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[13]
+	mi := &file_glint_master_v1_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1322,7 @@ func (x *RegisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*RegisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{13}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterApplicationResponse) GetAppId() string {
@@ -1251,7 +1348,7 @@ type UnregisterApplicationRequest struct {
 
 func (x *UnregisterApplicationRequest) Reset() {
 	*x = UnregisterApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1360,7 @@ func (x *UnregisterApplicationRequest) String() string {
 func (*UnregisterApplicationRequest) ProtoMessage() {}
 
 func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[14]
+	mi := &file_glint_master_v1_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1373,7 @@ func (x *UnregisterApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{14}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UnregisterApplicationRequest) GetAppId() string {
@@ -1294,7 +1391,7 @@ type UnregisterApplicationResponse struct {
 
 func (x *UnregisterApplicationResponse) Reset() {
 	*x = UnregisterApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1403,7 @@ func (x *UnregisterApplicationResponse) String() string {
 func (*UnregisterApplicationResponse) ProtoMessage() {}
 
 func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[15]
+	mi := &file_glint_master_v1_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1416,7 @@ func (x *UnregisterApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterApplicationResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{15}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
 }
 
 type ExecutorStateChangedRequest struct {
@@ -1342,7 +1439,7 @@ type ExecutorStateChangedRequest struct {
 
 func (x *ExecutorStateChangedRequest) Reset() {
 	*x = ExecutorStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1451,7 @@ func (x *ExecutorStateChangedRequest) String() string {
 func (*ExecutorStateChangedRequest) ProtoMessage() {}
 
 func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[16]
+	mi := &file_glint_master_v1_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1464,7 @@ func (x *ExecutorStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{16}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecutorStateChangedRequest) GetAppId() string {
@@ -1441,7 +1538,7 @@ type ExecutorStateChangedResponse struct {
 
 func (x *ExecutorStateChangedResponse) Reset() {
 	*x = ExecutorStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1550,7 @@ func (x *ExecutorStateChangedResponse) String() string {
 func (*ExecutorStateChangedResponse) ProtoMessage() {}
 
 func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[17]
+	mi := &file_glint_master_v1_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1563,7 @@ func (x *ExecutorStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{17}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
 }
 
 type DriverStateChangedRequest struct {
@@ -1481,7 +1578,7 @@ type DriverStateChangedRequest struct {
 
 func (x *DriverStateChangedRequest) Reset() {
 	*x = DriverStateChangedRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1590,7 @@ func (x *DriverStateChangedRequest) String() string {
 func (*DriverStateChangedRequest) ProtoMessage() {}
 
 func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[18]
+	mi := &file_glint_master_v1_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1603,7 @@ func (x *DriverStateChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedRequest.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{18}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DriverStateChangedRequest) GetDriverId() string {
@@ -1545,7 +1642,7 @@ type DriverStateChangedResponse struct {
 
 func (x *DriverStateChangedResponse) Reset() {
 	*x = DriverStateChangedResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1654,7 @@ func (x *DriverStateChangedResponse) String() string {
 func (*DriverStateChangedResponse) ProtoMessage() {}
 
 func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[19]
+	mi := &file_glint_master_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1667,7 @@ func (x *DriverStateChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStateChangedResponse.ProtoReflect.Descriptor instead.
 func (*DriverStateChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 type SubmitDriverRequest struct {
@@ -1587,7 +1684,7 @@ type SubmitDriverRequest struct {
 
 func (x *SubmitDriverRequest) Reset() {
 	*x = SubmitDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1696,7 @@ func (x *SubmitDriverRequest) String() string {
 func (*SubmitDriverRequest) ProtoMessage() {}
 
 func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[20]
+	mi := &file_glint_master_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1709,7 @@ func (x *SubmitDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverRequest.ProtoReflect.Descriptor instead.
 func (*SubmitDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubmitDriverRequest) GetDescription() *DriverDescription {
@@ -1638,7 +1735,7 @@ type SubmitDriverResponse struct {
 
 func (x *SubmitDriverResponse) Reset() {
 	*x = SubmitDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1747,7 @@ func (x *SubmitDriverResponse) String() string {
 func (*SubmitDriverResponse) ProtoMessage() {}
 
 func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[21]
+	mi := &file_glint_master_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1760,7 @@ func (x *SubmitDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDriverResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubmitDriverResponse) GetDriverId() string {
@@ -1682,7 +1779,7 @@ type KillDriverRequest struct {
 
 func (x *KillDriverRequest) Reset() {
 	*x = KillDriverRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1791,7 @@ func (x *KillDriverRequest) String() string {
 func (*KillDriverRequest) ProtoMessage() {}
 
 func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[22]
+	mi := &file_glint_master_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1804,7 @@ func (x *KillDriverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverRequest.ProtoReflect.Descriptor instead.
 func (*KillDriverRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KillDriverRequest) GetDriverId() string {
@@ -1725,7 +1822,7 @@ type KillDriverResponse struct {
 
 func (x *KillDriverResponse) Reset() {
 	*x = KillDriverResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1834,7 @@ func (x *KillDriverResponse) String() string {
 func (*KillDriverResponse) ProtoMessage() {}
 
 func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[23]
+	mi := &file_glint_master_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1847,7 @@ func (x *KillDriverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillDriverResponse.ProtoReflect.Descriptor instead.
 func (*KillDriverResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 type DriverStatusRequest struct {
@@ -1762,7 +1859,7 @@ type DriverStatusRequest struct {
 
 func (x *DriverStatusRequest) Reset() {
 	*x = DriverStatusRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1871,7 @@ func (x *DriverStatusRequest) String() string {
 func (*DriverStatusRequest) ProtoMessage() {}
 
 func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[24]
+	mi := &file_glint_master_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1884,7 @@ func (x *DriverStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusRequest.ProtoReflect.Descriptor instead.
 func (*DriverStatusRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DriverStatusRequest) GetDriverId() string {
@@ -1806,7 +1903,7 @@ type DriverStatusResponse struct {
 
 func (x *DriverStatusResponse) Reset() {
 	*x = DriverStatusResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1915,7 @@ func (x *DriverStatusResponse) String() string {
 func (*DriverStatusResponse) ProtoMessage() {}
 
 func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[25]
+	mi := &file_glint_master_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1928,7 @@ func (x *DriverStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverStatusResponse.ProtoReflect.Descriptor instead.
 func (*DriverStatusResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DriverStatusResponse) GetDriver() *DriverInfo {
@@ -1850,7 +1947,7 @@ type KillApplicationRequest struct {
 
 func (x *KillApplicationRequest) Reset() {
 	*x = KillApplicationRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1959,7 @@ func (x *KillApplicationRequest) String() string {
 func (*KillApplicationRequest) ProtoMessage() {}
 
 func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[26]
+	mi := &file_glint_master_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1972,7 @@ func (x *KillApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationRequest.ProtoReflect.Descriptor instead.
 func (*KillApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KillApplicationRequest) GetAppId() string {
@@ -1893,7 +1990,7 @@ type KillApplicationResponse struct {
 
 func (x *KillApplicationResponse) Reset() {
 	*x = KillApplicationResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2002,7 @@ func (x *KillApplicationResponse) String() string {
 func (*KillApplicationResponse) ProtoMessage() {}
 
 func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[27]
+	mi := &file_glint_master_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2015,7 @@ func (x *KillApplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillApplicationResponse.ProtoReflect.Descriptor instead.
 func (*KillApplicationResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 type RequestExecutorsRequest struct {
@@ -1935,7 +2032,7 @@ type RequestExecutorsRequest struct {
 
 func (x *RequestExecutorsRequest) Reset() {
 	*x = RequestExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2044,7 @@ func (x *RequestExecutorsRequest) String() string {
 func (*RequestExecutorsRequest) ProtoMessage() {}
 
 func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[28]
+	mi := &file_glint_master_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2057,7 @@ func (x *RequestExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RequestExecutorsRequest) GetAppId() string {
@@ -1992,7 +2089,7 @@ type RequestExecutorsResponse struct {
 
 func (x *RequestExecutorsResponse) Reset() {
 	*x = RequestExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2101,7 @@ func (x *RequestExecutorsResponse) String() string {
 func (*RequestExecutorsResponse) ProtoMessage() {}
 
 func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[29]
+	mi := &file_glint_master_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2114,7 @@ func (x *RequestExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*RequestExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 type KillExecutorsRequest struct {
@@ -2030,7 +2127,7 @@ type KillExecutorsRequest struct {
 
 func (x *KillExecutorsRequest) Reset() {
 	*x = KillExecutorsRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2139,7 @@ func (x *KillExecutorsRequest) String() string {
 func (*KillExecutorsRequest) ProtoMessage() {}
 
 func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[30]
+	mi := &file_glint_master_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2152,7 @@ func (x *KillExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*KillExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KillExecutorsRequest) GetAppId() string {
@@ -2082,7 +2179,7 @@ type KillExecutorsResponse struct {
 
 func (x *KillExecutorsResponse) Reset() {
 	*x = KillExecutorsResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2191,7 @@ func (x *KillExecutorsResponse) String() string {
 func (*KillExecutorsResponse) ProtoMessage() {}
 
 func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[31]
+	mi := &file_glint_master_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2204,7 @@ func (x *KillExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*KillExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KillExecutorsResponse) GetKilledExecutorIds() []int32 {
@@ -2132,7 +2229,7 @@ type ReportExecutorLaunchRequest struct {
 
 func (x *ReportExecutorLaunchRequest) Reset() {
 	*x = ReportExecutorLaunchRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2241,7 @@ func (x *ReportExecutorLaunchRequest) String() string {
 func (*ReportExecutorLaunchRequest) ProtoMessage() {}
 
 func (x *ReportExecutorLaunchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[32]
+	mi := &file_glint_master_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2254,7 @@ func (x *ReportExecutorLaunchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportExecutorLaunchRequest.ProtoReflect.Descriptor instead.
 func (*ReportExecutorLaunchRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportExecutorLaunchRequest) GetAppId() string {
@@ -2203,7 +2300,7 @@ type ReportExecutorLaunchResponse struct {
 
 func (x *ReportExecutorLaunchResponse) Reset() {
 	*x = ReportExecutorLaunchResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2312,7 @@ func (x *ReportExecutorLaunchResponse) String() string {
 func (*ReportExecutorLaunchResponse) ProtoMessage() {}
 
 func (x *ReportExecutorLaunchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[33]
+	mi := &file_glint_master_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2325,7 @@ func (x *ReportExecutorLaunchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportExecutorLaunchResponse.ProtoReflect.Descriptor instead.
 func (*ReportExecutorLaunchResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 type GetClusterStateRequest struct {
@@ -2239,7 +2336,7 @@ type GetClusterStateRequest struct {
 
 func (x *GetClusterStateRequest) Reset() {
 	*x = GetClusterStateRequest{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2348,7 @@ func (x *GetClusterStateRequest) String() string {
 func (*GetClusterStateRequest) ProtoMessage() {}
 
 func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[34]
+	mi := &file_glint_master_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2361,7 @@ func (x *GetClusterStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStateRequest) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 type GetClusterStateResponse struct {
@@ -2284,7 +2381,7 @@ type GetClusterStateResponse struct {
 
 func (x *GetClusterStateResponse) Reset() {
 	*x = GetClusterStateResponse{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2393,7 @@ func (x *GetClusterStateResponse) String() string {
 func (*GetClusterStateResponse) ProtoMessage() {}
 
 func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[35]
+	mi := &file_glint_master_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2406,7 @@ func (x *GetClusterStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStateResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStateResponse) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetClusterStateResponse) GetMasterUrl() string {
@@ -2381,13 +2478,15 @@ type WorkerInfo struct {
 	MemoryMib     int64                  `protobuf:"varint,8,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	MemoryUsedMib int64                  `protobuf:"varint,9,opt,name=memory_used_mib,json=memoryUsedMib,proto3" json:"memory_used_mib,omitempty"`
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// What its executors and drivers use, summed.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2498,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[36]
+	mi := &file_glint_master_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2511,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2485,6 +2584,75 @@ func (x *WorkerInfo) GetLastHeartbeat() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WorkerInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// Usage is CPU and memory measured on the workers (ProcessUsage), for one
+// executor or driver or summed over several.
+type Usage struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	CpuSeconds      float64                `protobuf:"fixed64,1,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	MemoryBytes     int64                  `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MemoryPeakBytes int64                  `protobuf:"varint,3,opt,name=memory_peak_bytes,json=memoryPeakBytes,proto3" json:"memory_peak_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Usage) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *Usage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetMemoryPeakBytes() int64 {
+	if x != nil {
+		return x.MemoryPeakBytes
+	}
+	return 0
+}
+
 // ExecutorInfo is one executor as the master sees it.
 type ExecutorInfo struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -2508,13 +2676,15 @@ type ExecutorInfo struct {
 	PropsRetrievedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=props_retrieved_at,json=propsRetrievedAt,proto3" json:"props_retrieved_at,omitempty"`
 	RegisteredAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	FirstTaskAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=first_task_at,json=firstTaskAt,proto3" json:"first_task_at,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What it uses, as its worker last measured it.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutorInfo) Reset() {
 	*x = ExecutorInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2696,7 @@ func (x *ExecutorInfo) String() string {
 func (*ExecutorInfo) ProtoMessage() {}
 
 func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[37]
+	mi := &file_glint_master_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2709,7 @@ func (x *ExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorInfo.ProtoReflect.Descriptor instead.
 func (*ExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecutorInfo) GetId() int32 {
@@ -2654,6 +2824,13 @@ func (x *ExecutorInfo) GetFirstTaskAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ExecutorInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // ApplicationInfo is one application as the master sees it.
 type ApplicationInfo struct {
 	state        protoimpl.MessageState  `protogen:"open.v1"`
@@ -2676,14 +2853,16 @@ type ApplicationInfo struct {
 	// The name of the submit token that registered it (Spark's user): only
 	// that token's holders and an admin may end it, change its executors or
 	// report on it. Empty on a master without authentication.
-	Owner         string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
+	// What its executors use: CPU over those listed, memory over those running.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplicationInfo) Reset() {
 	*x = ApplicationInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2874,7 @@ func (x *ApplicationInfo) String() string {
 func (*ApplicationInfo) ProtoMessage() {}
 
 func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[38]
+	mi := &file_glint_master_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2887,7 @@ func (x *ApplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplicationInfo.ProtoReflect.Descriptor instead.
 func (*ApplicationInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ApplicationInfo) GetId() string {
@@ -2802,6 +2981,13 @@ func (x *ApplicationInfo) GetOwner() string {
 	return ""
 }
 
+func (x *ApplicationInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // DriverInfo is one cluster-mode driver as the master sees it.
 type DriverInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2819,14 +3005,16 @@ type DriverInfo struct {
 	RelaunchedAs string `protobuf:"bytes,9,opt,name=relaunched_as,json=relaunchedAs,proto3" json:"relaunched_as,omitempty"`
 	// The name of the submit token that submitted it, as ApplicationInfo's
 	// owner; the applications it registers are that owner's too.
-	Owner         string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	// What it uses (cluster mode), as its worker last measured it.
+	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3026,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[39]
+	mi := &file_glint_master_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3039,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DriverInfo) GetId() string {
@@ -2924,6 +3112,13 @@ func (x *DriverInfo) GetOwner() string {
 	return ""
 }
 
+func (x *DriverInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // PersistedWorker is what a master in recovery mode keeps of a worker.
 type PersistedWorker struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2939,7 +3134,7 @@ type PersistedWorker struct {
 
 func (x *PersistedWorker) Reset() {
 	*x = PersistedWorker{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3146,7 @@ func (x *PersistedWorker) String() string {
 func (*PersistedWorker) ProtoMessage() {}
 
 func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[40]
+	mi := &file_glint_master_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3159,7 @@ func (x *PersistedWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedWorker.ProtoReflect.Descriptor instead.
 func (*PersistedWorker) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PersistedWorker) GetId() string {
@@ -3042,7 +3237,7 @@ type PersistedApplication struct {
 
 func (x *PersistedApplication) Reset() {
 	*x = PersistedApplication{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3249,7 @@ func (x *PersistedApplication) String() string {
 func (*PersistedApplication) ProtoMessage() {}
 
 func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[41]
+	mi := &file_glint_master_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3262,7 @@ func (x *PersistedApplication) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedApplication.ProtoReflect.Descriptor instead.
 func (*PersistedApplication) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PersistedApplication) GetId() string {
@@ -3180,7 +3375,7 @@ type PersistedDriver struct {
 
 func (x *PersistedDriver) Reset() {
 	*x = PersistedDriver{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[42]
+	mi := &file_glint_master_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3387,7 @@ func (x *PersistedDriver) String() string {
 func (*PersistedDriver) ProtoMessage() {}
 
 func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[42]
+	mi := &file_glint_master_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3400,7 @@ func (x *PersistedDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedDriver.ProtoReflect.Descriptor instead.
 func (*PersistedDriver) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PersistedDriver) GetId() string {
@@ -3282,7 +3477,7 @@ type PersistedCounters struct {
 
 func (x *PersistedCounters) Reset() {
 	*x = PersistedCounters{}
-	mi := &file_glint_master_v1_master_proto_msgTypes[43]
+	mi := &file_glint_master_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3489,7 @@ func (x *PersistedCounters) String() string {
 func (*PersistedCounters) ProtoMessage() {}
 
 func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_master_v1_master_proto_msgTypes[43]
+	mi := &file_glint_master_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3502,7 @@ func (x *PersistedCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistedCounters.ProtoReflect.Descriptor instead.
 func (*PersistedCounters) Descriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PersistedCounters) GetNextAppNumber() int32 {
@@ -3383,14 +3578,24 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x12M\n" +
 	"\x11unknown_executors\x18\x04 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
 	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\x12\x14\n" +
-	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\xc2\x02\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\xf7\x02\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12>\n" +
 	"\texecutors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +
 	"\n" +
 	"driver_ids\x18\x03 \x03(\tR\tdriverIds\x12[\n" +
 	"\x12finished_executors\x18\x04 \x03(\v2,.glint.master.v1.ExecutorStateChangedRequestR\x11finishedExecutors\x12U\n" +
-	"\x10finished_drivers\x18\x05 \x03(\v2*.glint.master.v1.DriverStateChangedRequestR\x0ffinishedDrivers\"\xb0\x01\n" +
+	"\x10finished_drivers\x18\x05 \x03(\v2*.glint.master.v1.DriverStateChangedRequestR\x0ffinishedDrivers\x123\n" +
+	"\x05usage\x18\x06 \x03(\v2\x1d.glint.master.v1.ProcessUsageR\x05usage\"\xd3\x01\n" +
+	"\fProcessUsage\x12\x15\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
+	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
+	"executorId\x12\x1b\n" +
+	"\tdriver_id\x18\x03 \x01(\tR\bdriverId\x12\x1f\n" +
+	"\vcpu_seconds\x18\x04 \x01(\x01R\n" +
+	"cpuSeconds\x12!\n" +
+	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12*\n" +
+	"\x11memory_peak_bytes\x18\x06 \x01(\x03R\x0fmemoryPeakBytes\"\xb0\x01\n" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
@@ -3484,7 +3689,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0ecompleted_apps\x18\x05 \x03(\v2 .glint.master.v1.ApplicationInfoR\rcompletedApps\x12B\n" +
 	"\x0eactive_drivers\x18\x06 \x03(\v2\x1b.glint.master.v1.DriverInfoR\ractiveDrivers\x12H\n" +
 	"\x11completed_drivers\x18\a \x03(\v2\x1b.glint.master.v1.DriverInfoR\x10completedDrivers\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\xd6\x02\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x84\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3500,7 +3705,13 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"memory_mib\x18\b \x01(\x03R\tmemoryMib\x12&\n" +
 	"\x0fmemory_used_mib\x18\t \x01(\x03R\rmemoryUsedMib\x12A\n" +
 	"\x0elast_heartbeat\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\"\xbe\x05\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"w\n" +
+	"\x05Usage\x12\x1f\n" +
+	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
+	"cpuSeconds\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12*\n" +
+	"\x11memory_peak_bytes\x18\x03 \x01(\x03R\x0fmemoryPeakBytes\"\xec\x05\n" +
 	"\fExecutorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1b\n" +
@@ -3522,8 +3733,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"started_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12H\n" +
 	"\x12props_retrieved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
-	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAtB\x0e\n" +
-	"\f_exit_status\"\xb2\x04\n" +
+	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usageB\x0e\n" +
+	"\f_exit_status\"\xe0\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -3540,7 +3752,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
 	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
 	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\x12\x14\n" +
-	"\x05owner\x18\r \x01(\tR\x05owner\"\x8a\x03\n" +
+	"\x05owner\x18\r \x01(\tR\x05owner\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"\xb8\x03\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
@@ -3554,7 +3767,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\btrace_id\x18\b \x01(\tR\atraceId\x12#\n" +
 	"\rrelaunched_as\x18\t \x01(\tR\frelaunchedAs\x12\x14\n" +
 	"\x05owner\x18\n" +
-	" \x01(\tR\x05owner\"\x9d\x01\n" +
+	" \x01(\tR\x05owner\x12,\n" +
+	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"\x9d\x01\n" +
 	"\x0fPersistedWorker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3662,7 +3876,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -3675,133 +3889,140 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*RegisterWorkerRequest)(nil),         // 8: glint.master.v1.RegisterWorkerRequest
 	(*RegisterWorkerResponse)(nil),        // 9: glint.master.v1.RegisterWorkerResponse
 	(*HeartbeatRequest)(nil),              // 10: glint.master.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),             // 11: glint.master.v1.HeartbeatResponse
-	(*WorkerDecommissioningRequest)(nil),  // 12: glint.master.v1.WorkerDecommissioningRequest
-	(*WorkerDecommissioningResponse)(nil), // 13: glint.master.v1.WorkerDecommissioningResponse
-	(*DecommissionWorkerRequest)(nil),     // 14: glint.master.v1.DecommissionWorkerRequest
-	(*DecommissionWorkerResponse)(nil),    // 15: glint.master.v1.DecommissionWorkerResponse
-	(*RegisterApplicationRequest)(nil),    // 16: glint.master.v1.RegisterApplicationRequest
-	(*RegisterApplicationResponse)(nil),   // 17: glint.master.v1.RegisterApplicationResponse
-	(*UnregisterApplicationRequest)(nil),  // 18: glint.master.v1.UnregisterApplicationRequest
-	(*UnregisterApplicationResponse)(nil), // 19: glint.master.v1.UnregisterApplicationResponse
-	(*ExecutorStateChangedRequest)(nil),   // 20: glint.master.v1.ExecutorStateChangedRequest
-	(*ExecutorStateChangedResponse)(nil),  // 21: glint.master.v1.ExecutorStateChangedResponse
-	(*DriverStateChangedRequest)(nil),     // 22: glint.master.v1.DriverStateChangedRequest
-	(*DriverStateChangedResponse)(nil),    // 23: glint.master.v1.DriverStateChangedResponse
-	(*SubmitDriverRequest)(nil),           // 24: glint.master.v1.SubmitDriverRequest
-	(*SubmitDriverResponse)(nil),          // 25: glint.master.v1.SubmitDriverResponse
-	(*KillDriverRequest)(nil),             // 26: glint.master.v1.KillDriverRequest
-	(*KillDriverResponse)(nil),            // 27: glint.master.v1.KillDriverResponse
-	(*DriverStatusRequest)(nil),           // 28: glint.master.v1.DriverStatusRequest
-	(*DriverStatusResponse)(nil),          // 29: glint.master.v1.DriverStatusResponse
-	(*KillApplicationRequest)(nil),        // 30: glint.master.v1.KillApplicationRequest
-	(*KillApplicationResponse)(nil),       // 31: glint.master.v1.KillApplicationResponse
-	(*RequestExecutorsRequest)(nil),       // 32: glint.master.v1.RequestExecutorsRequest
-	(*RequestExecutorsResponse)(nil),      // 33: glint.master.v1.RequestExecutorsResponse
-	(*KillExecutorsRequest)(nil),          // 34: glint.master.v1.KillExecutorsRequest
-	(*KillExecutorsResponse)(nil),         // 35: glint.master.v1.KillExecutorsResponse
-	(*ReportExecutorLaunchRequest)(nil),   // 36: glint.master.v1.ReportExecutorLaunchRequest
-	(*ReportExecutorLaunchResponse)(nil),  // 37: glint.master.v1.ReportExecutorLaunchResponse
-	(*GetClusterStateRequest)(nil),        // 38: glint.master.v1.GetClusterStateRequest
-	(*GetClusterStateResponse)(nil),       // 39: glint.master.v1.GetClusterStateResponse
-	(*WorkerInfo)(nil),                    // 40: glint.master.v1.WorkerInfo
-	(*ExecutorInfo)(nil),                  // 41: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 42: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 43: glint.master.v1.DriverInfo
-	(*PersistedWorker)(nil),               // 44: glint.master.v1.PersistedWorker
-	(*PersistedApplication)(nil),          // 45: glint.master.v1.PersistedApplication
-	(*PersistedDriver)(nil),               // 46: glint.master.v1.PersistedDriver
-	(*PersistedCounters)(nil),             // 47: glint.master.v1.PersistedCounters
-	nil,                                   // 48: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 49: google.protobuf.Timestamp
+	(*ProcessUsage)(nil),                  // 11: glint.master.v1.ProcessUsage
+	(*HeartbeatResponse)(nil),             // 12: glint.master.v1.HeartbeatResponse
+	(*WorkerDecommissioningRequest)(nil),  // 13: glint.master.v1.WorkerDecommissioningRequest
+	(*WorkerDecommissioningResponse)(nil), // 14: glint.master.v1.WorkerDecommissioningResponse
+	(*DecommissionWorkerRequest)(nil),     // 15: glint.master.v1.DecommissionWorkerRequest
+	(*DecommissionWorkerResponse)(nil),    // 16: glint.master.v1.DecommissionWorkerResponse
+	(*RegisterApplicationRequest)(nil),    // 17: glint.master.v1.RegisterApplicationRequest
+	(*RegisterApplicationResponse)(nil),   // 18: glint.master.v1.RegisterApplicationResponse
+	(*UnregisterApplicationRequest)(nil),  // 19: glint.master.v1.UnregisterApplicationRequest
+	(*UnregisterApplicationResponse)(nil), // 20: glint.master.v1.UnregisterApplicationResponse
+	(*ExecutorStateChangedRequest)(nil),   // 21: glint.master.v1.ExecutorStateChangedRequest
+	(*ExecutorStateChangedResponse)(nil),  // 22: glint.master.v1.ExecutorStateChangedResponse
+	(*DriverStateChangedRequest)(nil),     // 23: glint.master.v1.DriverStateChangedRequest
+	(*DriverStateChangedResponse)(nil),    // 24: glint.master.v1.DriverStateChangedResponse
+	(*SubmitDriverRequest)(nil),           // 25: glint.master.v1.SubmitDriverRequest
+	(*SubmitDriverResponse)(nil),          // 26: glint.master.v1.SubmitDriverResponse
+	(*KillDriverRequest)(nil),             // 27: glint.master.v1.KillDriverRequest
+	(*KillDriverResponse)(nil),            // 28: glint.master.v1.KillDriverResponse
+	(*DriverStatusRequest)(nil),           // 29: glint.master.v1.DriverStatusRequest
+	(*DriverStatusResponse)(nil),          // 30: glint.master.v1.DriverStatusResponse
+	(*KillApplicationRequest)(nil),        // 31: glint.master.v1.KillApplicationRequest
+	(*KillApplicationResponse)(nil),       // 32: glint.master.v1.KillApplicationResponse
+	(*RequestExecutorsRequest)(nil),       // 33: glint.master.v1.RequestExecutorsRequest
+	(*RequestExecutorsResponse)(nil),      // 34: glint.master.v1.RequestExecutorsResponse
+	(*KillExecutorsRequest)(nil),          // 35: glint.master.v1.KillExecutorsRequest
+	(*KillExecutorsResponse)(nil),         // 36: glint.master.v1.KillExecutorsResponse
+	(*ReportExecutorLaunchRequest)(nil),   // 37: glint.master.v1.ReportExecutorLaunchRequest
+	(*ReportExecutorLaunchResponse)(nil),  // 38: glint.master.v1.ReportExecutorLaunchResponse
+	(*GetClusterStateRequest)(nil),        // 39: glint.master.v1.GetClusterStateRequest
+	(*GetClusterStateResponse)(nil),       // 40: glint.master.v1.GetClusterStateResponse
+	(*WorkerInfo)(nil),                    // 41: glint.master.v1.WorkerInfo
+	(*Usage)(nil),                         // 42: glint.master.v1.Usage
+	(*ExecutorInfo)(nil),                  // 43: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 44: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 45: glint.master.v1.DriverInfo
+	(*PersistedWorker)(nil),               // 46: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 47: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 48: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 49: glint.master.v1.PersistedCounters
+	nil,                                   // 50: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 51: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	48, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	50, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
 	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
 	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	20, // 4: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 5: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	21, // 4: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	23, // 5: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
 	7,  // 6: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	7,  // 7: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	20, // 8: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 9: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
-	7,  // 10: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	5,  // 11: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	2,  // 12: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	49, // 13: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	49, // 14: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 15: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	6,  // 16: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	43, // 17: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	49, // 18: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	49, // 19: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	49, // 20: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
-	40, // 21: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	42, // 22: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	42, // 23: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	43, // 24: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	43, // 25: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 26: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	49, // 27: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 28: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	49, // 29: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	49, // 30: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	49, // 31: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	49, // 32: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	49, // 33: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	49, // 34: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	5,  // 35: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 36: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	49, // 37: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	49, // 38: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	41, // 39: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	6,  // 40: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 41: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	49, // 42: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	5,  // 43: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	49, // 44: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	42, // 45: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
-	6,  // 46: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	49, // 47: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	43, // 48: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
-	8,  // 49: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 50: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	12, // 51: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	14, // 52: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	16, // 53: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	18, // 54: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	20, // 55: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	22, // 56: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	24, // 57: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	26, // 58: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	28, // 59: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	30, // 60: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	32, // 61: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	34, // 62: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	38, // 63: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	36, // 64: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 65: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	11, // 66: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	13, // 67: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	15, // 68: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	17, // 69: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	19, // 70: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	21, // 71: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	23, // 72: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	25, // 73: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	27, // 74: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	29, // 75: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	31, // 76: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	33, // 77: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	35, // 78: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	39, // 79: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	37, // 80: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	65, // [65:81] is the sub-list for method output_type
-	49, // [49:65] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	21, // 8: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	23, // 9: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	11, // 10: glint.master.v1.HeartbeatRequest.usage:type_name -> glint.master.v1.ProcessUsage
+	7,  // 11: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	5,  // 12: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	2,  // 13: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
+	51, // 14: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	51, // 15: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 16: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	6,  // 17: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	45, // 18: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	51, // 19: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	51, // 20: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	51, // 21: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	41, // 22: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	44, // 23: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	44, // 24: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	45, // 25: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	45, // 26: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 27: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	51, // 28: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	42, // 29: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
+	2,  // 30: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	51, // 31: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	51, // 32: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	51, // 33: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	51, // 34: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	51, // 35: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	51, // 36: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	42, // 37: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 38: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 39: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	51, // 40: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	51, // 41: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	43, // 42: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	42, // 43: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 44: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 45: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	51, // 46: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	42, // 47: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 48: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	51, // 49: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	44, // 50: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	6,  // 51: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	51, // 52: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	45, // 53: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	8,  // 54: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 55: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	13, // 56: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	15, // 57: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	17, // 58: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	19, // 59: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	21, // 60: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	23, // 61: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	25, // 62: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	27, // 63: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	29, // 64: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	31, // 65: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	33, // 66: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	35, // 67: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	39, // 68: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	37, // 69: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 70: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	12, // 71: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	14, // 72: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	16, // 73: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	18, // 74: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	20, // 75: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	22, // 76: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	24, // 77: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	26, // 78: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	28, // 79: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	30, // 80: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	32, // 81: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	34, // 82: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	36, // 83: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	40, // 84: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	38, // 85: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	70, // [70:86] is the sub-list for method output_type
+	54, // [54:70] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -3810,16 +4031,16 @@ func file_glint_master_v1_master_proto_init() {
 		return
 	}
 	file_glint_master_v1_master_proto_msgTypes[1].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[16].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[37].OneofWrappers = []any{}
-	file_glint_master_v1_master_proto_msgTypes[41].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[17].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[39].OneofWrappers = []any{}
+	file_glint_master_v1_master_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

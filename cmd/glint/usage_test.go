@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// busyBytes is what each task of the busy application touches and holds.
+const busyBytes = 96 << 20
+
+// usageJSON is the measured usage the master's /json shows for a worker,
+// an application or an executor.
+type usageJSON struct {
+	CPUSeconds  float64 `json:"cpuseconds"`
+	MemoryBytes int64   `json:"memorybytes"`
+	PeakBytes   int64   `json:"memorypeakbytes"`
+}
+
+// usageState is the part of the master's /json this test reads.
+type usageState struct {
+	Workers []struct {
+		ID string `json:"id"`
+		usageJSON
+	} `json:"workers"`
+	ActiveApps []struct {
+		ID string `json:"id"`
+		usageJSON
+		Executors []struct {
+			Worker string `json:"worker"`
+			usageJSON
+		} `json:"executors"`
+	} `json:"activeapps"`
+}
+
+func (c *testCluster) usage(t *testing.T) usageState {
+	t.Helper()
+	resp := getPage(t, c.client, c.master.url+"/json")
+	defer resp.Body.Close()
+	var s usageState
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// An executor that spins a core and holds 96 MiB is seen doing so: in its
+// worker's /metrics, the master's /json (per worker, application and
+// executor), `glint status` and the application's page.
+func TestMeasuredUsageReachesMetricsStatusAndTheUI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short); make test runs this: it starts a cluster and Chromium")
+	}
+	t.Parallel()
+	c := startSizedCluster(t, nil, 1, 2, []string{"--usage-interval", "100ms"}, "--worker-timeout", "2s")
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, nil, "submit", "--master", c.master.url, "--name", "busy", "--executor-cores", "1",
+		"--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn", "busy", release, "96m", "1")
+
+	var app string
+	var executor usageJSON
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := c.usage(t)
+		if len(s.ActiveApps) == 1 && len(s.ActiveApps[0].Executors) == 1 && len(s.Workers) == 1 {
+			a, w := s.ActiveApps[0], s.Workers[0]
+			app, executor = a.ID, a.Executors[0].usageJSON
+			if executor.CPUSeconds >= 1 && executor.PeakBytes >= busyBytes && a.CPUSeconds >= executor.CPUSeconds &&
+				a.MemoryBytes >= busyBytes && w.CPUSeconds >= executor.CPUSeconds && w.MemoryBytes >= busyBytes {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the master's /json never showed a second of CPU and %d bytes held: %+v", busyBytes, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	page := scrape(t, c.workers[0].url)
+	cpu, ok := sample(t, page, "glint_worker_children_cpu_seconds_total", map[string]string{"process": "executor"})
+	if !ok || cpu < executor.CPUSeconds {
+		t.Errorf("worker's executor CPU %v (present %v), want at least the %v the master saw", cpu, ok, executor.CPUSeconds)
+	}
+	if mem, ok := sample(t, page, "glint_worker_children_memory_bytes", map[string]string{"process": "executor", "kind": "current"}); !ok || mem < busyBytes {
+		t.Errorf("worker's executor memory %v (present %v), want at least %d", mem, ok, busyBytes)
+	}
+
+	out, errOut, err := runGlint(t, "status", "--master", c.master.url, app)
+	if err != nil {
+		t.Fatalf("glint status %s: %v\n%s", app, err, errOut)
+	}
+	if !strings.Contains(out, "CPU USED / GRANTED") || !regexp.MustCompile(`\d+\.\d\d / 1 cores \(\d+\.\d s\)\s+(9[6-9]|\d{3,})\.\d MiB / 256\.0 MiB`).MatchString(out) {
+		t.Errorf("glint status %s shows no CPU used against 1 core and a peak of at least 96 MiB against 256 MiB:\n%s", app, out)
+	}
+	out, errOut, err = runGlint(t, "status", "--master", c.master.url)
+	if err != nil || !strings.Contains(out, "MEASURED CPU") {
+		t.Errorf("glint status: %v, want a MEASURED CPU column:\n%s%s", err, out, errOut)
+	}
+
+	p := &pages{t: t, ctx: browser(t), dir: t.TempDir()}
+	p.do("open the app", chromedp.Navigate(c.master.url+"/app/"+app))
+	p.login()
+	p.do("app page", chromedp.WaitVisible(chromedp.CSS("#executors")))
+	cells := eval[[]string](p, `[...document.querySelectorAll('#executors tr.executor td.cpu, #executors tr.executor td.memory-peak')].map(td => td.textContent)`)
+	if len(cells) != 2 || !strings.Contains(cells[0], "/ 1 cores") || !strings.HasSuffix(cells[1], "/ 256.0 MiB") {
+		t.Errorf("executor row's CPU and memory peak cells %q, want CPU against 1 core and peak against 256.0 MiB", cells)
+	}
+	var peak float64
+	if len(cells) == 2 {
+		fmt.Sscanf(cells[1], "%f MiB", &peak)
+	}
+	if peak < busyBytes>>20 {
+		t.Errorf("peak shown %q, want at least 96 MiB", cells)
+	}
+	p.shot("app-usage")
+	// The worker's page shows each executor's CPU and memory now and at peak.
+	p.do("open the worker", chromedp.Navigate(c.workers[0].url+"/"))
+	p.login()
+	p.do("worker page", chromedp.WaitVisible(chromedp.CSS("#executors")))
+	cells = eval[[]string](p, `[...document.querySelectorAll('#executors tr.executor td.cpu, #executors tr.executor td.memory-used')].map(td => td.textContent)`)
+	var now, atPeak float64
+	if len(cells) == 2 {
+		fmt.Sscanf(cells[1], "%f MiB / %f MiB", &now, &atPeak)
+	}
+	if len(cells) != 2 || cells[0] == "0.0 s" || now < busyBytes>>20 || atPeak < now {
+		t.Errorf("worker page's executor CPU and memory cells %q, want CPU used and at least 96 MiB now and at peak", cells)
+	}
+	p.shot("worker-usage")
+
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := wait(); err != nil {
+		t.Fatalf("busy: %v\n%s", err, out)
+	}
+}
