@@ -128,13 +128,13 @@ func (d *Driver) releaseExecutors(ctx context.Context) {
 	})
 }
 
-// unregister tells the master the application finished.
-func (d *Driver) unregister(ctx context.Context) {
+// unregister tells the master how the application ended.
+func (d *Driver) unregister(ctx context.Context, end appEnd) {
 	d.mu.Lock()
 	d.stopping = true
 	d.mu.Unlock()
 	d.tellMaster(ctx, "unregister application", func(ctx context.Context, m masterv1connect.MasterServiceClient, appID string) error {
-		_, err := m.UnregisterApplication(ctx, connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: appID}))
+		_, err := m.UnregisterApplication(ctx, connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: appID, State: end.state, Message: end.message}))
 		return err
 	})
 }

@@ -236,11 +236,11 @@ var access = rpc.Access{"/" + driverv1connect.DriverServiceName + "/": rpc.Maste
 // application's driver function with Args, and stops (Stop). With
 // spark.dynamicAllocation.enabled it sizes the executors to the tasks
 // meanwhile (allocation.go).
-func (d *Driver) Run(ctx context.Context) error {
+func (d *Driver) Run(ctx context.Context) (err error) {
 	if err := d.Register(ctx); err != nil {
 		return err
 	}
-	defer d.Stop(context.WithoutCancel(ctx))
+	defer func() { d.stop(context.WithoutCancel(ctx), endOf(ctx, err)) }()
 	// Dynamic allocation ends before Stop releases the executors.
 	defer d.startAllocation(ctx)()
 	d.log.Info("application registered", "app", d.AppID(), "name", d.cfg.Name)
@@ -277,14 +277,40 @@ func (d *Driver) Conf(key string) (string, bool) {
 // Stdout is where the application prints.
 func (d *Driver) Stdout() io.Writer { return d.cfg.Stdout }
 
-// Stop ends the application: the master is asked for no more executors, the
-// executors are told to stop (they exit 0 and end EXITED), and the master is
-// told the application finished once it has the driver's launch reports.
+// Stop ends the application as finished: the master is asked for no more
+// executors, the executors are told to stop (they exit 0 and end EXITED),
+// and the master is told the application finished once it has the driver's
+// launch reports.
 func (d *Driver) Stop(ctx context.Context) {
+	d.stop(ctx, appEnd{state: masterv1.ApplicationState_APPLICATION_STATE_FINISHED})
+}
+
+// stop is Stop for an application that ended as end says.
+func (d *Driver) stop(ctx context.Context, end appEnd) {
 	d.releaseExecutors(ctx)
 	d.stopExecutors(ctx)
 	d.toMaster.Wait()
-	d.unregister(ctx)
+	d.unregister(ctx, end)
+}
+
+// appEnd is how an application ended, as its driver tells the master.
+type appEnd struct {
+	state   masterv1.ApplicationState
+	message string
+}
+
+// endOf is how an application whose run under ctx returned err ended:
+// FINISHED when it returned nil, KILLED when ctx ended first (a signal, or
+// the driver's worker stopping it: a supervised driver is then relaunched),
+// FAILED with its error otherwise.
+func endOf(ctx context.Context, err error) appEnd {
+	switch {
+	case err == nil:
+		return appEnd{state: masterv1.ApplicationState_APPLICATION_STATE_FINISHED}
+	case ctx.Err() != nil:
+		return appEnd{state: masterv1.ApplicationState_APPLICATION_STATE_KILLED, message: context.Cause(ctx).Error()}
+	}
+	return appEnd{state: masterv1.ApplicationState_APPLICATION_STATE_FAILED, message: err.Error()}
 }
 
 // settings are the Spark properties the driver itself obeys.

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/pkg/app"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -62,5 +64,55 @@ func TestAnApplicationsEndReachesAMasterThatWasDownWhenItEnded(t *testing.T) {
 	}
 	if down.Load() >= 0 {
 		t.Fatalf("the master refused %d fewer calls than it was set to", down.Load()+1)
+	}
+}
+
+// TestTheMasterHearsHowAnApplicationEnded: a run that returns an error ends
+// its application FAILED with that error, a run whose context ended first
+// (a signal, or its worker stopping the driver) ends it KILLED — so a
+// supervised driver is relaunched — and a run that returns nil FINISHED.
+func TestTheMasterHearsHowAnApplicationEnded(t *testing.T) {
+	url := servicetest.Master(t, master.Config{})
+	for _, tc := range []struct {
+		name    string
+		run     func(ctx context.Context, cancel context.CancelFunc) error
+		state   masterv1.ApplicationState
+		message string
+	}{
+		{"returns nil", func(context.Context, context.CancelFunc) error { return nil },
+			masterv1.ApplicationState_APPLICATION_STATE_FINISHED, "unregistered by its driver"},
+		{"returns an error", func(context.Context, context.CancelFunc) error { return errors.New("input missing.txt: no such file") },
+			masterv1.ApplicationState_APPLICATION_STATE_FAILED, "its driver reported it failed: application t"},
+		{"is stopped", func(ctx context.Context, cancel context.CancelFunc) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}, masterv1.ApplicationState_APPLICATION_STATE_KILLED, "its driver was stopped: context canceled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			a := echoApp(nil)
+			a.Run = func(context.Context, app.Context, []string) error { return tc.run(ctx, cancel) }
+			d, err := servicetest.NewDriver(t, driver.Config{Masters: []string{url}, App: a, ExecutorCommand: []string{"/bin/false"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = d.Run(ctx)
+			st, err := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), url).GetClusterState(context.Background(), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range st.Msg.GetCompletedApps() {
+				if got.GetId() != d.AppID() {
+					continue
+				}
+				if got.GetState() != tc.state || !strings.HasPrefix(got.GetStatusMessage(), tc.message) {
+					t.Fatalf("application %s %q, want %s %q…", got.GetState(), got.GetStatusMessage(), tc.state, tc.message)
+				}
+				return
+			}
+			t.Fatalf("application %s is not among the completed", d.AppID())
+		})
 	}
 }

@@ -179,6 +179,41 @@ func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
 	}
 }
 
+// TestASupervisedDriverStoppedWithItsWorkerIsRelaunched: a worker that is
+// killed takes its driver with it (SIGTERM), which ends its application
+// KILLED before the worker is timed out: a supervised driver's work is not
+// done, so it is relaunched (the soak lost such drivers as FINISHED). A
+// state no application ends in is refused.
+func TestASupervisedDriverStoppedWithItsWorkerIsRelaunched(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+	wp := newPeer(t)
+	c.registerWorker(t, wp, 7078, 2, 4096)
+	id := submitDriver(t, c, true)
+	wp.expect(t, "LaunchDriver "+id)
+	c.waitLaunched(t, id)
+	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+		AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: newPeer(t).url, DriverId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := &masterv1.UnregisterApplicationRequest{AppId: resp.Msg.GetAppId(), State: masterv1.ApplicationState_APPLICATION_STATE_RUNNING}
+	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(running)); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("unregister as RUNNING: %v, want invalid_argument", err)
+	}
+	killed := &masterv1.UnregisterApplicationRequest{AppId: resp.Msg.GetAppId(), State: masterv1.ApplicationState_APPLICATION_STATE_KILLED, Message: "context canceled"}
+	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(killed)); err != nil {
+		t.Fatal(err)
+	}
+	c.clock.Advance(2 * time.Minute)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "RELAUNCHING" {
+		t.Fatalf("driver %s %q after its worker was lost, want RELAUNCHING", lifecycle.Name(d.GetState()), d.GetMessage())
+	}
+	if n := len(c.srv.clusterState().GetActiveDrivers()); n != 1 {
+		t.Fatalf("%d drivers active, want the relaunched one", n)
+	}
+}
+
 // TestAMasterThatStalledGivesItsWorkersAWholeTimeout: a master that did not
 // run for longer than the worker timeout (stopped) heard no heartbeat
 // meanwhile; its workers are timed out only after a whole timeout more.

@@ -210,16 +210,36 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 	return url, nil
 }
 
-// UnregisterApplication ends an application normally.
+// UnregisterApplication ends an application as its driver says it ended.
 func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request[masterv1.UnregisterApplicationRequest]) (*connect.Response[masterv1.UnregisterApplicationResponse], error) {
+	state, message, err := driverEnd(req.Msg)
+	if err != nil {
+		return nil, rpc.Error(err)
+	}
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	a, err := s.ownAppLocked(ctx, "unregister", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FINISHED, "unregistered by its driver")
+	s.removeApplicationLocked(ctx, a, state, message)
 	return connect.NewResponse(&masterv1.UnregisterApplicationResponse{}), nil
+}
+
+// driverEnd is the state and status message of an application its driver
+// unregistered: FINISHED when it says nothing (a driver of before states),
+// FAILED with the application's error, KILLED with what stopped the driver.
+func driverEnd(m *masterv1.UnregisterApplicationRequest) (masterv1.ApplicationState, string, error) {
+	why := clip(m.GetMessage())
+	switch m.GetState() {
+	case masterv1.ApplicationState_APPLICATION_STATE_UNSPECIFIED, masterv1.ApplicationState_APPLICATION_STATE_FINISHED:
+		return masterv1.ApplicationState_APPLICATION_STATE_FINISHED, "unregistered by its driver", nil
+	case masterv1.ApplicationState_APPLICATION_STATE_FAILED:
+		return m.GetState(), "its driver reported it failed: " + why, nil
+	case masterv1.ApplicationState_APPLICATION_STATE_KILLED:
+		return m.GetState(), "its driver was stopped: " + why, nil
+	}
+	return 0, "", fmt.Errorf("unregister application %.256q: state %s: %w: want FINISHED, FAILED or KILLED", m.GetAppId(), m.GetState(), fault.ErrInvalidArgument)
 }
 
 // KillApplication ends an application and kills its executors.

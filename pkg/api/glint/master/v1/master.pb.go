@@ -1340,8 +1340,15 @@ func (x *RegisterApplicationResponse) GetMasterUrl() string {
 }
 
 type UnregisterApplicationRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AppId string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	// How the application ended: FINISHED (also when unset), FAILED (the
+	// application returned an error) or KILLED (its driver was stopped before
+	// the application returned).
+	State ApplicationState `protobuf:"varint,2,opt,name=state,proto3,enum=glint.master.v1.ApplicationState" json:"state,omitempty"`
+	// Why, for FAILED and KILLED: the application's error, or what stopped
+	// the driver. The master keeps at most MaxMessageBytes of it.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1379,6 +1386,20 @@ func (*UnregisterApplicationRequest) Descriptor() ([]byte, []int) {
 func (x *UnregisterApplicationRequest) GetAppId() string {
 	if x != nil {
 		return x.AppId
+	}
+	return ""
+}
+
+func (x *UnregisterApplicationRequest) GetState() ApplicationState {
+	if x != nil {
+		return x.State
+	}
+	return ApplicationState_APPLICATION_STATE_UNSPECIFIED
+}
+
+func (x *UnregisterApplicationRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
 	}
 	return ""
 }
@@ -3619,9 +3640,11 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x1bRegisterApplicationResponse\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +
-	"master_url\x18\x02 \x01(\tR\tmasterUrl\"5\n" +
+	"master_url\x18\x02 \x01(\tR\tmasterUrl\"\x88\x01\n" +
 	"\x1cUnregisterApplicationRequest\x12\x15\n" +
-	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x1f\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\x127\n" +
+	"\x05state\x18\x02 \x01(\x0e2!.glint.master.v1.ApplicationStateR\x05state\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x1f\n" +
 	"\x1dUnregisterApplicationResponse\"\x93\x03\n" +
 	"\x1bExecutorStateChangedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
@@ -3945,84 +3968,85 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	11, // 10: glint.master.v1.HeartbeatRequest.usage:type_name -> glint.master.v1.ProcessUsage
 	7,  // 11: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
 	5,  // 12: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	2,  // 13: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	51, // 14: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	51, // 15: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 16: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	6,  // 17: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	45, // 18: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	51, // 19: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	51, // 20: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	51, // 21: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
-	41, // 22: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	44, // 23: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	44, // 24: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	45, // 25: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	45, // 26: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 27: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	51, // 28: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	42, // 29: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
-	2,  // 30: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	51, // 31: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	51, // 32: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	51, // 33: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	51, // 34: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	51, // 35: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	51, // 36: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	42, // 37: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
-	5,  // 38: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 39: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	51, // 40: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	51, // 41: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	43, // 42: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	42, // 43: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
-	6,  // 44: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 45: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	51, // 46: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	42, // 47: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
-	5,  // 48: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	51, // 49: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	44, // 50: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
-	6,  // 51: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	51, // 52: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	45, // 53: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
-	8,  // 54: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 55: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	13, // 56: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	15, // 57: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	17, // 58: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	19, // 59: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	21, // 60: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	23, // 61: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	25, // 62: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	27, // 63: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	29, // 64: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	31, // 65: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	33, // 66: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	35, // 67: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	39, // 68: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	37, // 69: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 70: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	12, // 71: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	14, // 72: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	16, // 73: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	18, // 74: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	20, // 75: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	22, // 76: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	24, // 77: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	26, // 78: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	28, // 79: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	30, // 80: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	32, // 81: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	34, // 82: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	36, // 83: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	40, // 84: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	38, // 85: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	70, // [70:86] is the sub-list for method output_type
-	54, // [54:70] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	1,  // 13: glint.master.v1.UnregisterApplicationRequest.state:type_name -> glint.master.v1.ApplicationState
+	2,  // 14: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
+	51, // 15: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	51, // 16: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 17: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	6,  // 18: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	45, // 19: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	51, // 20: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	51, // 21: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	51, // 22: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	41, // 23: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	44, // 24: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	44, // 25: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	45, // 26: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	45, // 27: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 28: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	51, // 29: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	42, // 30: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
+	2,  // 31: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	51, // 32: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	51, // 33: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	51, // 34: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	51, // 35: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	51, // 36: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	51, // 37: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	42, // 38: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 39: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 40: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	51, // 41: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	51, // 42: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	43, // 43: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	42, // 44: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 45: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 46: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	51, // 47: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	42, // 48: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 49: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	51, // 50: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	44, // 51: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	6,  // 52: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	51, // 53: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	45, // 54: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	8,  // 55: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 56: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	13, // 57: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	15, // 58: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	17, // 59: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	19, // 60: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	21, // 61: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	23, // 62: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	25, // 63: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	27, // 64: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	29, // 65: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	31, // 66: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	33, // 67: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	35, // 68: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	39, // 69: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	37, // 70: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 71: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	12, // 72: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	14, // 73: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	16, // 74: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	18, // 75: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	20, // 76: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	22, // 77: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	24, // 78: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	26, // 79: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	28, // 80: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	30, // 81: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	32, // 82: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	34, // 83: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	36, // 84: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	40, // 85: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	38, // 86: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	71, // [71:87] is the sub-list for method output_type
+	55, // [55:71] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }

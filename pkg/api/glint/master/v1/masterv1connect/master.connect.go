@@ -99,7 +99,8 @@ type MasterServiceClient interface {
 	DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error)
 	// RegisterApplication admits an application; its executors are then scheduled.
 	RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error)
-	// UnregisterApplication ends an application normally (state FINISHED).
+	// UnregisterApplication ends an application as its driver says it ended:
+	// FINISHED, FAILED or KILLED.
 	UnregisterApplication(context.Context, *connect.Request[v1.UnregisterApplicationRequest]) (*connect.Response[v1.UnregisterApplicationResponse], error)
 	// ExecutorStateChanged is a worker's report on one executor.
 	ExecutorStateChanged(context.Context, *connect.Request[v1.ExecutorStateChangedRequest]) (*connect.Response[v1.ExecutorStateChangedResponse], error)
@@ -350,7 +351,8 @@ type MasterServiceHandler interface {
 	DecommissionWorker(context.Context, *connect.Request[v1.DecommissionWorkerRequest]) (*connect.Response[v1.DecommissionWorkerResponse], error)
 	// RegisterApplication admits an application; its executors are then scheduled.
 	RegisterApplication(context.Context, *connect.Request[v1.RegisterApplicationRequest]) (*connect.Response[v1.RegisterApplicationResponse], error)
-	// UnregisterApplication ends an application normally (state FINISHED).
+	// UnregisterApplication ends an application as its driver says it ended:
+	// FINISHED, FAILED or KILLED.
 	UnregisterApplication(context.Context, *connect.Request[v1.UnregisterApplicationRequest]) (*connect.Response[v1.UnregisterApplicationResponse], error)
 	// ExecutorStateChanged is a worker's report on one executor.
 	ExecutorStateChanged(context.Context, *connect.Request[v1.ExecutorStateChangedRequest]) (*connect.Response[v1.ExecutorStateChangedResponse], error)
