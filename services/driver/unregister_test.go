@@ -12,9 +12,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
-	"github.com/glint-cluster/glint/pkg/app"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
+	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/master"
