@@ -61,14 +61,17 @@ func ownersOf(t *testing.T, c *testCluster) map[string]string {
 // against alice's application and driver, and the driver's own token
 // against any application but its own, are refused (PermissionDenied,
 // nothing changed), as is 2^31-1 executors; the owner's and the cluster
-// token's (admin) same calls succeed.
+// token's (admin) same calls succeed, and so do carol's, whom alice's
+// application and driver name in spark.modify.acls.
 func TestApplicationsBelongToTheirSubmitterAcrossARestart(t *testing.T) {
 	t.Parallel()
 	alice, aliceFile := writeToken(t, 0o600)
 	bob, bobFile := writeToken(t, 0o400)
+	carol, carolFile := writeToken(t, 0o600)
 	recovery := filepath.Join(t.TempDir(), "recovery")
 	args := []string{"master", "--listen", fmt.Sprintf("127.0.0.1:%d", tooltest.FreePorts(t, 1)[0]), "--worker-timeout", "6s",
-		"--recovery-mode", "file", "--recovery-dir", recovery, "--submit-token-file", "alice=" + aliceFile, "--submit-token-file", "bob=" + bobFile}
+		"--recovery-mode", "file", "--recovery-dir", recovery, "--submit-token-file", "alice=" + aliceFile, "--submit-token-file", "bob=" + bobFile,
+		"--submit-token-file", "carol=" + carolFile}
 	c := &testCluster{master: start(t, "master", nil, args...)}
 	c.startWorkers(t, nil, 1, 4)
 
@@ -77,11 +80,11 @@ func TestApplicationsBelongToTheirSubmitterAcrossARestart(t *testing.T) {
 			"--executor-cores", "1", "--total-executor-cores", "1", "--executor-memory", "256m", "--log-level", "warn"}, extra...),
 			"hold", filepath.Join(t.TempDir(), "never"))...)
 	}
-	hold(aliceFile)
+	hold(aliceFile, "--conf", "spark.modify.acls=carol")
 	c.waitFor(t, "alice's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 1 })
 	hold(bobFile)
 	c.waitFor(t, "bob's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 2 })
-	hold(aliceFile, "--deploy-mode", "cluster", "--driver-memory", "256m")
+	hold(aliceFile, "--deploy-mode", "cluster", "--driver-memory", "256m", "--conf", "spark.modify.acls=carol")
 	c.waitFor(t, "the driver's executor running", func(s masterJSON) bool { return len(runningExecutors(s)) == 3 })
 
 	before := ownersOf(t, c)
@@ -187,6 +190,9 @@ func TestApplicationsBelongToTheirSubmitterAcrossARestart(t *testing.T) {
 		body             proto.Message
 	}{
 		{"the owner reads its driver's status", m("DriverStatus"), alice, &masterv1.DriverStatusRequest{DriverId: driver}},
+		{"a name in spark.modify.acls reads the driver's status", m("DriverStatus"), carol, &masterv1.DriverStatusRequest{DriverId: driver}},
+		{"a name in spark.modify.acls asks for the application's executors", m("RequestExecutors"), carol, &masterv1.RequestExecutorsRequest{AppId: alices, RequestedTotal: 1}},
+		{"a name in the driver's spark.modify.acls asks for its application's executors", m("RequestExecutors"), carol, &masterv1.RequestExecutorsRequest{AppId: driversApp, RequestedTotal: 1}},
 		{"the driver's token asks for its application's executors", m("RequestExecutors"), driverToken, &masterv1.RequestExecutorsRequest{AppId: driversApp, RequestedTotal: 1}},
 		{"the owner kills its application", m("KillApplication"), alice, &masterv1.KillApplicationRequest{AppId: alices}},
 		{"the cluster token (admin) kills another's application", m("KillApplication"), testToken, &masterv1.KillApplicationRequest{AppId: bobs}},

@@ -152,6 +152,10 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	if err != nil {
 		return fmt.Errorf("--driver-memory: %w", err)
 	}
+	conf, err := parseConf(f.conf)
+	if err != nil {
+		return err
+	}
 	command := append(append([]string{exe, "driver"}, child.DriverTemplate()...), f.appFlags.args()...)
 	command = append(command, args...)
 	name := f.name
@@ -160,7 +164,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	}
 	desc := &masterv1.DriverDescription{
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
-		Command: &masterv1.Command{Args: command},
+		Command: &masterv1.Command{Args: command}, ModifyAcls: driver.ModifyACLs(conf),
 	}
 	client, err := newMasterClient(masters, token, newRetrier(f.retryTimeout, len(masters), g.Stderr))
 	if err != nil {

@@ -50,6 +50,7 @@ func (d *Driver) Register(ctx context.Context) error {
 		MemoryPerExecutorMib: d.cfg.ExecutorMemoryMiB,
 		Command:              d.executorCommand(),
 		InitialExecutorLimit: d.initialExecutorLimit(),
+		ModifyAcls:           ModifyACLs(d.cfg.Conf),
 	}
 	if d.cfg.MaxCores > 0 {
 		desc.MaxCores = &d.cfg.MaxCores

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,23 @@ const (
 	// confTaskSampleRatio is the share of task dispatches (batches of offers
 	// after each executor's first task) traced, each in a trace of its own.
 	confTaskSampleRatio = "spark.glint.trace.taskSampleRatio"
+	// confModifyACLs names the submit tokens that, besides the owner's and
+	// the admins', may kill the application or change its executors.
+	confModifyACLs = "spark.modify.acls"
 )
+
+// ModifyACLs is the comma-separated list of --conf spark.modify.acls, the
+// names the master lets act on the application (or a cluster-mode driver)
+// besides its owner and the admins.
+func ModifyACLs(conf map[string]string) []string {
+	var names []string
+	for name := range strings.SplitSeq(conf[confModifyACLs], ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
 
 // defaultTaskSampleRatio traces one task batch in a hundred: enough to see
 // dispatch, too few to cost throughput.

@@ -190,7 +190,7 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 	if d.CoresPerExecutor != nil {
 		cores = resources.CheckCores("cores_per_executor", int64(d.GetCoresPerExecutor()))
 	}
-	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()), cores,
+	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()), cores, checkModifyACLs(d.GetModifyAcls()),
 		resources.CheckMemoryMiB("memory_per_executor_mib", d.GetMemoryPerExecutorMib()),
 		resources.CheckLength("driver_url", m.GetDriverUrl(), resources.MaxURLBytes),
 		resources.CheckLength("app_token", m.GetAppToken(), rpc.MaxTokenBytes),
@@ -447,7 +447,7 @@ func (s *Server) completedDriverLocked(id string) *driverInfo {
 // that submission made, active or retained, and makes no other.
 func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1.SubmitDriverRequest]) (*connect.Response[masterv1.SubmitDriverResponse], error) {
 	d, submission := req.Msg.GetDescription(), req.Msg.GetSubmissionId()
-	if err := errors.Join(checkSubmissionID(submission), checkCommand(d.GetName(), d.GetCommand()),
+	if err := errors.Join(checkSubmissionID(submission), checkCommand(d.GetName(), d.GetCommand()), checkModifyACLs(d.GetModifyAcls()),
 		resources.CheckCores("cores", int64(d.GetCores())), resources.CheckMemoryMiB("memory_mib", d.GetMemoryMib()),
 	); err != nil {
 		return nil, rpc.Error(fmt.Errorf("submit driver %.256q: %w", d.GetName(), err))

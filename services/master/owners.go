@@ -15,7 +15,9 @@ import (
 // Spark's ACLs; what it registers or submits is that name's (its owner), and
 // only the owner's tokens or an admin's (spark.admin.acls) may end it, change
 // its executors or report on it; the application of a cluster-mode driver is
-// its driver's owner's. A cluster-mode driver's own token (the master makes
+// its driver's owner's. An application's or driver's spark.modify.acls
+// (its description's modify_acls) names more submit tokens that may act on
+// it as its owner may. A cluster-mode driver's own token (the master makes
 // one per driver) acts only on that driver and the applications it
 // registered. Reading the cluster's state (GetClusterState, /json, the web
 // UI's pages) stays open to every token the master accepts and lists every
@@ -29,7 +31,35 @@ const (
 	DefaultTokenName = "default"
 	// maxTokenName is the longest name of a submit token.
 	maxTokenName = 64
+	// MaxModifyACLs is how many names an application's or driver's
+	// modify_acls may hold.
+	MaxModifyACLs = 64
+	// everySubmitter in modify_acls lets every submit token act.
+	everySubmitter = "*"
 )
+
+// checkModifyACLs checks a description's modify_acls: at most MaxModifyACLs
+// names, each a token name or "*".
+func checkModifyACLs(names []string) error {
+	if len(names) > MaxModifyACLs {
+		return fmt.Errorf("modify_acls: %w: %d names, at most %d", fault.ErrInvalidArgument, len(names), MaxModifyACLs)
+	}
+	for _, name := range names {
+		if name == everySubmitter {
+			continue
+		}
+		if err := CheckTokenName(name); err != nil {
+			return fmt.Errorf("modify_acls: %w", err)
+		}
+	}
+	return nil
+}
+
+// mayModify says whether the submit token name may act on what has owner
+// and modify_acls acls.
+func mayModify(name, owner string, acls []string) bool {
+	return name == owner || slices.Contains(acls, name) || slices.Contains(acls, everySubmitter)
+}
 
 // CheckTokenName checks a submit token's name: 1 to 64 of A-Z, a-z, 0-9,
 // '.', '_', '@' and '-', and not a driver id, which names a cluster-mode
@@ -89,8 +119,8 @@ func (c caller) mayActOnApp(what string, a *appInfo) error {
 		if a.driverID != c.driver {
 			return fmt.Errorf("%s application %s: %w: driver %s's token acts only on the applications that driver registered", what, a.id, errNotYours, c.driver)
 		}
-	case a.owner != c.name:
-		return fmt.Errorf("%s application %s: %w: it is %q's, and only its owner's tokens or an admin's may", what, a.id, errNotYours, a.owner)
+	case !mayModify(c.name, a.owner, a.desc.GetModifyAcls()):
+		return fmt.Errorf("%s application %s: %w: it is %q's, and only its owner's tokens, an admin's or those its spark.modify.acls names may", what, a.id, errNotYours, a.owner)
 	}
 	return nil
 }
@@ -104,8 +134,8 @@ func (c caller) mayActOnDriver(what string, d *driverInfo) error {
 		if d.id != c.driver {
 			return fmt.Errorf("%s driver %s: %w: driver %s's token acts only on that driver", what, d.id, errNotYours, c.driver)
 		}
-	case d.owner != c.name:
-		return fmt.Errorf("%s driver %s: %w: it is %q's, and only its owner's tokens or an admin's may", what, d.id, errNotYours, d.owner)
+	case !mayModify(c.name, d.owner, d.desc.GetModifyAcls()):
+		return fmt.Errorf("%s driver %s: %w: it is %q's, and only its owner's tokens, an admin's or those its spark.modify.acls names may", what, d.id, errNotYours, d.owner)
 	}
 	return nil
 }

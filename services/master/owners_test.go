@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -309,6 +310,75 @@ func TestTokenNames(t *testing.T) {
 	} {
 		if err := CheckTokenName(name); (err == nil) != ok {
 			t.Errorf("CheckTokenName(%q): %v, want accepted %v", name, err, ok)
+		}
+	}
+}
+
+// TestModifyACLsLetOthersAct: an application's spark.modify.acls (its
+// description's modify_acls) lets the names it lists act on it as its
+// owner may, and no one else; "*" lets every submitter; a driver's does the
+// same for the driver; a name that is no token name is refused at the door.
+func TestModifyACLsLetOthersAct(t *testing.T) {
+	o := newOwned(t, Config{MaxExecutorRetries: -1})
+	dp := newPeer(t)
+	registerWith := func(c masterv1connect.MasterServiceClient, acls ...string) (string, error) {
+		desc := appDesc(512, 1)
+		desc.ModifyAcls = acls
+		resp, err := c.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
+			AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: desc, DriverUrl: dp.url}))
+		if err != nil {
+			return "", err
+		}
+		return resp.Msg.GetAppId(), nil
+	}
+	kill := func(c masterv1connect.MasterServiceClient, app string) error {
+		_, err := c.KillApplication(context.Background(), connect.NewRequest(&masterv1.KillApplicationRequest{AppId: app}))
+		return err
+	}
+	forBob, err := registerWith(o.alice, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forAll, err := registerWith(o.alice, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anonymous := o.client(rpc.NewToken())
+	o.tokens["carol"] = rpc.NewToken()
+	o.srv.cfg.Tokens.AddNamed(rpc.Submit, "carol", o.tokens["carol"])
+	carol := o.client(o.tokens["carol"])
+	if err := kill(carol, forBob); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("carol kills alice's application that names bob: %v, want permission_denied", err)
+	}
+	if err := kill(o.bob, forBob); err != nil {
+		t.Fatalf("bob kills alice's application that names him: %v", err)
+	}
+	if err := kill(anonymous, forAll); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("a token the master does not know kills an application of \"*\": %v, want unauthenticated", err)
+	}
+	if err := kill(carol, forAll); err != nil {
+		t.Fatalf("carol kills alice's application of \"*\": %v", err)
+	}
+
+	resp, err := o.alice.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{Name: "d", Cores: 1, MemoryMib: 256, Command: &masterv1.Command{Args: []string{"/bin/true"}}, ModifyAcls: []string{"bob"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	killDriver := func(c masterv1connect.MasterServiceClient) error {
+		_, err := c.KillDriver(context.Background(), connect.NewRequest(&masterv1.KillDriverRequest{DriverId: resp.Msg.GetDriverId()}))
+		return err
+	}
+	if err := killDriver(carol); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("carol kills alice's driver that names bob: %v, want permission_denied", err)
+	}
+	if err := killDriver(o.bob); err != nil {
+		t.Fatalf("bob kills alice's driver that names him: %v", err)
+	}
+
+	for _, acls := range [][]string{{"bob smith"}, {""}, {"driver-20261129140000-0001"}, slices.Repeat([]string{"bob"}, MaxModifyACLs+1)} {
+		if _, err := registerWith(o.alice, acls...); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "modify_acls") {
+			t.Errorf("modify_acls %.40q: %v, want invalid_argument naming modify_acls", acls, err)
 		}
 	}
 }

@@ -352,8 +352,12 @@ type ApplicationDescription struct {
 	Command          *Command `protobuf:"bytes,5,opt,name=command,proto3" json:"command,omitempty"`
 	// Initial executor limit for dynamic allocation; unset means no limit.
 	InitialExecutorLimit *int32 `protobuf:"varint,6,opt,name=initial_executor_limit,json=initialExecutorLimit,proto3,oneof" json:"initial_executor_limit,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// spark.modify.acls: names of submit tokens that, besides its owner's and
+	// the admins', may kill it, change its executors and report on it; "*"
+	// is every submitter. At most MaxModifyACLs names.
+	ModifyAcls    []string `protobuf:"bytes,7,rep,name=modify_acls,json=modifyAcls,proto3" json:"modify_acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplicationDescription) Reset() {
@@ -428,14 +432,23 @@ func (x *ApplicationDescription) GetInitialExecutorLimit() int32 {
 	return 0
 }
 
+func (x *ApplicationDescription) GetModifyAcls() []string {
+	if x != nil {
+		return x.ModifyAcls
+	}
+	return nil
+}
+
 // DriverDescription is Spark's DriverDescription.
 type DriverDescription struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Cores         int32                  `protobuf:"varint,2,opt,name=cores,proto3" json:"cores,omitempty"`
-	MemoryMib     int64                  `protobuf:"varint,3,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
-	Supervise     bool                   `protobuf:"varint,4,opt,name=supervise,proto3" json:"supervise,omitempty"`
-	Command       *Command               `protobuf:"bytes,5,opt,name=command,proto3" json:"command,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Cores     int32                  `protobuf:"varint,2,opt,name=cores,proto3" json:"cores,omitempty"`
+	MemoryMib int64                  `protobuf:"varint,3,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	Supervise bool                   `protobuf:"varint,4,opt,name=supervise,proto3" json:"supervise,omitempty"`
+	Command   *Command               `protobuf:"bytes,5,opt,name=command,proto3" json:"command,omitempty"`
+	// spark.modify.acls for the driver, as ApplicationDescription's.
+	ModifyAcls    []string `protobuf:"bytes,6,rep,name=modify_acls,json=modifyAcls,proto3" json:"modify_acls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -501,6 +514,13 @@ func (x *DriverDescription) GetSupervise() bool {
 func (x *DriverDescription) GetCommand() *Command {
 	if x != nil {
 		return x.Command
+	}
+	return nil
+}
+
+func (x *DriverDescription) GetModifyAcls() []string {
+	if x != nil {
+		return x.ModifyAcls
 	}
 	return nil
 }
@@ -3550,25 +3570,29 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x03env\x18\x02 \x03(\v2!.glint.master.v1.Command.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x03\n" +
 	"\x16ApplicationDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\tmax_cores\x18\x02 \x01(\x05H\x00R\bmaxCores\x88\x01\x01\x125\n" +
 	"\x17memory_per_executor_mib\x18\x03 \x01(\x03R\x14memoryPerExecutorMib\x121\n" +
 	"\x12cores_per_executor\x18\x04 \x01(\x05H\x01R\x10coresPerExecutor\x88\x01\x01\x122\n" +
 	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\x129\n" +
-	"\x16initial_executor_limit\x18\x06 \x01(\x05H\x02R\x14initialExecutorLimit\x88\x01\x01B\f\n" +
+	"\x16initial_executor_limit\x18\x06 \x01(\x05H\x02R\x14initialExecutorLimit\x88\x01\x01\x12\x1f\n" +
+	"\vmodify_acls\x18\a \x03(\tR\n" +
+	"modifyAclsB\f\n" +
 	"\n" +
 	"_max_coresB\x15\n" +
 	"\x13_cores_per_executorB\x19\n" +
-	"\x17_initial_executor_limit\"\xae\x01\n" +
+	"\x17_initial_executor_limit\"\xcf\x01\n" +
 	"\x11DriverDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05cores\x18\x02 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x03 \x01(\x03R\tmemoryMib\x12\x1c\n" +
 	"\tsupervise\x18\x04 \x01(\bR\tsupervise\x122\n" +
-	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\"\x90\x01\n" +
+	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\x12\x1f\n" +
+	"\vmodify_acls\x18\x06 \x03(\tR\n" +
+	"modifyAcls\"\x90\x01\n" +
 	"\x0fRunningExecutor\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
