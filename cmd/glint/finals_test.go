@@ -149,3 +149,59 @@ func TestADriverThatFinishedWhileItsMasterWasDownIsNotRunAgain(t *testing.T) {
 		t.Fatalf("glint status %s after a second restart: %v\n%s%s\nwant FINISHED", driverID, err, out, errOut)
 	}
 }
+
+// TestAWorkerPausedWithALaunchOnItsWayDoesNotRunItWhenItWakes: a driver's
+// launch reaches a worker that is paused (SIGSTOP; the kernel takes the
+// request). The master declares the worker lost and places the driver on
+// another worker, where it runs. When the paused worker wakes, it finds the
+// launch and refuses it — its master last answered it long enough ago to
+// have declared it lost — so the driver ran once (the soak saw it run on
+// both).
+func TestAWorkerPausedWithALaunchOnItsWayDoesNotRunItWhenItWakes(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1, "--worker-timeout", "2s")
+	resume := pause(t, c.workers[0].cmd.Process.Pid)
+	master := masterv1connect.NewMasterServiceClient(rpc.NewHTTPClient(), c.master.url, rpc.ClientOptions(noop.NewTracerProvider(), testToken)...)
+	resp, err := master.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
+		Description: &masterv1.DriverDescription{Name: "once", Cores: 1, MemoryMib: 64, Command: &masterv1.Command{
+			Args: []string{"/bin/sh", "-c", "echo ran"},
+		}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	driverID := resp.Msg.GetDriverId()
+	c.waitFor(t, "the paused worker DEAD", func(s masterJSON) bool { return len(s.Workers) == 1 && s.Workers[0].State == "DEAD" })
+	c.startWorkers(t, nil, 1, 2)
+	c.waitForWorkerDrivers(t, 1, "the driver finished on the other worker", func(w workerDrivers) bool {
+		return slices.ContainsFunc(w.FinishedDrivers, func(d driverState) bool { return d.ID == driverID && d.State == "FINISHED" })
+	})
+
+	resume()
+	var answer string
+	deadline := time.Now().Add(30 * time.Second)
+	for answer == "" {
+		for line := range strings.SplitSeq(readFile(c.workers[0].log), "\n") {
+			if strings.Contains(line, driverID) && (strings.Contains(line, "refused driver") || strings.Contains(line, "launching driver")) {
+				answer = line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the woken worker did not answer the launch it found within 30s:\n%s", readFile(c.workers[0].log))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(answer, "refused driver") || !strings.Contains(answer, "long enough to have declared it lost") {
+		t.Fatalf("the woken worker's answer to the launch it found: %s\nwant it refused", answer)
+	}
+	c.waitFor(t, "the woken worker ALIVE again", func(s masterJSON) bool { return s.alive() == 2 })
+	for i, want := range []int{0, 1} {
+		dirs, err := filepath.Glob(filepath.Join(c.workDirs[i], driverID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dirs) != want {
+			t.Errorf("worker %d holds %d work dirs of %s, want %d", i, len(dirs), driverID, want)
+		}
+	}
+}

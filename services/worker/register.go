@@ -111,6 +111,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 	var errs []error
 	for _, url := range targets {
 		cctx, cancel := context.WithTimeout(ctx, registerTimeout)
+		sent := time.Now()
 		resp, err := s.client(url).RegisterWorker(cctx, connect.NewRequest(req))
 		cancel()
 		if err != nil {
@@ -136,6 +137,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 		if interval <= 0 {
 			interval = defaultHeartbeatInterval
 		}
+		s.heard(sent, interval)
 		return interval, nil
 	}
 	s.endRegistration("", "", changes)
@@ -257,6 +259,7 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 		url := s.activeMaster()
 		req := s.heartbeatRequest()
 		cctx, cancel := context.WithTimeout(ctx, interval)
+		sent := time.Now()
 		resp, err := s.client(url).Heartbeat(cctx, connect.NewRequest(req))
 		cancel()
 		switch {
@@ -266,6 +269,7 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 			return fmt.Sprintf("master %s asked the worker to register again", url)
 		case err == nil:
 			failures = 0
+			s.heard(sent, interval)
 			s.acknowledged(req.GetFinishedExecutors(), req.GetFinishedDrivers())
 			s.metrics.masterConnected.Set(1)
 			s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
@@ -282,6 +286,31 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 			}
 		}
 	}
+}
+
+// heard records that the active master answered a registration or
+// heartbeat the worker sent at sent, heartbeating every interval. The master
+// declares a worker lost after four intervals without a heartbeat (its
+// worker timeout) counted from when it received one — after sent — so for
+// two intervals after sent it cannot have.
+func (s *Server) heard(sent time.Time, interval time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heardAt, s.heardWithin = sent, 2*interval
+}
+
+// heardRecentlyLocked refuses a launch when the active master last answered
+// the worker so long ago that it may have declared the worker lost and
+// placed the launch elsewhere: a worker that was paused (SIGSTOP, a frozen
+// VM) with a launch on its way must not run it when it wakes, beside the
+// one the master placed since. It launches again once the master answers
+// its next heartbeat or registration.
+func (s *Server) heardRecentlyLocked() error {
+	if since := time.Since(s.heardAt); since > s.heardWithin {
+		return fmt.Errorf("worker %s: %w: its master last answered it %s ago, long enough to have declared it lost; it launches again once the master answers it",
+			s.id, fault.ErrUnavailable, since.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // awaitActiveLocked returns nil once url is the active master. A master may

@@ -265,6 +265,9 @@ func (r *runner[S]) admitLocked(ctx context.Context, masterURL string) error {
 	if err := s.acceptCommandLocked(ctx, masterURL); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if err := s.heardRecentlyLocked(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	if s.decommissioned {
 		return fmt.Errorf("%s: worker %s %w", what, s.id, errDecommissioned)
 	}

@@ -147,6 +147,11 @@ type Server struct {
 	masterChanges int
 	// epoch is the newest leadership epoch a master's command carried.
 	epoch int64
+	// heardAt is when the worker sent the last registration or heartbeat
+	// its active master answered; until heardWithin after it, the master
+	// cannot have declared the worker lost (heardRecentlyLocked).
+	heardAt     time.Time
+	heardWithin time.Duration
 	// registering is closed when the registration attempt in flight ends; nil
 	// when none is.
 	registering   chan struct{}
