@@ -179,18 +179,14 @@ func TestAWorkerPausedWithALaunchOnItsWayDoesNotRunItWhenItWakes(t *testing.T) {
 
 	resume()
 	var answer string
-	deadline := time.Now().Add(30 * time.Second)
-	for answer == "" {
+	waitUntil(t, "the woken worker's answer to the launch it found", func() bool {
 		for line := range strings.SplitSeq(readFile(c.workers[0].log), "\n") {
 			if strings.Contains(line, driverID) && (strings.Contains(line, "refused driver") || strings.Contains(line, "launching driver")) {
 				answer = line
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the woken worker did not answer the launch it found within 30s:\n%s", readFile(c.workers[0].log))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return answer != ""
+	})
 	if !strings.Contains(answer, "refused driver") || !strings.Contains(answer, "long enough to have declared it lost") {
 		t.Fatalf("the woken worker's answer to the launch it found: %s\nwant it refused", answer)
 	}

@@ -150,15 +150,14 @@ func TestADriverThatRanOnALostWorkerEndsInError(t *testing.T) {
 	}
 }
 
-// TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain: the driver
-// unregistered its application (FINISHED), then its worker was lost before
-// the worker reported the driver's exit: its work is done, so it ends
-// FINISHED instead of being relaunched.
-func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
-	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+// runningSupervisedDriver submits a supervised driver to c, has a worker
+// take its launch, and registers the driver's application; it returns the
+// driver's and the application's ids.
+func runningSupervisedDriver(t *testing.T, c *cluster) (id, app string) {
+	t.Helper()
 	wp := newPeer(t)
 	c.registerWorker(t, wp, 7078, 2, 4096)
-	id := submitDriver(t, c, true)
+	id = submitDriver(t, c, true)
 	wp.expect(t, "LaunchDriver "+id)
 	c.waitLaunched(t, id)
 	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
@@ -166,7 +165,17 @@ func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: resp.Msg.GetAppId()})); err != nil {
+	return id, resp.Msg.GetAppId()
+}
+
+// TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain: the driver
+// unregistered its application (FINISHED), then its worker was lost before
+// the worker reported the driver's exit: its work is done, so it ends
+// FINISHED instead of being relaunched.
+func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
+	c := newCluster(t, Config{WorkerTimeout: time.Minute})
+	id, app := runningSupervisedDriver(t, c)
+	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: app})); err != nil {
 		t.Fatal(err)
 	}
 	c.clock.Advance(2 * time.Minute)
@@ -186,21 +195,12 @@ func TestASupervisedDriverWhoseApplicationFinishedIsNotRunAgain(t *testing.T) {
 // state no application ends in is refused.
 func TestASupervisedDriverStoppedWithItsWorkerIsRelaunched(t *testing.T) {
 	c := newCluster(t, Config{WorkerTimeout: time.Minute})
-	wp := newPeer(t)
-	c.registerWorker(t, wp, 7078, 2, 4096)
-	id := submitDriver(t, c, true)
-	wp.expect(t, "LaunchDriver "+id)
-	c.waitLaunched(t, id)
-	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{
-		AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(), Description: appDesc(512, 1), DriverUrl: newPeer(t).url, DriverId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	running := &masterv1.UnregisterApplicationRequest{AppId: resp.Msg.GetAppId(), State: masterv1.ApplicationState_APPLICATION_STATE_RUNNING}
+	id, app := runningSupervisedDriver(t, c)
+	running := &masterv1.UnregisterApplicationRequest{AppId: app, State: masterv1.ApplicationState_APPLICATION_STATE_RUNNING}
 	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(running)); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("unregister as RUNNING: %v, want invalid_argument", err)
 	}
-	killed := &masterv1.UnregisterApplicationRequest{AppId: resp.Msg.GetAppId(), State: masterv1.ApplicationState_APPLICATION_STATE_KILLED, Message: "context canceled"}
+	killed := &masterv1.UnregisterApplicationRequest{AppId: app, State: masterv1.ApplicationState_APPLICATION_STATE_KILLED, Message: "context canceled"}
 	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(killed)); err != nil {
 		t.Fatal(err)
 	}
