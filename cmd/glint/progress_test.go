@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,10 +22,11 @@ func TestSubmitWaitShowsALiveLineOnATerminalAndPlainLinesElsewhere(t *testing.T)
 	// known: 2/2 registered, 20/20 done.
 	args := []string{"submit", "--wait", "--master", c.master.url, "--executor-cores", "1", "--total-executor-cores", "2",
 		"--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
-		"--executor-memory", "256m", "--log-level", "warn", "pi", "20"}
+		"--executor-memory", "256m", "pi", "20"}
 
 	// On a terminal: one line redrawn in place, ended by a newline, the
-	// application's output on lines of its own above it.
+	// application's output on lines of its own above it, and no log line
+	// (a client logs at warn there unless --log-level says otherwise).
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +53,13 @@ func TestSubmitWaitShowsALiveLineOnATerminalAndPlainLinesElsewhere(t *testing.T)
 	if !regexp.MustCompile(`(^|\n|\x1b\[K)Pi is roughly `).MatchString(out) {
 		t.Errorf("terminal shows %q; want the pi estimate at the start of a line", out)
 	}
+	if strings.Contains(out, `"level":"INFO"`) {
+		t.Errorf("terminal shows %q; want no INFO log lines", out)
+	}
 
-	// Elsewhere: plain lines, the last one the final state.
-	stdoutText, stderr, err := runGlint(t, args...)
+	// Elsewhere: plain lines, the last one the final state (the logs at
+	// warn, which a healthy run has none of).
+	stdoutText, stderr, err := runGlint(t, slices.Insert(args, len(args)-2, "--log-level", "warn")...)
 	if err != nil {
 		t.Fatalf("submit: %v\n%s", err, stderr)
 	}

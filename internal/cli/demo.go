@@ -33,9 +33,10 @@ type demoFlags struct {
 func newDemoCommand(g *globals) *cobra.Command {
 	f := &demoFlags{}
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run a master and two workers on this machine, run pi on 4 executors, show each launch, stop",
-		Args:  cobra.NoArgs,
+		Use:         "demo",
+		Annotations: map[string]string{process.ServiceCommand: ""},
+		Short:       "Run a master and two workers on this machine, run pi on 4 executors, show each launch, stop",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), g, f)
 		},

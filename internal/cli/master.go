@@ -42,9 +42,10 @@ type masterFlags struct {
 func newMasterCommand(g *globals) *cobra.Command {
 	f := &masterFlags{}
 	cmd := &cobra.Command{
-		Use:   "master",
-		Short: "Run the master",
-		Args:  cobra.NoArgs,
+		Use:         "master",
+		Annotations: map[string]string{process.ServiceCommand: ""},
+		Short:       "Run the master",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runMaster(cmd.Context(), g, f)
 		},

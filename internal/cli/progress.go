@@ -6,25 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/sys/unix"
 
+	"github.com/glint-cluster/glint/internal/process"
 	"github.com/glint-cluster/glint/services/driver"
 )
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
 
 // progressLine shows how a running application is doing on w: on a
 // terminal one line redrawn in place, elsewhere a plain line each time what
@@ -40,7 +29,7 @@ type progressLine struct {
 }
 
 func newProgressLine(w io.Writer, start time.Time) *progressLine {
-	return &progressLine{w: w, tty: isTerminal(w), start: start}
+	return &progressLine{w: w, tty: process.IsTerminal(w), start: start}
 }
 
 // interval is how often the line is brought up to date.

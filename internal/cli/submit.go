@@ -261,9 +261,10 @@ func newDriverCommand(g *globals) *cobra.Command {
 	f := &appFlags{}
 	var driverID string
 	cmd := &cobra.Command{
-		Use:    "driver [flags] APP [ARGS...]",
-		Short:  "Run a cluster-mode driver (started by workers)",
-		Hidden: true,
+		Use:         "driver [flags] APP [ARGS...]",
+		Annotations: map[string]string{process.ServiceCommand: ""},
+		Short:       "Run a cluster-mode driver (started by workers)",
+		Hidden:      true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// First of all: a cluster-mode driver never outlives its worker.
 			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), process.WorkerWatchInterval, process.WorkerDeathGrace)

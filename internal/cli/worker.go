@@ -35,9 +35,10 @@ type workerFlags struct {
 func newWorkerCommand(g *globals) *cobra.Command {
 	f := &workerFlags{}
 	cmd := &cobra.Command{
-		Use:   "worker",
-		Short: "Run a worker that launches executors and drivers for the master",
-		Args:  cobra.NoArgs,
+		Use:         "worker",
+		Annotations: map[string]string{process.ServiceCommand: ""},
+		Short:       "Run a worker that launches executors and drivers for the master",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runWorker(cmd.Context(), g, f)
 		},

@@ -28,7 +28,7 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 		Hidden: true,
 		// It watches SIGTERM and SIGINT once its start-up waits on its
 		// driver (executor.Config.Waiting).
-		Annotations: map[string]string{lateSignals: ""},
+		Annotations: map[string]string{lateSignals: "", ServiceCommand: ""},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// First of all: an executor never outlives its worker.
 			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), WorkerWatchInterval, WorkerDeathGrace)

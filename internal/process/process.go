@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sys/unix"
 
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
@@ -99,6 +100,23 @@ func WatchSignals(ctx context.Context) {
 // lateSignals is the annotation of a command that calls WatchSignals itself.
 const lateSignals = "glint.signals.late"
 
+// ServiceCommand is the annotation of a command that runs a service (master,
+// worker, executor, cluster-mode driver, demo): its logs stay at
+// --log-level's default, info, on a terminal too. Every other command — a
+// client — logs at warn on a terminal unless --log-level is given, so that
+// what it prints for a person is not lost among its JSON log lines.
+const ServiceCommand = "glint.service"
+
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // ExitError ends the process with a status and no further message (the
 // command already said what happened).
 type ExitError int
@@ -136,6 +154,9 @@ func (g *Globals) Root(root *cobra.Command) *cobra.Command {
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if _, late := cmd.Annotations[lateSignals]; !late {
 			WatchSignals(cmd.Context())
+		}
+		if _, service := cmd.Annotations[ServiceCommand]; !service && !cmd.Flags().Changed("log-level") && IsTerminal(g.Stderr) {
+			g.LogLevel = "warn"
 		}
 		// Absolute, as the processes a worker hands them to run elsewhere.
 		for _, path := range []*string{&g.TLS.Cert, &g.TLS.Key, &g.TLS.CA} {

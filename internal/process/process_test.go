@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/creack/pty"
 	"github.com/spf13/cobra"
 )
 
@@ -72,6 +73,46 @@ func TestACommandsContextEndsOnSIGTERMOnlyOnceWatched(t *testing.T) {
 			t.Errorf("%s: a command not watching signals, sent SIGTERM, ended with %v; want it ended by the signal", kind, err)
 		case kind != "late" && (err != nil || cause != "terminated signal received"):
 			t.Errorf("%s: a command watching signals, sent SIGTERM, ended with %v, its context's cause %q; want exit 0 and the signal as the cause", kind, err, cause)
+		}
+	}
+}
+
+// TestAClientLogsAtWarnOnATerminalAndAServiceAtInfo: the log level a
+// command runs at, with stderr a terminal or not, --log-level given or not.
+func TestAClientLogsAtWarnOnATerminalAndAServiceAtInfo(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	for _, c := range []struct {
+		service bool
+		stderr  io.Writer
+		args    []string
+		want    string
+	}{
+		{false, tty, nil, "warn"},
+		{false, tty, []string{"--log-level", "info"}, "info"},
+		{false, io.Discard, nil, "info"},
+		{true, tty, nil, "info"},
+		{true, tty, []string{"--log-level", "error"}, "error"},
+	} {
+		g := &Globals{Stdout: io.Discard, Stderr: c.stderr}
+		var level string
+		cmd := &cobra.Command{Use: "cmd", Annotations: map[string]string{lateSignals: ""},
+			RunE: func(*cobra.Command, []string) error { level = g.LogLevel; return nil }}
+		if c.service {
+			cmd.Annotations[ServiceCommand] = ""
+		}
+		root := g.Root(&cobra.Command{Use: "glint"})
+		root.AddCommand(cmd)
+		root.SetArgs(append([]string{"cmd"}, c.args...))
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if level != c.want {
+			t.Errorf("service %v, stderr a terminal %v, args %v: log level %s, want %s", c.service, c.stderr == tty, c.args, level, c.want)
 		}
 	}
 }
