@@ -22,6 +22,21 @@ import (
 // (what they report is already in the application's trace).
 var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus", "/ReportExecutorLaunch"}
 
+// probes are calls made on a timer to see whether a peer answers (the
+// master's Ping of each driver): traced only inside a sampled trace, never
+// the start of one, so that an idle cluster adds no trace to Jaeger.
+var probes = []string{"/Ping"}
+
+// probe is whether spec is one of the probes.
+func probe(spec connect.Spec) bool {
+	for _, suffix := range probes {
+		if strings.HasSuffix(spec.Procedure, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
 // traced is whether calls of spec get spans.
 func traced(spec connect.Spec) bool {
 	for _, suffix := range untraced {
@@ -43,7 +58,8 @@ func traced(spec connect.Spec) bool {
 // instrumentation has them. A call in a trace that is not sampled (most
 // task calls: the driver samples spark.glint.trace.taskSampleRatio of its
 // task batches) only passes its trace context on, as does every call when
-// tp is a no-op provider (tracing off), so that a process that does not
+// tp is a no-op provider (tracing off); a probe (Ping) outside a trace is
+// such a call in a trace of its own that is not sampled, so that a process that does not
 // trace still carries its callers' traces on to the processes it calls.
 //
 // It takes the place of otelconnect, whose spans are the same but which,
@@ -74,6 +90,11 @@ func (r rpcSpans) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		carrier := propagation.HeaderCarrier(req.Header())
 		if !spec.IsClient && !trace.SpanContextFromContext(ctx).IsValid() {
 			ctx = Propagator.Extract(ctx, carrier)
+		}
+		if !trace.SpanContextFromContext(ctx).IsValid() && probe(spec) {
+			// A probe outside a trace starts none: its unsampled context
+			// tells the peer not to record one either.
+			ctx = trace.ContextWithSpanContext(ctx, Unsampled())
 		}
 		if sc := trace.SpanContextFromContext(ctx); r.off || (sc.IsValid() && !sc.IsSampled()) {
 			if spec.IsClient {

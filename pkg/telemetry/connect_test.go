@@ -111,6 +111,53 @@ func TestUnsampledCallsPassTheirTraceOnWithoutSpans(t *testing.T) {
 	}
 }
 
+func (h statusHandler) Ping(ctx context.Context, _ *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
+	h.seen <- see(ctx)
+	return connect.NewResponse(&driverv1.PingResponse{}), nil
+}
+
+// A probe (the master's Ping of a driver) outside a trace starts none: it
+// passes an unsampled context on and neither side records a span; inside a
+// sampled trace it is traced as any call is.
+func TestProbesNeverStartATraceOfTheirOwn(t *testing.T) {
+	clientSpans, serverSpans := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	clientTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(clientSpans))
+	serverTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans))
+	handler := statusHandler{seen: make(chan seen, 1)}
+	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptor(serverTP)))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	driver := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(Interceptor(clientTP)))
+	ping := func(ctx context.Context) seen {
+		t.Helper()
+		if _, err := driver.Ping(ctx, connect.NewRequest(&driverv1.PingRequest{})); err != nil {
+			t.Fatal(err)
+		}
+		return <-handler.seen
+	}
+
+	if got := ping(context.Background()); got.recording || !got.sc.IsValid() || got.sc.IsSampled() {
+		t.Errorf("a probe outside a trace reached its handler in %v (recording: %v), want an unsampled trace", got.sc, got.recording)
+	}
+	if n := len(clientSpans.Ended()) + len(serverSpans.Ended()); n != 0 {
+		t.Errorf("a probe outside a trace recorded %d spans, want none", n)
+	}
+	// A peer that sends no trace context is no different.
+	if _, err := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL).Ping(context.Background(), connect.NewRequest(&driverv1.PingRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-handler.seen; got.recording {
+		t.Errorf("a probe with no trace context was recorded by its handler")
+	}
+
+	ctx, parent := clientTP.Tracer("t").Start(context.Background(), "recovery")
+	got := ping(ctx)
+	parent.End()
+	if !got.recording || got.sc.TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("a probe inside a sampled trace was not traced in it: %v (recording: %v)", got.sc, got.recording)
+	}
+}
+
 type heartbeatHandler struct {
 	masterv1connect.UnimplementedMasterServiceHandler
 	seen chan seen

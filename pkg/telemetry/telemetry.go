@@ -42,6 +42,7 @@ const (
 // Span attribute keys Glint puts on its spans.
 const (
 	AppID      = attribute.Key("glint.app.id")
+	AppName    = attribute.Key("glint.app.name")
 	ExecutorID = attribute.Key("glint.executor.id")
 	WorkerID   = attribute.Key("glint.worker.id")
 	DriverID   = attribute.Key("glint.driver.id")

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -268,7 +267,7 @@ offering:
 // record nothing either.
 func (d *Driver) taskBatchLocked(trigger context.Context, ts *taskSet) (context.Context, trace.Span) {
 	if rand.Float64() >= d.taskSampleRatio {
-		ctx := trace.ContextWithSpanContext(trigger, unsampled())
+		ctx := trace.ContextWithSpanContext(trigger, telemetry.Unsampled())
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	links := append(triggerLink(trigger, ts.span), trace.Link{SpanContext: ts.span})
@@ -283,17 +282,6 @@ func triggerLink(trigger context.Context, parent trace.SpanContext) []trace.Link
 		return nil
 	}
 	return []trace.Link{{SpanContext: sc}}
-}
-
-// unsampled returns a new span context that is not sampled: its children are
-// not recorded in any process that samples by its parent.
-func unsampled() trace.SpanContext {
-	var tid trace.TraceID
-	var sid trace.SpanID
-	binary.BigEndian.PutUint64(tid[:8], rand.Uint64()|1)
-	binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
-	binary.BigEndian.PutUint64(sid[:], rand.Uint64()|1)
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid})
 }
 
 // nextTaskSetLocked is the first task set with a pending task, or nil.
