@@ -27,24 +27,37 @@ var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus", "/Rep
 // the start of one, so that an idle cluster adds no trace to Jaeger.
 var probes = []string{"/Ping"}
 
-// probe is whether spec is one of the probes.
-func probe(spec connect.Spec) bool {
-	for _, suffix := range probes {
+// anchored are calls that start work outliving them — a registration, a
+// launch — made in the span of that work: the client adds no span of its
+// own, so the server's span is a child of the caller's, and the server
+// parents the work that outlives the call on the caller's span (Caller), in
+// which it ends, rather than on its own, which ends with the call.
+var anchored = []string{"/RegisterApplication", "/SubmitDriver", "/LaunchExecutor", "/LaunchDriver", "/LaunchedExecutor"}
+
+// callerKey holds, in an anchored call's handler context, the caller's span
+// context.
+type callerKey struct{}
+
+// Caller is the span context of the caller of the handler running in ctx,
+// for an anchored call (RegisterApplication, SubmitDriver, LaunchExecutor,
+// LaunchDriver, LaunchedExecutor): the span of the work the call starts,
+// under which what outlives the call belongs. Otherwise, it is the span
+// context in ctx.
+func Caller(ctx context.Context) trace.SpanContext {
+	if sc, ok := ctx.Value(callerKey{}).(trace.SpanContext); ok {
+		return sc
+	}
+	return trace.SpanContextFromContext(ctx)
+}
+
+// hasSuffix is whether spec's procedure ends with one of suffixes.
+func hasSuffix(spec connect.Spec, suffixes []string) bool {
+	for _, suffix := range suffixes {
 		if strings.HasSuffix(spec.Procedure, suffix) {
 			return true
 		}
 	}
 	return false
-}
-
-// traced is whether calls of spec get spans.
-func traced(spec connect.Spec) bool {
-	for _, suffix := range untraced {
-		if strings.HasSuffix(spec.Procedure, suffix) {
-			return false
-		}
-	}
-	return true
 }
 
 // Interceptor traces every Connect call through tp (nil: the global
@@ -58,9 +71,11 @@ func traced(spec connect.Spec) bool {
 // instrumentation has them. A call in a trace that is not sampled (most
 // task calls: the driver samples spark.glint.trace.taskSampleRatio of its
 // task batches) only passes its trace context on, as does every call when
-// tp is a no-op provider (tracing off); a probe (Ping) outside a trace is
-// such a call in a trace of its own that is not sampled, so that a process that does not
-// trace still carries its callers' traces on to the processes it calls.
+// tp is a no-op provider (tracing off), so that a process that does not
+// trace still carries its callers' traces on to the processes it calls. A
+// probe (Ping) outside a trace is made in a trace of its own that is not
+// sampled; an anchored call (a registration, a launch) has a server span
+// only, and its handler finds the caller's span with Caller.
 //
 // It takes the place of otelconnect, whose spans are the same but which,
 // for each span, also builds its attributes twice, a metric attribute set
@@ -84,23 +99,27 @@ type rpcSpans struct {
 func (r rpcSpans) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		spec := req.Spec()
-		if !traced(spec) {
+		if hasSuffix(spec, untraced) {
 			return next(ctx, req)
 		}
 		carrier := propagation.HeaderCarrier(req.Header())
 		if !spec.IsClient && !trace.SpanContextFromContext(ctx).IsValid() {
 			ctx = Propagator.Extract(ctx, carrier)
 		}
-		if !trace.SpanContextFromContext(ctx).IsValid() && probe(spec) {
+		if !trace.SpanContextFromContext(ctx).IsValid() && hasSuffix(spec, probes) {
 			// A probe outside a trace starts none: its unsampled context
 			// tells the peer not to record one either.
 			ctx = trace.ContextWithSpanContext(ctx, Unsampled())
 		}
-		if sc := trace.SpanContextFromContext(ctx); r.off || (sc.IsValid() && !sc.IsSampled()) {
+		sc := trace.SpanContextFromContext(ctx)
+		if r.off || (sc.IsValid() && !sc.IsSampled()) || (spec.IsClient && hasSuffix(spec, anchored)) {
 			if spec.IsClient {
 				Propagator.Inject(ctx, carrier)
 			}
 			return next(ctx, req)
+		}
+		if sc.IsValid() && hasSuffix(spec, anchored) {
+			ctx = context.WithValue(ctx, callerKey{}, sc)
 		}
 		ctx, span := r.start(ctx, req)
 		if spec.IsClient {

@@ -23,7 +23,7 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 	now := s.now()
 	d := &driverInfo{
 		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc), owner: owner, submission: submission,
-		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
+		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: telemetry.Caller(ctx),
 	}
 	if s.cfg.Tokens != nil {
 		// The driver registers its application with a submit token of its

@@ -361,7 +361,7 @@ func (s *Server) sendExecutorUpdated(ctx context.Context, e *executorInfo, worke
 	if times != nil {
 		req.LaunchedAt, req.StartedAt = times.launched, times.started
 	}
-	s.postToDriver(ctx, a, func(ctx context.Context) {
+	s.postToDriver(appContext(ctx, a), a, func(ctx context.Context) {
 		if _, err := a.client.ExecutorUpdated(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell driver executor updated", "app", a.id, "executor", e.id, "err", err)
 		}

@@ -168,6 +168,9 @@ type executorInfo struct {
 	launch launchTimes
 	// used is what it uses, as its worker last measured it (usage.go).
 	used usage
+	// span is its span in its application's trace until it ends
+	// (executorspan.go); nil once ended, or if it was recovered.
+	span trace.Span
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
