@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -233,8 +234,7 @@ offering:
 					trace.WithAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), attribute.Int("glint.tasks", 1)))
 				first := &launch{}
 				d.assignTaskLocked(ctx, e, ts, first)
-				d.sendTasksLocked(ctx, e, first)
-				span.End()
+				d.sendTasksLocked(ctx, e, first, func() { span.End() })
 				continue
 			}
 			if batch == nil {
@@ -246,16 +246,26 @@ offering:
 			d.assignTaskLocked(batch, e, ts, offers[e])
 		}
 	}
+	if batchSpan == nil {
+		return
+	}
 	launched := 0
-	for _, e := range ready {
-		if l := offers[e]; l != nil {
-			d.sendTasksLocked(batch, e, l)
-			launched += len(l.tasks)
+	for _, l := range offers {
+		launched += len(l.tasks)
+	}
+	batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
+	// The batch's span ends once its last LaunchTask call returned.
+	var left atomic.Int32
+	left.Store(int32(len(offers)))
+	sent := func() {
+		if left.Add(-1) == 0 {
+			batchSpan.End()
 		}
 	}
-	if batchSpan != nil {
-		batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
-		batchSpan.End()
+	for _, e := range ready {
+		if l := offers[e]; l != nil {
+			d.sendTasksLocked(batch, e, l, sent)
+		}
 	}
 }
 
@@ -322,13 +332,15 @@ func (d *Driver) assignTaskLocked(ctx context.Context, e *executorData, ts *task
 		telemetry.ExecutorID.Int(int(e.id)), attribute.Int64("glint.task.id", id), attribute.Int("glint.task.index", index)))
 }
 
-// sendTasksLocked posts l to e. If the call gets no answer, e is removed
+// sendTasksLocked posts l to e, and calls sent once the call returned (the
+// offer's span ends then). If the call gets no answer, e is removed
 // and its tasks, l's among them, are queued again uncounted
 // (removeUnreachableLocked); if e refuses l, each of its tasks that is still
 // e's fails with the refusal.
-func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch) {
+func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch, sent func()) {
 	e.mailbox.Post(ctx, func(ctx context.Context) {
 		_, err := e.client.LaunchTask(ctx, connect.NewRequest(&executorv1.LaunchTaskRequest{Tasks: l.tasks}))
+		sent()
 		if err == nil {
 			return
 		}

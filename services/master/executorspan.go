@@ -72,10 +72,11 @@ func executorSpanWorkerLostLocked(e *executorInfo, reason string) {
 }
 
 // appContext is ctx in a's trace, under its submission's span: what the
-// master tells a driver of its executors is sent from a mailbox after the
-// event that caused it ended (a report from a worker, in that report's
-// trace; a worker that timed out, in none), so it goes where that span
-// still runs and the driver's application is found.
+// master tells a driver of its executors, and its workers of its end, is
+// sent from a mailbox after the event that caused it ended (a report from a
+// worker, in that report's trace; a worker that timed out, in none; the
+// driver's unregistration), so it goes under the span that still runs, where
+// the application's trace is found.
 func appContext(ctx context.Context, a *appInfo) context.Context {
 	return telemetry.ContextWithSpanContextOf(ctx, a.trace)
 }

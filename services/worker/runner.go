@@ -361,13 +361,13 @@ func (r *runner[S]) run() {
 // exit is the exit phase: it waits for the started process l to end or be
 // killed (the process.wait span), then finishes, unless the process is
 // supervised and failed: then it reports restart and leaves the rest to run.
-// The wait, and the final report sent in it, are a trace of their own,
-// linked to the launch's span: they end after it — the master ends its
-// span of an executor when that report reaches it.
+// The wait, and the final report sent in it (the span ends once the report
+// was sent), are a trace of their own, linked to the launch's span: they end
+// after it — the master ends its span of an executor when that report
+// reaches it.
 func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithNewRoot(),
 		trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(r.ctx)}), trace.WithAttributes(l.attrs...))
-	defer span.End()
 	e, killed := waitProcess(r.ctx, r.log, l.cmd, r.s.cfg.KillGrace)
 	r.s.mu.Lock()
 	r.s.usedCPU[r.kind.noun] += r.endUsageLocked(l.cmd.Process.Pid, l.cmd.ProcessState)
@@ -379,9 +379,13 @@ func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	state, message := r.kind.outcome(e, reason)
 	endWait(span, e, state == r.kind.failed, message)
 	if state == r.kind.failed && r.supervise {
+		span.End()
 		return e, true
 	}
 	r.finish(wctx, state, message, e.status())
+	// The report went to the reports' mailbox: the span ends once it was
+	// sent, so that its call ends within it.
+	r.s.reports.Post(wctx, func(context.Context) { span.End() })
 	return e, false
 }
 

@@ -102,13 +102,26 @@ func TestLaunchStepsAreSpansAndTheExecutorContinuesTheLaunch(t *testing.T) {
 	if at := time.Unix(0, forked); at.Before(start.StartTime()) || at.After(start.EndTime()) {
 		t.Errorf("%s is %v, not within process.start (%v–%v)", child.ForkedAtEnv, at, start.StartTime(), start.EndTime())
 	}
-	report := spans["report"]
+	// The reports are sent after the steps that made them ended: the RUNNING
+	// one under the launch, the final one before the wait ends.
+	running, final := 0, 0
 	for _, s := range recorder.Ended() {
-		if s.Name() == "glint.master.v1.MasterService/ExecutorStateChanged" && s.Parent().SpanID() == report.SpanContext().SpanID() {
-			return
+		if s.Name() != "glint.master.v1.MasterService/ExecutorStateChanged" || s.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		switch s.Parent().SpanID() {
+		case launch.SpanContext().SpanID():
+			running++
+		case wait.SpanContext().SpanID():
+			final++
+			if s.EndTime().After(wait.EndTime()) {
+				t.Errorf("the final report ends after process.wait")
+			}
 		}
 	}
-	t.Errorf("the RUNNING report to the master is not a child of the report span")
+	if running < 1 || final != 1 {
+		t.Errorf("%d reports under the launch, %d under process.wait; want the RUNNING one and the final one", running, final)
+	}
 }
 
 func names(spans []sdktrace.ReadOnlySpan) []string {
