@@ -126,7 +126,7 @@ func TestAHealthyRunsTraceIsNamedFoundByItsAppAndNoSpanOutlivesItsParent(t *test
 		t.Fatalf("submit sleep: %v\n%s\n%s", err, stdout, stderr)
 	}
 	c.waitFor(t, "sleep completed", func(s masterJSON) bool { return len(s.CompletedApps) == 2 })
-	pings, err := j.client.Search(context.Background(), telemetry.ServiceMaster, "glint.driver.v1.DriverService/Ping", nil, 20)
+	pings, err := j.client.Search(context.Background(), telemetry.ServiceMaster, "glint.driver.v1.DriverService/Ping", map[string]string{}, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
