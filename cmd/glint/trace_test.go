@@ -300,7 +300,9 @@ func shapeOf(tr *jaeger.Trace) shape {
 // ends each executor's span when the executor ends.
 func complete(executors int) func(*jaeger.Trace) bool {
 	return func(tr *jaeger.Trace) bool {
-		return hasStep(tr, telemetry.SubmitSpan("pi")) && count(tr, func(s jaeger.Span) bool {
+		return count(tr, func(s jaeger.Span) bool {
+			return s.Service == telemetry.ServiceSubmit && strings.HasPrefix(s.OperationName, telemetry.SubmitSpan(""))
+		}) == 1 && count(tr, func(s jaeger.Span) bool {
 			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
 		}) == executors && count(tr, isExecutorSpan) == executors &&
 			// The workers' RUNNING reports.
@@ -444,19 +446,21 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	for _, s := range tr.Spans {
 		byID[s.SpanID] = s
 	}
-	// The driver's registration descends from the worker's start of the driver process.
+	// The driver's registration (an anchored call: the master's span only)
+	// is a child of the span the worker started the driver process in: the
+	// master's schedule span of the driver, which the process's TRACEPARENT
+	// names.
 	for _, s := range tr.Spans {
-		if s.Service != telemetry.ServiceDriver || !strings.HasSuffix(s.OperationName, "/RegisterApplication") {
+		if s.Service != telemetry.ServiceMaster || !strings.HasSuffix(s.OperationName, "/RegisterApplication") {
 			continue
 		}
-		for p := byID[s.Parent()]; p.SpanID != ""; p = byID[p.Parent()] {
-			if _, ok := p.Tag(string(telemetry.DriverID)); ok && p.OperationName == "process.start" && p.Service == telemetry.ServiceWorker {
-				return
-			}
+		p := byID[s.Parent()]
+		if _, ok := p.Tag(string(telemetry.DriverID)); !ok || p.OperationName != "schedule" || p.Service != telemetry.ServiceMaster {
+			t.Fatalf("the driver's RegisterApplication is a child of %s:%s, not of its driver's schedule span", p.Service, p.OperationName)
 		}
-		t.Fatalf("the driver's RegisterApplication does not descend from the worker's process.start of the driver")
+		return
 	}
-	t.Fatalf("no RegisterApplication span of glint-driver in the submission's trace: %v", spanNames(tr))
+	t.Fatalf("no RegisterApplication span of glint-master in the submission's trace: %v", spanNames(tr))
 }
 
 // spanRelay says how process pid sends its spans: "" when it has no span
