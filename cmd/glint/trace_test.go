@@ -446,17 +446,19 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	for _, s := range tr.Spans {
 		byID[s.SpanID] = s
 	}
+	if out := outliving(tr); len(out) > 0 {
+		t.Errorf("%d spans do not lie within their parent: %v", len(out), out)
+	}
 	// The driver's registration (an anchored call: the master's span only)
 	// is a child of the span the worker started the driver process in: the
-	// master's schedule span of the driver, which the process's TRACEPARENT
-	// names.
+	// master's span of the driver, which the process's TRACEPARENT names.
 	for _, s := range tr.Spans {
 		if s.Service != telemetry.ServiceMaster || !strings.HasSuffix(s.OperationName, "/RegisterApplication") {
 			continue
 		}
 		p := byID[s.Parent()]
-		if _, ok := p.Tag(string(telemetry.DriverID)); !ok || p.OperationName != "schedule" || p.Service != telemetry.ServiceMaster {
-			t.Fatalf("the driver's RegisterApplication is a child of %s:%s, not of its driver's schedule span", p.Service, p.OperationName)
+		if id, _ := p.Tag(string(telemetry.DriverID)); p.OperationName != "driver "+id || p.Service != telemetry.ServiceMaster {
+			t.Fatalf("the driver's RegisterApplication is a child of %s:%s, not of its driver's span", p.Service, p.OperationName)
 		}
 		return
 	}

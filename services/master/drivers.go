@@ -57,7 +57,7 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 	d.message = ""
 	s.persistDriverLocked(d)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
-	s.sendLaunchDriver(ctx, w, d)
+	s.sendLaunchDriver(s.startDriverSpanLocked(ctx, w, d), w, d)
 }
 
 // requeueDriverLocked puts d, whose launch failed, back among the waiting
@@ -75,6 +75,7 @@ func (s *Server) requeueDriverLocked(ctx context.Context, d *driverInfo, reason 
 	wait := relaunchWait(d.launchFailures)
 	d.relaunchAfter = s.now().Add(wait)
 	d.message = fmt.Sprintf("%s; launching it again in %s", reason, wait)
+	endDriverSpanLocked(d, masterv1.DriverState_DRIVER_STATE_SUBMITTED, d.message)
 	s.log.InfoContext(ctx, "driver back among the waiting", "driver", d.id, "reason", reason, "in", wait)
 	s.persistDriverLocked(d)
 	s.waitingDrivers = append(s.waitingDrivers, d)
@@ -132,6 +133,7 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 		return
 	}
 	s.log.Info("removing driver", "driver", d.id, "state", state.String(), "message", message)
+	endDriverSpanLocked(d, state, message)
 	if d.submitToken != "" {
 		s.cfg.Tokens.Remove(rpc.Submit, d.submitToken)
 	}

@@ -71,6 +71,44 @@ func executorSpanWorkerLostLocked(e *executorInfo, reason string) {
 	}
 }
 
+// DriverSpan is the name of the span of a cluster-mode driver's run: "driver
+// driver-20261202190000-0000".
+func DriverSpan(id string) string { return "driver " + id }
+
+// startDriverSpanLocked starts d's span as it is placed on w, in its
+// submission's trace and linked to the schedule pass (ctx's span), and
+// returns ctx with it: the driver's launch, its process and so its
+// application's spans are under it, and it lasts until the driver ends or
+// its launch failed.
+func (s *Server) startDriverSpanLocked(ctx context.Context, w *workerInfo, d *driverInfo) context.Context {
+	opts := []trace.SpanStartOption{trace.WithAttributes(telemetry.DriverID.String(d.id), telemetry.WorkerID.String(w.id),
+		telemetry.Cores.Int(int(d.desc.GetCores())), telemetry.MemoryMiB.Int64(d.desc.GetMemoryMib()))}
+	if pass := trace.SpanContextFromContext(ctx); pass.IsValid() && d.trace.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: pass}))
+		ctx = trace.ContextWithRemoteSpanContext(ctx, d.trace)
+	}
+	ctx, d.span = s.tracer.Start(ctx, DriverSpan(d.id), opts...)
+	return ctx
+}
+
+// endDriverSpanLocked ends d's span, if it has one, with state as an event
+// (SUBMITTED: its launch failed, and it waits to be placed again); an Error
+// status unless it FINISHED or waits.
+func endDriverSpanLocked(d *driverInfo, state masterv1.DriverState, message string) {
+	if d.span == nil {
+		return
+	}
+	d.span.AddEvent(lifecycle.Name(state), trace.WithAttributes(attribute.String("glint.driver.state", lifecycle.Name(state)),
+		attribute.String("glint.message", message)))
+	switch state {
+	case masterv1.DriverState_DRIVER_STATE_FINISHED, masterv1.DriverState_DRIVER_STATE_SUBMITTED, masterv1.DriverState_DRIVER_STATE_KILLED:
+	default:
+		d.span.SetStatus(codes.Error, message)
+	}
+	d.span.End()
+	d.span = nil
+}
+
 // appContext is ctx in a's trace, under its submission's span: what the
 // master tells a driver of its executors, and its workers of its end, is
 // sent from a mailbox after the event that caused it ended (a report from a

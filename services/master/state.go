@@ -338,6 +338,9 @@ type driverInfo struct {
 	size int
 	// trace is the span context of the driver's submission.
 	trace trace.SpanContext
+	// span is its span from its placement to its end (executorspan.go);
+	// nil while it waits to be placed, or if it was recovered.
+	span trace.Span
 	// submitToken is the submit token the master made for the driver while
 	// it runs (none without authentication), named by its id; it is never
 	// shown.

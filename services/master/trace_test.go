@@ -316,3 +316,36 @@ func scheduleDurationCount(t *testing.T, c *cluster) uint64 {
 	t.Fatal("no glint_master_schedule_duration_seconds in the registry")
 	return 0
 }
+
+// A cluster-mode driver has a span from its placement to its end, under its
+// submission's span and linked to the pass that placed it: its launch is made
+// in it, so its process's spans, its application's among them, are too.
+func TestADriversSpanRunsFromItsPlacementToItsEnd(t *testing.T) {
+	c, recorder, tp := tracedCluster(t)
+	wp := newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 2, 4096)
+	ctx, submit := tp.Tracer("test").Start(context.Background(), "submit")
+	defer submit.End()
+	resp, err := c.client.SubmitDriver(ctx, connect.NewRequest(&masterv1.SubmitDriverRequest{Description: &masterv1.DriverDescription{
+		Name: "d", Cores: 1, MemoryMib: 512, Command: &masterv1.Command{Args: []string{"/bin/true"}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Msg.GetDriverId()
+	wp.expect(t, "LaunchDriver "+id)
+	if _, err := c.client.DriverStateChanged(context.Background(), connect.NewRequest(&masterv1.DriverStateChangedRequest{
+		DriverId: id, State: masterv1.DriverState_DRIVER_STATE_FINISHED, WorkerId: worker,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	span := spanNamed(t, recorder, DriverSpan(id), anySpan)
+	schedule := spanNamed(t, recorder, "schedule", anySpan)
+	if span.Parent().SpanID() != submit.SpanContext().SpanID() || len(span.Links()) != 1 ||
+		span.Links()[0].SpanContext.SpanID() != schedule.SpanContext().SpanID() {
+		t.Errorf("driver span under %v linked to %v, want under the submit span, linked to schedule", span.Parent().SpanID(), span.Links())
+	}
+	if got := eventNames(span); !slices.Equal(got, []string{"FINISHED"}) || span.Status().Code == codes.Error {
+		t.Errorf("driver span: events %v, status %v; want FINISHED and no error", got, span.Status())
+	}
+}
