@@ -158,6 +158,48 @@ func TestProbesNeverStartATraceOfTheirOwn(t *testing.T) {
 	}
 }
 
+type registerHandler struct {
+	masterv1connect.UnimplementedMasterServiceHandler
+	seen   chan seen
+	caller chan trace.SpanContext
+}
+
+func (h registerHandler) RegisterApplication(ctx context.Context, _ *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
+	h.seen <- see(ctx)
+	h.caller <- Caller(ctx)
+	return connect.NewResponse(&masterv1.RegisterApplicationResponse{}), nil
+}
+
+// An anchored call (a registration, a launch) has no client span: the
+// server's span is the child of the caller's, and Caller gives the handler
+// the caller's span, under which what outlives the call belongs.
+func TestAnchoredCallsHaveAServerSpanUnderTheCallersSpan(t *testing.T) {
+	clientSpans, serverSpans := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	clientTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(clientSpans))
+	handler := registerHandler{seen: make(chan seen, 1), caller: make(chan trace.SpanContext, 1)}
+	_, h := masterv1connect.NewMasterServiceHandler(handler,
+		connect.WithInterceptors(Interceptor(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans)))))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	master := masterv1connect.NewMasterServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(Interceptor(clientTP)))
+	ctx, submit := clientTP.Tracer("t").Start(context.Background(), "submit")
+	if _, err := master.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	submit.End()
+	got, caller := <-handler.seen, <-handler.caller
+	if n := len(clientSpans.Ended()); n != 1 {
+		t.Errorf("%d client-side spans, want the caller's only", n)
+	}
+	ss := serverSpans.Ended()
+	if len(ss) != 1 || ss[0].Parent().SpanID() != submit.SpanContext().SpanID() || !got.recording {
+		t.Errorf("server spans %v, want one, under the caller's span", ss)
+	}
+	if caller.SpanID() != submit.SpanContext().SpanID() {
+		t.Errorf("Caller in the handler is %v, want the caller's span %v", caller.SpanID(), submit.SpanContext().SpanID())
+	}
+}
+
 type heartbeatHandler struct {
 	masterv1connect.UnimplementedMasterServiceHandler
 	seen chan seen
