@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/glint-cluster/glint/pkg/jaeger"
@@ -132,5 +136,72 @@ func TestAHealthyRunsTraceIsNamedFoundByItsAppAndNoSpanOutlivesItsParent(t *test
 	}
 	if len(pings) > 0 {
 		t.Errorf("%d traces of the master's probes in Jaeger, want none", len(pings))
+	}
+}
+
+// A worker's loss is in the application's trace: the lost executor's span
+// has the loss and LOST as events, and what the master tells the driver of
+// it is a span of that trace, not a trace of its own.
+func TestAWorkersLossIsInTheApplicationsTrace(t *testing.T) {
+	t.Parallel()
+	j := startJaeger(t)
+	c := startClusterWithEnv(t, j.env(), 2, "--worker-timeout", "4s")
+	release := filepath.Join(t.TempDir(), "release")
+	wait := runInBackground(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--total-executor-cores", "2", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,
+		"--executor-memory", "256m", "--log-level", "warn", "hold", release, "2")
+	s := c.waitFor(t, "two executors running", func(s masterJSON) bool {
+		running := 0
+		for _, a := range s.ActiveApps {
+			for _, e := range a.Executors {
+				if e.State == "RUNNING" {
+					running++
+				}
+			}
+		}
+		return running == 2
+	})
+	app := s.ActiveApps[0]
+	lost := c.workers[1]
+	if err := syscall.Kill(lost.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, "an executor lost", func(s masterJSON) bool {
+		return slices.ContainsFunc(s.ActiveApps, func(a appJSON) bool {
+			return slices.ContainsFunc(a.Executors, func(e struct {
+				ID     int    `json:"id"`
+				State  string `json:"state"`
+				Worker string `json:"worker"`
+			}) bool {
+				return e.State == "LOST"
+			})
+		})
+	})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := wait(); err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
+	}
+	tr := j.waitForTrace(t, app.TraceID, func(tr *jaeger.Trace) bool {
+		return count(tr, func(s jaeger.Span) bool { return isExecutorSpan(s) && s.HasEvent("LOST") }) == 1 &&
+			count(tr, func(s jaeger.Span) bool { return strings.HasPrefix(s.OperationName, telemetry.SubmitSpan("")) }) == 1
+	})
+	for _, s := range tr.Spans {
+		if isExecutorSpan(s) && s.HasEvent("LOST") && (!s.HasEvent("worker lost") || !s.Failed()) {
+			t.Errorf("the lost executor's span %s: events %v, failed %v; want worker lost, LOST and an error", s.OperationName, s.Logs, s.Failed())
+		}
+	}
+	updates, err := j.client.Search(context.Background(), telemetry.ServiceMaster, "glint.driver.v1.DriverService/ExecutorUpdated", map[string]string{}, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range updates {
+		if u.TraceID != app.TraceID {
+			t.Errorf("an ExecutorUpdated call in trace %s, not the application's %s: %v", u.TraceID, app.TraceID, spanNames(&u))
+		}
+	}
+	if len(updates) == 0 {
+		t.Errorf("no ExecutorUpdated call in Jaeger")
 	}
 }
