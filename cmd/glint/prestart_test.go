@@ -114,12 +114,20 @@ func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) 
 	if n := count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.start" }); n != 0 {
 		t.Errorf("%d process.start spans, want none: both executors were prestarted", n)
 	}
+	// A claimed executor's calls continue its launch, as a started one's do;
+	// it booted before, on no launch's path.
 	claimed := count(tr, func(s jaeger.Span) bool {
 		return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/RetrieveSparkProps") &&
-			byID[s.Parent()].OperationName == "claim"
+			isExecutorSpan(byID[s.Parent()])
 	})
-	if claims := count(tr, func(s jaeger.Span) bool { return s.OperationName == "claim" }); claims != 2 || claimed != 2 {
-		t.Errorf("%d claim spans with %d executors' first calls under them, want 2 and 2", claims, claimed)
+	claims := count(tr, func(s jaeger.Span) bool {
+		return s.OperationName == "claim" && isExecutorSpan(byID[s.Parent()])
+	})
+	if claims != 2 || claimed != 2 {
+		t.Errorf("%d claim spans and %d executors' first calls under executor spans, want 2 and 2", claims, claimed)
+	}
+	if n := count(tr, func(s jaeger.Span) bool { return s.OperationName == "executor.boot" }); n != 0 {
+		t.Errorf("%d executor.boot spans, want none: both executors booted before their launch", n)
 	}
 }
 

@@ -130,7 +130,7 @@ func spanNames(tr *jaeger.Trace) []string {
 const waitForAll = "spark.scheduler.maxRegisteredResourcesWaitingTime=10m"
 
 // launchSteps are the span names of the launch path, in order (DESIGN.md).
-var launchSteps = []string{"submit", "schedule", "/LaunchExecutor", "process.start", "/RetrieveSparkProps", "/RegisterExecutor", "makeOffers", "/LaunchTask"}
+var launchSteps = []string{telemetry.SubmitSpan("pi"), "schedule", "executor 0", "/LaunchExecutor", "process.start", "executor.boot", "/RetrieveSparkProps", "/RegisterExecutor", "makeOffers", "/LaunchTask"}
 
 func hasStep(tr *jaeger.Trace, step string) bool {
 	for _, s := range tr.Spans {
@@ -190,8 +190,8 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 		switch p := s.Parent(); {
 		case p == "":
 			roots++
-			if s.OperationName != "submit" {
-				t.Errorf("root span is %s:%s, want the submit span", s.Service, s.OperationName)
+			if s.OperationName != telemetry.SubmitSpan("pi") {
+				t.Errorf("root span is %s:%s, want the submit span, %q", s.Service, s.OperationName, telemetry.SubmitSpan("pi"))
 			}
 		case byID[p].SpanID == "":
 			t.Errorf("span %s:%s has parent %s, which is not in the trace", s.Service, s.OperationName, p)
@@ -201,27 +201,20 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 		t.Errorf("%d root spans, want 1", roots)
 	}
 
-	// Each executor's start-up calls descend from its own worker's process.start.
+	// Each executor's boot and start-up calls are children of its span.
 	starts := 0
 	for _, s := range tr.Spans {
-		if s.Service != telemetry.ServiceExecutor || !strings.Contains("/RetrieveSparkProps /RegisterExecutor /LaunchedExecutor", s.OperationName[strings.LastIndex(s.OperationName, "/"):]) {
+		if s.Service != telemetry.ServiceExecutor || !strings.Contains("executor.boot /RetrieveSparkProps /RegisterExecutor /LaunchedExecutor", s.OperationName[strings.LastIndex(s.OperationName, "/")+1:]) {
 			continue
 		}
 		exec, _ := s.Tag(string(telemetry.ExecutorID))
-		found := false
-		for p := byID[s.Parent()]; p.SpanID != ""; p = byID[p.Parent()] {
-			if e, _ := p.Tag(string(telemetry.ExecutorID)); p.OperationName == "process.start" && p.Service == telemetry.ServiceWorker && e == exec {
-				found = true
-				break
-			}
-		}
-		if !found {
-			t.Errorf("executor %s's %s does not descend from its process.start", exec, s.OperationName)
+		if p := byID[s.Parent()]; p.OperationName != "executor "+exec || !isExecutorSpan(p) {
+			t.Errorf("executor %s's %s is a child of %s:%s, not of its span", exec, s.OperationName, p.Service, p.OperationName)
 		}
 		starts++
 	}
 	if starts != 12 {
-		t.Errorf("%d executor start-up calls, want 12 (3 for each of 4 executors)", starts)
+		t.Errorf("%d executor boots and start-up calls, want 12 (3 for each of 4 executors)", starts)
 	}
 	for _, s := range tr.Spans {
 		if s.OperationName == "process.start" {
@@ -243,7 +236,7 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
 		}
-		rows := regexp.MustCompile(`(?m)^\d+\s+worker-\S+(\s+[\d.]+\*?){6}$`).FindAllString(out, -1)
+		rows := regexp.MustCompile(`(?m)^\d+\s+worker-\S+(\s+[\d.]+\*?){7}$`).FindAllString(out, -1)
 		if len(rows) != 4 {
 			t.Errorf("%d complete executor rows, want 4:\n%s", len(rows), out)
 		}
@@ -303,17 +296,25 @@ func shapeOf(tr *jaeger.Trace) shape {
 }
 
 // complete holds once a client-mode run's trace has all its spans: the
-// executors flush theirs as they exit, submit last of all.
+// executors flush theirs as they exit, submit last of all, and the master
+// ends each executor's span when the executor ends.
 func complete(executors int) func(*jaeger.Trace) bool {
 	return func(tr *jaeger.Trace) bool {
-		return hasStep(tr, "submit") && count(tr, func(s jaeger.Span) bool {
+		return count(tr, func(s jaeger.Span) bool {
+			return s.Service == telemetry.ServiceSubmit && strings.HasPrefix(s.OperationName, telemetry.SubmitSpan(""))
+		}) == 1 && count(tr, func(s jaeger.Span) bool {
 			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
-		}) == executors && count(tr, func(s jaeger.Span) bool { return s.OperationName == "process.wait" }) == executors &&
-			// The workers' last reports, RUNNING and the end, after the exits.
+		}) == executors && count(tr, isExecutorSpan) == executors &&
+			// The workers' RUNNING reports.
 			count(tr, func(s jaeger.Span) bool {
 				return s.Service == telemetry.ServiceMaster && strings.HasSuffix(s.OperationName, "/ExecutorStateChanged")
-			}) == 2*executors
+			}) == executors
 	}
+}
+
+// isExecutorSpan is whether s is the master's span of an executor.
+func isExecutorSpan(s jaeger.Span) bool {
+	return s.Service == telemetry.ServiceMaster && strings.HasPrefix(s.OperationName, "executor ")
 }
 
 func TestTheLaunchTraceStaysSmallAndShallowWhateverTheTaskCount(t *testing.T) {
@@ -434,7 +435,7 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	}
 	app := c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 }).CompletedApps[0]
 	tr := j.waitForTrace(t, app.TraceID, func(tr *jaeger.Trace) bool {
-		return hasStep(tr, "submit") && hasStep(tr, "/LaunchDriver") && count(tr, func(s jaeger.Span) bool {
+		return hasStep(tr, telemetry.SubmitSpan("pi")) && hasStep(tr, "/LaunchDriver") && count(tr, func(s jaeger.Span) bool {
 			return s.Service == telemetry.ServiceExecutor && strings.HasSuffix(s.OperationName, "/StopExecutor")
 		}) == 2
 	})
@@ -445,19 +446,23 @@ func TestClusterModeDriverJoinsTheTraceOfItsSubmission(t *testing.T) {
 	for _, s := range tr.Spans {
 		byID[s.SpanID] = s
 	}
-	// The driver's registration descends from the worker's start of the driver process.
+	if out := outliving(tr); len(out) > 0 {
+		t.Errorf("%d spans do not lie within their parent: %v", len(out), out)
+	}
+	// The driver's registration (an anchored call: the master's span only)
+	// is a child of the span the worker started the driver process in: the
+	// master's span of the driver, which the process's TRACEPARENT names.
 	for _, s := range tr.Spans {
-		if s.Service != telemetry.ServiceDriver || !strings.HasSuffix(s.OperationName, "/RegisterApplication") {
+		if s.Service != telemetry.ServiceMaster || !strings.HasSuffix(s.OperationName, "/RegisterApplication") {
 			continue
 		}
-		for p := byID[s.Parent()]; p.SpanID != ""; p = byID[p.Parent()] {
-			if _, ok := p.Tag(string(telemetry.DriverID)); ok && p.OperationName == "process.start" && p.Service == telemetry.ServiceWorker {
-				return
-			}
+		p := byID[s.Parent()]
+		if id, _ := p.Tag(string(telemetry.DriverID)); p.OperationName != "driver "+id || p.Service != telemetry.ServiceMaster {
+			t.Fatalf("the driver's RegisterApplication is a child of %s:%s, not of its driver's span", p.Service, p.OperationName)
 		}
-		t.Fatalf("the driver's RegisterApplication does not descend from the worker's process.start of the driver")
+		return
 	}
-	t.Fatalf("no RegisterApplication span of glint-driver in the submission's trace: %v", spanNames(tr))
+	t.Fatalf("no RegisterApplication span of glint-master in the submission's trace: %v", spanNames(tr))
 }
 
 // spanRelay says how process pid sends its spans: "" when it has no span

@@ -15,8 +15,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/internal/process"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -139,7 +137,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		return err
 	}
 	defer process.Flusher(log, shutdown)()
-	ctx, span := telemetry.Tracer(tp).Start(ctx, "submit", trace.WithAttributes(attribute.String("glint.app.name", pi.Name)))
+	ctx, span := telemetry.StartSubmit(ctx, tp, pi.Name)
 	defer span.End()
 	cfg := driver.Config{
 		Masters: []string{masterURL}, App: pi, ExecutorCores: 1,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -89,9 +90,14 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 	defer stopObserving()
 
 	// The submit span is the root of the application's trace: every span of
-	// every process that works for the application descends from it.
-	ctx, span := telemetry.Tracer(tp).Start(ctx, "submit", trace.WithAttributes(
-		attribute.String("glint.app.name", cfg.App.Name), attribute.String("glint.deploy_mode", f.deployMode)))
+	// every process that works for the application descends from it. Its
+	// name is what Jaeger titles the trace with; the driver adds the
+	// application's id once registered.
+	name := cmp.Or(cfg.Name, cfg.App.Name)
+	if f.deployMode == "cluster" {
+		name = clusterName(f.name, args)
+	}
+	ctx, span := telemetry.StartSubmit(ctx, tp, name, attribute.String("glint.deploy_mode", f.deployMode))
 	defer func() {
 		if err != nil {
 			telemetry.Fail(span, err)
@@ -158,10 +164,7 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 	}
 	command := append(append([]string{exe, "driver"}, child.DriverTemplate()...), f.appFlags.args()...)
 	command = append(command, args...)
-	name := f.name
-	if name == "" {
-		name = args[0]
-	}
+	name := clusterName(f.name, args)
 	desc := &masterv1.DriverDescription{
 		Name: name, Cores: int32(f.driverCores), MemoryMib: memory, Supervise: f.supervise,
 		Command: &masterv1.Command{Args: command}, ModifyAcls: driver.ModifyACLs(conf),
@@ -184,6 +187,15 @@ func submitCluster(ctx context.Context, g *globals, f *submitFlags, exe string, 
 		return nil
 	}
 	return followDriver(ctx, g, client, id)
+}
+
+// clusterName is the name of a cluster-mode driver: --name, else the
+// application's.
+func clusterName(name string, args []string) string {
+	if name == "" {
+		return args[0]
+	}
+	return name
 }
 
 // followDriver polls a driver's status until it ends, showing it and its

@@ -173,38 +173,50 @@ func printWaterfall(out io.Writer, tree *spanTree) {
 	tw.Flush()
 }
 
-// launchPhases name the phases of an executor's launch, each from one step
-// of the trace to the next: the master's schedule, its LaunchExecutor call,
-// the worker's process.start, the executor's RetrieveSparkProps and
-// RegisterExecutor, and the first task it received.
-var launchPhases = []string{"LAUNCH EXECUTOR", "PROCESS START", "RETRIEVE PROPS", "REGISTER", "FIRST TASK"}
+// launchPhases name the phases of an executor's launch, each up to the
+// start of one step of the trace from the start of the one before: from the
+// master's span of the executor (its placement) to the worker's
+// LaunchExecutor, its process.start, the executor's main (the end of its
+// executor.boot, which starts at the fork), its RetrieveSparkProps and
+// RegisterExecutor calls, and the first task it received.
+var launchPhases = []string{"LAUNCH EXECUTOR", "PROCESS START", "BOOT", "RETRIEVE PROPS", "REGISTER", "FIRST TASK"}
 
 // printLaunches shows, per executor, how long each phase of its launch took
-// (ms), the slowest marked with *, and the total from schedule to first task.
+// (ms), the slowest marked with *, and the total from its placement to its
+// first task.
 func printLaunches(out io.Writer, tree *spanTree) {
 	type row struct {
 		executor, worker string
-		steps            [6]*jaeger.Span
+		// at is when each step was reached (µs), 0 if it is not in the
+		// trace: one more than there are phases.
+		at [7]int64
+	}
+	start := func(s *jaeger.Span) int64 {
+		if s == nil {
+			return 0
+		}
+		return s.StartTime
 	}
 	var rows []row
 	for _, s := range tree.byID {
 		exec, ok := s.Tag(string(telemetry.ExecutorID))
-		if s.OperationName != "process.start" || !ok {
+		if s.Service != telemetry.ServiceMaster || !ok || s.OperationName != "executor "+exec {
 			continue
 		}
 		r := row{executor: exec}
 		r.worker, _ = s.Tag(string(telemetry.WorkerID))
-		r.steps[0] = tree.ancestor(s, func(a *jaeger.Span) bool { return a.OperationName == "schedule" })
-		r.steps[1] = tree.ancestor(s, func(a *jaeger.Span) bool {
-			return a.Service == telemetry.ServiceMaster && strings.HasSuffix(a.OperationName, "/LaunchExecutor")
-		})
-		r.steps[2] = s
-		r.steps[3] = tree.firstBelow(s, "/RetrieveSparkProps", telemetry.ServiceExecutor)
-		r.steps[4] = tree.firstBelow(s, "/RegisterExecutor", telemetry.ServiceExecutor)
-		r.steps[5] = tree.first(func(x *jaeger.Span) bool {
+		r.at[0] = s.StartTime
+		r.at[1] = start(tree.firstBelow(s, "/LaunchExecutor", telemetry.ServiceWorker))
+		r.at[2] = start(tree.firstBelow(s, "process.start", telemetry.ServiceWorker))
+		if boot := tree.firstBelow(s, "executor.boot", telemetry.ServiceExecutor); boot != nil {
+			r.at[3] = boot.StartTime + boot.Duration
+		}
+		r.at[4] = start(tree.firstBelow(s, "/RetrieveSparkProps", telemetry.ServiceExecutor))
+		r.at[5] = start(tree.firstBelow(s, "/RegisterExecutor", telemetry.ServiceExecutor))
+		r.at[6] = start(tree.first(func(x *jaeger.Span) bool {
 			e, _ := x.Tag(string(telemetry.ExecutorID))
 			return x.Service == telemetry.ServiceExecutor && strings.HasSuffix(x.OperationName, "/LaunchTask") && e == exec
-		})
+		}))
 		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
@@ -212,7 +224,7 @@ func printLaunches(out io.Writer, tree *spanTree) {
 		return
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.executor, b.executor) })
-	fmt.Fprintln(out, "\nExecutor launches (ms in each phase, the slowest marked *; total is schedule to first task)")
+	fmt.Fprintln(out, "\nExecutor launches (ms in each phase, the slowest marked *; total is placement to first task)")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXECUTOR\tWORKER\t"+strings.Join(launchPhases, "\t")+"\tTOTAL")
 	for _, r := range rows {
@@ -220,12 +232,12 @@ func printLaunches(out io.Writer, tree *spanTree) {
 		phases := make([]int64, len(launchPhases))
 		slowest := -1
 		for i := range phases {
-			from, to := r.steps[i], r.steps[i+1]
-			if from == nil || to == nil {
+			from, to := r.at[i], r.at[i+1]
+			if from == 0 || to == 0 {
 				phases[i] = -1
 				continue
 			}
-			phases[i] = to.StartTime - from.StartTime
+			phases[i] = to - from
 			if slowest < 0 || phases[i] > phases[slowest] {
 				slowest = i
 			}
@@ -241,22 +253,12 @@ func printLaunches(out io.Writer, tree *spanTree) {
 			}
 		}
 		total := "-"
-		if r.steps[0] != nil && r.steps[5] != nil {
-			total = fmt.Sprintf("%.1f", float64(r.steps[5].StartTime-r.steps[0].StartTime)/1000)
+		if last := r.at[len(r.at)-1]; r.at[0] != 0 && last != 0 {
+			total = fmt.Sprintf("%.1f", float64(last-r.at[0])/1000)
 		}
 		fmt.Fprintln(tw, strings.Join(append(cells, total), "\t"))
 	}
 	tw.Flush()
-}
-
-// ancestor returns the nearest ancestor of s for which match holds.
-func (tree *spanTree) ancestor(s *jaeger.Span, match func(*jaeger.Span) bool) *jaeger.Span {
-	for p := tree.byID[s.Parent()]; p != nil; p = tree.byID[p.Parent()] {
-		if match(p) {
-			return p
-		}
-	}
-	return nil
 }
 
 // firstBelow returns the earliest descendant of s of service whose operation ends with suffix.

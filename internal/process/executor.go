@@ -1,14 +1,17 @@
 package process
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -30,6 +33,8 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 		// driver (executor.Config.Waiting).
 		Annotations: map[string]string{lateSignals: "", ServiceCommand: ""},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Its boot, from the worker's fork, ends here.
+			booted := time.Now()
 			// First of all: an executor never outlives its worker.
 			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), WorkerWatchInterval, WorkerDeathGrace)
 			if err != nil {
@@ -100,6 +105,9 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 				return err
 			}
 			defer stopObserving()
+			if claim == nil {
+				recordBoot(ctx, tp, booted)
+			}
 			if warmErr != nil {
 				log.Warn("prestarted executor: warm-up before the claim failed", "err", warmErr)
 			}
@@ -127,4 +135,18 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 	}
 	args.Flags(cmd.Flags())
 	return cmd
+}
+
+// recordBoot records the executor.boot span of a process its worker forked
+// (child.ForkedAtEnv) and that reached its main at booted: the time between
+// the worker's process.start and the executor's first call, which would
+// otherwise be in no span. A prestarted executor booted before its launch,
+// on no launch's path: it has none.
+func recordBoot(ctx context.Context, tp trace.TracerProvider, booted time.Time) {
+	forked, ok := child.Forked()
+	if !ok {
+		return
+	}
+	_, span := telemetry.Tracer(tp).Start(telemetry.ContextFromEnv(ctx), "executor.boot", trace.WithTimestamp(forked))
+	span.End(trace.WithTimestamp(booted))
 }

@@ -22,14 +22,42 @@ import (
 // (what they report is already in the application's trace).
 var untraced = []string{"/Heartbeat", "/GetClusterState", "/DriverStatus", "/ReportExecutorLaunch"}
 
-// traced is whether calls of spec get spans.
-func traced(spec connect.Spec) bool {
-	for _, suffix := range untraced {
+// probes are calls made on a timer to see whether a peer answers (the
+// master's Ping of each driver): traced only inside a sampled trace, never
+// the start of one, so that an idle cluster adds no trace to Jaeger.
+var probes = []string{"/Ping"}
+
+// anchored are calls that start work outliving them — a registration, a
+// launch — made in the span of that work: the client adds no span of its
+// own, so the server's span is a child of the caller's, and the server
+// parents the work that outlives the call on the caller's span (Caller), in
+// which it ends, rather than on its own, which ends with the call.
+var anchored = []string{"/RegisterApplication", "/SubmitDriver", "/LaunchExecutor", "/LaunchDriver", "/LaunchedExecutor"}
+
+// callerKey holds, in an anchored call's handler context, the caller's span
+// context.
+type callerKey struct{}
+
+// Caller is the span context of the caller of the handler running in ctx,
+// for an anchored call (RegisterApplication, SubmitDriver, LaunchExecutor,
+// LaunchDriver, LaunchedExecutor): the span of the work the call starts,
+// under which what outlives the call belongs. Otherwise, it is the span
+// context in ctx.
+func Caller(ctx context.Context) trace.SpanContext {
+	if sc, ok := ctx.Value(callerKey{}).(trace.SpanContext); ok {
+		return sc
+	}
+	return trace.SpanContextFromContext(ctx)
+}
+
+// hasSuffix is whether spec's procedure ends with one of suffixes.
+func hasSuffix(spec connect.Spec, suffixes []string) bool {
+	for _, suffix := range suffixes {
 		if strings.HasSuffix(spec.Procedure, suffix) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // Interceptor traces every Connect call through tp (nil: the global
@@ -44,7 +72,10 @@ func traced(spec connect.Spec) bool {
 // task calls: the driver samples spark.glint.trace.taskSampleRatio of its
 // task batches) only passes its trace context on, as does every call when
 // tp is a no-op provider (tracing off), so that a process that does not
-// trace still carries its callers' traces on to the processes it calls.
+// trace still carries its callers' traces on to the processes it calls. A
+// probe (Ping) outside a trace is made in a trace of its own that is not
+// sampled; an anchored call (a registration, a launch) has a server span
+// only, and its handler finds the caller's span with Caller.
 //
 // It takes the place of otelconnect, whose spans are the same but which,
 // for each span, also builds its attributes twice, a metric attribute set
@@ -68,18 +99,27 @@ type rpcSpans struct {
 func (r rpcSpans) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		spec := req.Spec()
-		if !traced(spec) {
+		if hasSuffix(spec, untraced) {
 			return next(ctx, req)
 		}
 		carrier := propagation.HeaderCarrier(req.Header())
 		if !spec.IsClient && !trace.SpanContextFromContext(ctx).IsValid() {
 			ctx = Propagator.Extract(ctx, carrier)
 		}
-		if sc := trace.SpanContextFromContext(ctx); r.off || (sc.IsValid() && !sc.IsSampled()) {
+		if !trace.SpanContextFromContext(ctx).IsValid() && hasSuffix(spec, probes) {
+			// A probe outside a trace starts none: its unsampled context
+			// tells the peer not to record one either.
+			ctx = trace.ContextWithSpanContext(ctx, Unsampled())
+		}
+		sc := trace.SpanContextFromContext(ctx)
+		if r.off || (sc.IsValid() && !sc.IsSampled()) || (spec.IsClient && hasSuffix(spec, anchored)) {
 			if spec.IsClient {
 				Propagator.Inject(ctx, carrier)
 			}
 			return next(ctx, req)
+		}
+		if sc.IsValid() && hasSuffix(spec, anchored) {
+			ctx = context.WithValue(ctx, callerKey{}, sc)
 		}
 		ctx, span := r.start(ctx, req)
 		if spec.IsClient {

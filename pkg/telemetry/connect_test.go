@@ -111,6 +111,95 @@ func TestUnsampledCallsPassTheirTraceOnWithoutSpans(t *testing.T) {
 	}
 }
 
+func (h statusHandler) Ping(ctx context.Context, _ *connect.Request[driverv1.PingRequest]) (*connect.Response[driverv1.PingResponse], error) {
+	h.seen <- see(ctx)
+	return connect.NewResponse(&driverv1.PingResponse{}), nil
+}
+
+// A probe (the master's Ping of a driver) outside a trace starts none: it
+// passes an unsampled context on and neither side records a span; inside a
+// sampled trace it is traced as any call is.
+func TestProbesNeverStartATraceOfTheirOwn(t *testing.T) {
+	clientSpans, serverSpans := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	clientTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(clientSpans))
+	serverTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans))
+	handler := statusHandler{seen: make(chan seen, 1)}
+	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptor(serverTP)))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	driver := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(Interceptor(clientTP)))
+	ping := func(ctx context.Context) seen {
+		t.Helper()
+		if _, err := driver.Ping(ctx, connect.NewRequest(&driverv1.PingRequest{})); err != nil {
+			t.Fatal(err)
+		}
+		return <-handler.seen
+	}
+
+	if got := ping(context.Background()); got.recording || !got.sc.IsValid() || got.sc.IsSampled() {
+		t.Errorf("a probe outside a trace reached its handler in %v (recording: %v), want an unsampled trace", got.sc, got.recording)
+	}
+	if n := len(clientSpans.Ended()) + len(serverSpans.Ended()); n != 0 {
+		t.Errorf("a probe outside a trace recorded %d spans, want none", n)
+	}
+	// A peer that sends no trace context is no different.
+	if _, err := driverv1connect.NewDriverServiceClient(http.DefaultClient, srv.URL).Ping(context.Background(), connect.NewRequest(&driverv1.PingRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-handler.seen; got.recording {
+		t.Errorf("a probe with no trace context was recorded by its handler")
+	}
+
+	ctx, parent := clientTP.Tracer("t").Start(context.Background(), "recovery")
+	got := ping(ctx)
+	parent.End()
+	if !got.recording || got.sc.TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("a probe inside a sampled trace was not traced in it: %v (recording: %v)", got.sc, got.recording)
+	}
+}
+
+type registerHandler struct {
+	masterv1connect.UnimplementedMasterServiceHandler
+	seen   chan seen
+	caller chan trace.SpanContext
+}
+
+func (h registerHandler) RegisterApplication(ctx context.Context, _ *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
+	h.seen <- see(ctx)
+	h.caller <- Caller(ctx)
+	return connect.NewResponse(&masterv1.RegisterApplicationResponse{}), nil
+}
+
+// An anchored call (a registration, a launch) has no client span: the
+// server's span is the child of the caller's, and Caller gives the handler
+// the caller's span, under which what outlives the call belongs.
+func TestAnchoredCallsHaveAServerSpanUnderTheCallersSpan(t *testing.T) {
+	clientSpans, serverSpans := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	clientTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(clientSpans))
+	handler := registerHandler{seen: make(chan seen, 1), caller: make(chan trace.SpanContext, 1)}
+	_, h := masterv1connect.NewMasterServiceHandler(handler,
+		connect.WithInterceptors(Interceptor(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(serverSpans)))))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	master := masterv1connect.NewMasterServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(Interceptor(clientTP)))
+	ctx, submit := clientTP.Tracer("t").Start(context.Background(), "submit")
+	if _, err := master.RegisterApplication(ctx, connect.NewRequest(&masterv1.RegisterApplicationRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	submit.End()
+	got, caller := <-handler.seen, <-handler.caller
+	if n := len(clientSpans.Ended()); n != 1 {
+		t.Errorf("%d client-side spans, want the caller's only", n)
+	}
+	ss := serverSpans.Ended()
+	if len(ss) != 1 || ss[0].Parent().SpanID() != submit.SpanContext().SpanID() || !got.recording {
+		t.Errorf("server spans %v, want one, under the caller's span", ss)
+	}
+	if caller.SpanID() != submit.SpanContext().SpanID() {
+		t.Errorf("Caller in the handler is %v, want the caller's span %v", caller.SpanID(), submit.SpanContext().SpanID())
+	}
+}
+
 type heartbeatHandler struct {
 	masterv1connect.UnimplementedMasterServiceHandler
 	seen chan seen

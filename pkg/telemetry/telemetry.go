@@ -42,12 +42,26 @@ const (
 // Span attribute keys Glint puts on its spans.
 const (
 	AppID      = attribute.Key("glint.app.id")
+	AppName    = attribute.Key("glint.app.name")
 	ExecutorID = attribute.Key("glint.executor.id")
 	WorkerID   = attribute.Key("glint.worker.id")
 	DriverID   = attribute.Key("glint.driver.id")
 	Cores      = attribute.Key("glint.cores")
 	MemoryMiB  = attribute.Key("glint.memory_mib")
 )
+
+// SubmitSpan is the name of the root span of an application's trace, the
+// submission's: "submit pi". Jaeger titles the trace with it.
+func SubmitSpan(app string) string { return "submit " + app }
+
+// StartSubmit starts the root span of an application's trace, named
+// SubmitSpan(app) and carrying glint.app.name and attrs; whoever learns the
+// application's id sets glint.app.id on it (the driver, once registered), so
+// that a search by either tag finds the trace.
+func StartSubmit(ctx context.Context, tp trace.TracerProvider, app string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return Tracer(tp).Start(ctx, SubmitSpan(app),
+		trace.WithAttributes(append([]attribute.KeyValue{AppName.String(app)}, attrs...)...))
+}
 
 // Propagator is the W3C trace-context and baggage propagator Glint uses on
 // every Connect call and in child processes' environments.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // DefaultRegisterTimeout is how long a driver tries to register unless told
@@ -75,6 +77,9 @@ func (d *Driver) Register(ctx context.Context) error {
 				d.mu.Lock()
 				d.appID, d.master, d.registeredAt = resp.Msg.GetAppId(), d.masterClient(url), time.Now()
 				d.mu.Unlock()
+				// The application's trace is found by its id: on the
+				// submission's span when it runs in this process.
+				trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(resp.Msg.GetAppId()))
 				close(d.registered)
 				return nil
 			}

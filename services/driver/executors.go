@@ -70,8 +70,10 @@ type executorData struct {
 	// of its launch phases; observed is set once they were recorded.
 	trace    trace.SpanContext
 	observed bool
-	// launchedSpan is the span context of LaunchedExecutor, the last step of
-	// the executor's launch: the offer of its first task is traced under it.
+	// launchedSpan is the span context LaunchedExecutor, the last step of the
+	// executor's launch, was called in (telemetry.Caller: the executor's
+	// span in its application's trace): the offer of its first task, which
+	// may come long after the call, is traced under it.
 	launchedSpan trace.SpanContext
 }
 
@@ -215,7 +217,7 @@ func (d *Driver) LaunchedExecutor(ctx context.Context, req *connect.Request[driv
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)))
 	if !e.launched {
 		e.launched = true
-		e.launchedSpan = trace.SpanContextFromContext(ctx)
+		e.launchedSpan = telemetry.Caller(ctx)
 		// Its cores count toward minRegisteredResourcesRatio once they can
 		// be offered tasks: a job that starts with an executor still between
 		// RegisterExecutor and LaunchedExecutor may never give it a task.

@@ -2,10 +2,10 @@ package driver
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -234,8 +234,7 @@ offering:
 					trace.WithAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(e.id)), attribute.Int("glint.tasks", 1)))
 				first := &launch{}
 				d.assignTaskLocked(ctx, e, ts, first)
-				d.sendTasksLocked(ctx, e, first)
-				span.End()
+				d.sendTasksLocked(ctx, e, first, func() { span.End() })
 				continue
 			}
 			if batch == nil {
@@ -247,16 +246,26 @@ offering:
 			d.assignTaskLocked(batch, e, ts, offers[e])
 		}
 	}
+	if batchSpan == nil {
+		return
+	}
 	launched := 0
-	for _, e := range ready {
-		if l := offers[e]; l != nil {
-			d.sendTasksLocked(batch, e, l)
-			launched += len(l.tasks)
+	for _, l := range offers {
+		launched += len(l.tasks)
+	}
+	batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
+	// The batch's span ends once its last LaunchTask call returned.
+	var left atomic.Int32
+	left.Store(int32(len(offers)))
+	sent := func() {
+		if left.Add(-1) == 0 {
+			batchSpan.End()
 		}
 	}
-	if batchSpan != nil {
-		batchSpan.SetAttributes(attribute.Int("glint.tasks", launched))
-		batchSpan.End()
+	for _, e := range ready {
+		if l := offers[e]; l != nil {
+			d.sendTasksLocked(batch, e, l, sent)
+		}
 	}
 }
 
@@ -268,7 +277,7 @@ offering:
 // record nothing either.
 func (d *Driver) taskBatchLocked(trigger context.Context, ts *taskSet) (context.Context, trace.Span) {
 	if rand.Float64() >= d.taskSampleRatio {
-		ctx := trace.ContextWithSpanContext(trigger, unsampled())
+		ctx := trace.ContextWithSpanContext(trigger, telemetry.Unsampled())
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	links := append(triggerLink(trigger, ts.span), trace.Link{SpanContext: ts.span})
@@ -283,17 +292,6 @@ func triggerLink(trigger context.Context, parent trace.SpanContext) []trace.Link
 		return nil
 	}
 	return []trace.Link{{SpanContext: sc}}
-}
-
-// unsampled returns a new span context that is not sampled: its children are
-// not recorded in any process that samples by its parent.
-func unsampled() trace.SpanContext {
-	var tid trace.TraceID
-	var sid trace.SpanID
-	binary.BigEndian.PutUint64(tid[:8], rand.Uint64()|1)
-	binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
-	binary.BigEndian.PutUint64(sid[:], rand.Uint64()|1)
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid})
 }
 
 // nextTaskSetLocked is the first task set with a pending task, or nil.
@@ -334,13 +332,15 @@ func (d *Driver) assignTaskLocked(ctx context.Context, e *executorData, ts *task
 		telemetry.ExecutorID.Int(int(e.id)), attribute.Int64("glint.task.id", id), attribute.Int("glint.task.index", index)))
 }
 
-// sendTasksLocked posts l to e. If the call gets no answer, e is removed
+// sendTasksLocked posts l to e, and calls sent once the call returned (the
+// offer's span ends then). If the call gets no answer, e is removed
 // and its tasks, l's among them, are queued again uncounted
 // (removeUnreachableLocked); if e refuses l, each of its tasks that is still
 // e's fails with the refusal.
-func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch) {
+func (d *Driver) sendTasksLocked(ctx context.Context, e *executorData, l *launch, sent func()) {
 	e.mailbox.Post(ctx, func(ctx context.Context) {
 		_, err := e.client.LaunchTask(ctx, connect.NewRequest(&executorv1.LaunchTaskRequest{Tasks: l.tasks}))
+		sent()
 		if err == nil {
 			return
 		}

@@ -118,6 +118,9 @@ type Server struct {
 	handler func() http.Handler
 
 	mu sync.Mutex
+	// launch is the span the executor runs within (Run's context: its span
+	// in its application's trace).
+	launch trace.SpanContext
 	// tasks are the tasks launched and not yet ended, running or queued.
 	tasks map[int64]*task
 	// queue is the tasks waiting for a core, in launch order.
@@ -126,8 +129,9 @@ type Server struct {
 	wg      sync.WaitGroup
 }
 
-// task is a launched task; ctx carries its LaunchTask call's trace and ends
-// with errKilled or errStopping.
+// task is a launched task; ctx carries its LaunchTask call's trace (or, in
+// the application's trace, the executor's span) and ends with errKilled or
+// errStopping.
 type task struct {
 	desc   *executorv1.TaskDescription
 	fn     app.TaskFunc
@@ -194,8 +198,11 @@ func (s *Server) tokens() *rpc.Tokens {
 func (s *Server) Run(ctx context.Context) error {
 	defer context.AfterFunc(ctx, func() { s.stop(context.Cause(ctx)) })()
 	defer s.stop(nil)
-	// The start-up calls continue ctx's trace (the worker's process.start)
-	// and end with the executor.
+	// The start-up calls continue ctx's trace (the executor's span in its
+	// application's trace) and end with the executor.
+	s.mu.Lock()
+	s.launch = trace.SpanContextFromContext(ctx)
+	s.mu.Unlock()
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })()
@@ -357,8 +364,14 @@ func (s *Server) LaunchTask(ctx context.Context, req *connect.Request[executorv1
 		return nil, rpc.Error(fmt.Errorf("launch %d tasks: %w: %d of %d task slots (%d per core) are taken",
 			len(batch), fault.ErrResourceExhausted, len(s.tasks), slots, child.TaskSlotsPerCore))
 	}
+	// A task in the application's trace (an executor's first) reports under
+	// the executor's span, which lasts: its LaunchTask call ends first.
+	taskCtx := context.WithoutCancel(ctx)
+	if sc := trace.SpanContextFromContext(ctx); s.launch.IsValid() && sc.TraceID() == s.launch.TraceID() {
+		taskCtx = trace.ContextWithRemoteSpanContext(taskCtx, s.launch)
+	}
 	for i, m := range batch {
-		tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		tctx, cancel := context.WithCancelCause(taskCtx)
 		t := &task{desc: m, fn: fns[i], ctx: tctx, cancel: cancel}
 		s.tasks[m.GetTaskId()] = t
 		s.queue = append(s.queue, t)

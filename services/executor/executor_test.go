@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
@@ -101,6 +102,9 @@ type runningExecutor struct {
 	spans  *tracetest.SpanRecorder
 	done   chan struct{}
 	err    error // Run's result, once done is closed
+	// connected is closed once the executor registered and its
+	// LaunchedExecutor call ended (Config.Registered).
+	connected chan struct{}
 }
 
 // startExecutor runs executor 0 of d's application with cores until ctx ends
@@ -114,9 +118,10 @@ func startExecutor(ctx context.Context, t *testing.T, d *driver.Driver, a *app.A
 	ln, url := servicetest.Listen(t)
 	spans := tracetest.NewSpanRecorder()
 	e := &runningExecutor{
-		url:   url,
-		spans: spans,
-		done:  make(chan struct{}),
+		url:       url,
+		spans:     spans,
+		done:      make(chan struct{}),
+		connected: make(chan struct{}),
 	}
 	e.client = executorv1connect.NewExecutorServiceClient(rpc.NewHTTPClient(), e.url, rpc.ClientOptions(noop.NewTracerProvider(), d.AppToken())...)
 	ctx, cancel := context.WithCancel(ctx)
@@ -127,7 +132,7 @@ func startExecutor(ctx context.Context, t *testing.T, d *driver.Driver, a *app.A
 				DriverURL: d.URL(), ExecutorID: 0, Hostname: "127.0.0.1", Cores: cores, AppID: d.AppID(),
 				WorkerURL: "http://127.0.0.1:1",
 			},
-			Apps: apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond,
+			Apps: apps, AppToken: d.AppToken(), RetryInterval: 10 * time.Millisecond, Registered: func() { close(e.connected) },
 			Instruments: telemetry.Instruments{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))},
 		})
 	}()
@@ -166,11 +171,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // LaunchedExecutor call to the driver returned.
 func (e *runningExecutor) waitConnected(t *testing.T) {
 	t.Helper()
-	eventually(t, "the executor's LaunchedExecutor call to end", func() bool {
-		return slices.ContainsFunc(e.spans.Ended(), func(s sdktrace.ReadOnlySpan) bool {
-			return s.Name() == "glint.driver.v1.DriverService/LaunchedExecutor"
-		})
-	})
+	select {
+	case <-e.connected:
+	case <-time.After(waitLimit):
+		t.Fatal("the executor's LaunchedExecutor call did not end")
+	}
 }
 
 // launch calls LaunchTask on the executor directly, as a driver would.
@@ -219,7 +224,11 @@ func runTasks(t *testing.T, d *driver.Driver, task string, inputs ...string) ([]
 
 func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	ta := newTestApp(t)
-	d := startDriver(t, ta.app, nil)
+	driverSpans := tracetest.NewSpanRecorder()
+	d := servicetest.Driver(t, driver.Config{
+		Masters: []string{servicetest.Master(t, master.Config{})}, App: ta.app, ExecutorCommand: []string{"/bin/false"},
+		Instruments: telemetry.Instruments{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(driverSpans))},
+	})
 	e := startExecutor(context.Background(), t, d, ta.app, 2)
 
 	out, err := runTasks(t, d, "echo", "a", "b", "c")
@@ -235,10 +244,12 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 
 	// The start-up calls were made in Spark's order: RegisterExecutor
 	// follows RetrieveSparkProps without waiting for its answer (the driver
-	// keeps the order), LaunchedExecutor follows both answers.
+	// keeps the order), LaunchedExecutor follows both answers. (LaunchedExecutor,
+	// an anchored call, has the driver's span only.)
 	var calls []sdktrace.ReadOnlySpan
-	for _, s := range e.spans.Ended() {
-		if strings.HasPrefix(s.Name(), "glint.driver.v1.DriverService/") && !strings.HasSuffix(s.Name(), "/StatusUpdate") {
+	for _, s := range slices.Concat(e.spans.Ended(), driverSpans.Ended()) {
+		if strings.HasPrefix(s.Name(), "glint.driver.v1.DriverService/") && !strings.HasSuffix(s.Name(), "/StatusUpdate") &&
+			(s.SpanKind() == trace.SpanKindClient || strings.HasSuffix(s.Name(), "/LaunchedExecutor")) {
 			calls = append(calls, s)
 		}
 	}

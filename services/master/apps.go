@@ -44,7 +44,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *
 		return nil, err
 	}
 	now := s.now()
-	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, masterToken, now, trace.SpanContextFromContext(ctx))
+	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, masterToken, now, telemetry.Caller(ctx))
 	a.owner = c.name
 	if desc.InitialExecutorLimit != nil {
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
@@ -133,6 +133,7 @@ func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *app
 	s.log.InfoContext(ctx, "launching executor", "app", a.id, "executor", e.id, "worker", w.id, "cores", cores, "memory_mib", memoryMiB)
 	trace.SpanFromContext(ctx).AddEvent("executor placed", trace.WithAttributes(
 		telemetry.ExecutorID.Int(int(e.id)), telemetry.WorkerID.String(w.id), telemetry.Cores.Int(int(cores)), telemetry.MemoryMiB.Int64(memoryMiB)))
+	ctx = s.startExecutorSpanLocked(ctx, e)
 	s.sendLaunchExecutor(ctx, e)
 	s.sendExecutorAdded(ctx, e)
 }
@@ -149,6 +150,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 		return err
 	}
 	e.message, e.exitStatus = message, exitStatus
+	executorSpanStateLocked(e, state, message, exitStatus)
 	e.launch.fromWorker(times)
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
@@ -201,5 +203,6 @@ func (s *Server) killExecutorLocked(ctx context.Context, e *executorInfo) {
 	if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_KILLED); err != nil {
 		s.log.Debug("kill executor", "err", err)
 	}
+	executorSpanStateLocked(e, masterv1.ExecutorState_EXECUTOR_STATE_KILLED, "killed by the master", nil)
 	s.sendKillExecutor(ctx, e)
 }

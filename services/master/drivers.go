@@ -23,7 +23,7 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 	now := s.now()
 	d := &driverInfo{
 		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc), owner: owner, submission: submission,
-		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: trace.SpanContextFromContext(ctx),
+		state: masterv1.DriverState_DRIVER_STATE_SUBMITTED, submitTime: now, trace: telemetry.Caller(ctx),
 	}
 	if s.cfg.Tokens != nil {
 		// The driver registers its application with a submit token of its
@@ -63,7 +63,7 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 		s.requeueDriverLocked(ctx, d, fmt.Sprintf("its launch on worker %s could not be kept for recovery: %v", w.id, err))
 		return
 	}
-	s.sendLaunchDriver(ctx, w, d)
+	s.sendLaunchDriver(s.startDriverSpanLocked(ctx, w, d), w, d)
 }
 
 // requeueDriverLocked puts d, whose launch failed, back among the waiting
@@ -81,6 +81,7 @@ func (s *Server) requeueDriverLocked(ctx context.Context, d *driverInfo, reason 
 	wait := relaunchWait(d.launchFailures)
 	d.relaunchAfter = s.now().Add(wait)
 	d.message = fmt.Sprintf("%s; launching it again in %s", reason, wait)
+	endDriverSpanLocked(d, masterv1.DriverState_DRIVER_STATE_SUBMITTED, d.message)
 	s.log.InfoContext(ctx, "driver back among the waiting", "driver", d.id, "reason", reason, "in", wait)
 	s.persistDriverLocked(d)
 	s.waitingDrivers = append(s.waitingDrivers, d)
@@ -138,6 +139,7 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 		return
 	}
 	s.log.Info("removing driver", "driver", d.id, "state", state.String(), "message", message)
+	endDriverSpanLocked(d, state, message)
 	if d.submitToken != "" {
 		s.cfg.Tokens.Remove(rpc.Submit, d.submitToken)
 	}

@@ -361,7 +361,7 @@ func (s *Server) sendExecutorUpdated(ctx context.Context, e *executorInfo, worke
 	if times != nil {
 		req.LaunchedAt, req.StartedAt = times.launched, times.started
 	}
-	s.postToDriver(ctx, a, func(ctx context.Context) {
+	s.postToDriver(appContext(ctx, a), a, func(ctx context.Context) {
 		if _, err := a.client.ExecutorUpdated(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell driver executor updated", "app", a.id, "executor", e.id, "err", err)
 		}
@@ -387,7 +387,7 @@ func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
 		if w.state != masterv1.WorkerState_WORKER_STATE_ALIVE {
 			continue
 		}
-		s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+		s.postToWorker(appContext(ctx, a), w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 			if _, err := c.ApplicationFinished(ctx, connect.NewRequest(req)); err != nil {
 				s.log.Warn("tell worker application finished", "worker", w.id, "err", err)
 			}
@@ -399,7 +399,7 @@ func (s *Server) sendApplicationFinished(ctx context.Context, a *appInfo) {
 func (s *Server) sendKillExecutor(ctx context.Context, e *executorInfo) {
 	w := e.worker
 	req := &workerv1.KillExecutorRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, AppId: e.app.id, ExecutorId: e.id}
-	s.postToWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
+	s.postToWorker(appContext(ctx, e.app), w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if _, err := c.KillExecutor(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Debug("kill executor", "app", e.app.id, "executor", e.id, "worker", w.id, "err", err)
 		}

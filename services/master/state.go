@@ -168,6 +168,9 @@ type executorInfo struct {
 	launch launchTimes
 	// used is what it uses, as its worker last measured it (usage.go).
 	used usage
+	// span is its span in its application's trace until it ends
+	// (executorspan.go); nil once ended, or if it was recovered.
+	span trace.Span
 }
 
 func (e *executorInfo) key() executorKey { return executorKey{e.app.id, e.id} }
@@ -335,6 +338,9 @@ type driverInfo struct {
 	size int
 	// trace is the span context of the driver's submission.
 	trace trace.SpanContext
+	// span is its span from its placement to its end (executorspan.go);
+	// nil while it waits to be placed, or if it was recovered.
+	span trace.Span
 	// submitToken is the submit token the master made for the driver while
 	// it runs (none without authentication), named by its id; it is never
 	// shown.

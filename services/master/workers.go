@@ -49,6 +49,8 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 			s.log.Warn("remove worker", "err", err)
 		}
 		e.message = msg
+		executorSpanWorkerLostLocked(e, reason)
+		executorSpanStateLocked(e, e.state, msg, nil)
 		s.sendExecutorUpdated(ctx, e, true, nil)
 		e.app.removeExecutor(e)
 	}

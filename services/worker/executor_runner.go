@@ -117,7 +117,9 @@ func (r *executorRunner) poststart(ctx context.Context, l *launch) {
 		case <-ctx.Done():
 		}
 	}
-	r.reportState(ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
+	// Sent from the reports' mailbox after the report step ended: in the
+	// launch's span, which lasts.
+	r.reportState(r.ctx, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, "", nil)
 }
 
 // endedLocked keeps the executor's final state until a master acknowledges

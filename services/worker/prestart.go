@@ -306,7 +306,7 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()
-	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(ctx, l.env), Secrets: l.secrets, Dir: l.dir}); err != nil {
+	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(telemetry.ContextWithSpanContextOf(ctx, l.trace), l.env), Secrets: l.secrets, Dir: l.dir}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
 		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))

@@ -44,6 +44,9 @@ type launch struct {
 	defaults []string
 	now      func() time.Time
 	attrs    []attribute.KeyValue // span attributes naming the process (glint.app.id, …)
+	// trace is the span the process's own spans go under (TRACEPARENT): the
+	// launch's caller's, which lasts as long as the process.
+	trace trace.SpanContext
 	// redaction hides secret values where a step shows the command (the
 	// log header, span attributes, errors); the process runs it whole.
 	redaction *redact.Redactor
@@ -226,13 +229,17 @@ type runner[S comparable] struct {
 	exitStatus *int32
 }
 
-// init completes a runner whose kind, hooks, description and spec are set:
-// its steps are traced under ctx, the launch request's span, but outlive it.
+// init completes a runner whose kind, hooks, description and spec are set.
+// ctx is the launch request's; its steps and the process's own spans outlive
+// the request, so they are traced under its caller's span (telemetry.Caller:
+// the master's span of the executor, or of the driver's placement), beside
+// the request's span rather than under it.
 func (r *runner[S]) init(ctx context.Context, s *Server) {
 	r.s = s
 	r.launchedAt = s.cfg.Now()
 	r.state = r.kind.initial
-	r.ctx, r.kill = context.WithCancelCause(context.WithoutCancel(ctx))
+	launch := telemetry.ContextWithSpanContextOf(context.WithoutCancel(ctx), telemetry.Caller(ctx))
+	r.ctx, r.kill = context.WithCancelCause(launch)
 }
 
 // start admits the runner for the master at masterURL (the active master,
@@ -297,6 +304,7 @@ func (r *runner[S]) run() {
 	var wait time.Duration
 	for {
 		l := r.spec
+		l.trace = trace.SpanContextFromContext(r.ctx)
 		r.current = &l
 		steps := []step{
 			// prestart: make and start the process, or claim a prestarted
@@ -353,9 +361,13 @@ func (r *runner[S]) run() {
 // exit is the exit phase: it waits for the started process l to end or be
 // killed (the process.wait span), then finishes, unless the process is
 // supervised and failed: then it reports restart and leaves the rest to run.
+// The wait, and the final report sent in it (the span ends once the report
+// was sent), are a trace of their own, linked to the launch's span: they end
+// after it — the master ends its span of an executor when that report
+// reaches it.
 func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
-	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithAttributes(l.attrs...))
-	defer span.End()
+	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithNewRoot(),
+		trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(r.ctx)}), trace.WithAttributes(l.attrs...))
 	e, killed := waitProcess(r.ctx, r.log, l.cmd, r.s.cfg.KillGrace)
 	r.s.mu.Lock()
 	r.s.usedCPU[r.kind.noun] += r.endUsageLocked(l.cmd.Process.Pid, l.cmd.ProcessState)
@@ -367,9 +379,13 @@ func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	state, message := r.kind.outcome(e, reason)
 	endWait(span, e, state == r.kind.failed, message)
 	if state == r.kind.failed && r.supervise {
+		span.End()
 		return e, true
 	}
 	r.finish(wctx, state, message, e.status())
+	// The report went to the reports' mailbox: the span ends once it was
+	// sent, so that its call ends within it.
+	r.s.reports.Post(wctx, func(context.Context) { span.End() })
 	return e, false
 }
 

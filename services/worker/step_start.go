@@ -22,10 +22,12 @@ import (
 // process in its own process group (so a kill reaches its children too), in
 // its work directory, with stdout and stderr going to its log files, stdin
 // from /dev/null, its secrets in a pipe (child.SecretsFDEnv; never in its
-// environment or arguments), and the step's trace context in
-// TRACEPARENT/TRACESTATE so the process's first spans are children of this
-// one; an executor of a traced worker sends its spans through the worker
-// (launch.relay).
+// environment or arguments), when it was forked (child.ForkedAtEnv: an
+// executor's executor.boot span starts then), and the launch's trace
+// context (launch.trace) in TRACEPARENT/TRACESTATE so the process's spans
+// are children of the span it lives within, not of this step's, which ends
+// with the fork; an executor of a traced worker sends its spans through the
+// worker (launch.relay).
 type startStep struct{}
 
 // Name is "process.start".
@@ -60,7 +62,7 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	cmd := &exec.Cmd{
 		Path:   l.path,
 		Args:   l.argv,
-		Env:    telemetry.InjectEnv(ctx, l.environ),
+		Env:    telemetry.InjectEnv(telemetry.ContextWithSpanContextOf(ctx, l.trace), l.environ),
 		Dir:    l.dir,
 		Stdout: l.stdout,
 		Stderr: l.stderr,
@@ -93,6 +95,7 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	// (whose stamps follow this one on the launch's timeline) before Start
 	// returns here.
 	started := l.now()
+	cmd.Env = append(cmd.Env, child.ForkedAt(started))
 	if err := l.relay.Start(cmd); err != nil {
 		return err
 	}

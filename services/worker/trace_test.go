@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,10 +18,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
-func TestLaunchStepsAreSpansAndTheExecutorContinuesProcessStart(t *testing.T) {
+// The launch steps are spans under the launch's caller (here, an untraced
+// master: the LaunchExecutor span); the process's spans continue the launch,
+// not process.start, which ends with the fork, and it is told when it was
+// forked; the wait is a trace of its own linked to the launch.
+func TestLaunchStepsAreSpansAndTheExecutorContinuesTheLaunch(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	c := startCluster(t, clusterConfig{worker: Config{Instruments: telemetry.Instruments{TracerProvider: tp}}})
@@ -54,7 +61,7 @@ func TestLaunchStepsAreSpansAndTheExecutorContinuesProcessStart(t *testing.T) {
 	if launch == nil {
 		t.Fatalf("no LaunchExecutor server span among %v", names(recorder.Ended()))
 	}
-	for _, step := range []string{"workdir", "command", "logs", "process.start", "report", "process.wait"} {
+	for _, step := range []string{"workdir", "command", "logs", "process.start", "report"} {
 		s, ok := spans[step]
 		if !ok {
 			t.Errorf("no %s span", step)
@@ -63,6 +70,10 @@ func TestLaunchStepsAreSpansAndTheExecutorContinuesProcessStart(t *testing.T) {
 		if s.Parent().SpanID() != launch.SpanContext().SpanID() || s.SpanContext().TraceID() != launch.SpanContext().TraceID() {
 			t.Errorf("%s is not a child of the LaunchExecutor span", step)
 		}
+	}
+	wait := spans["process.wait"]
+	if wait == nil || wait.Parent().IsValid() || len(wait.Links()) != 1 || wait.Links()[0].SpanContext.SpanID() != launch.SpanContext().SpanID() {
+		t.Errorf("process.wait is not a root linked to the LaunchExecutor span")
 	}
 	start := spans["process.start"]
 	attrs := map[string]string{}
@@ -74,16 +85,43 @@ func TestLaunchStepsAreSpansAndTheExecutorContinuesProcessStart(t *testing.T) {
 			t.Errorf("process.start has no %s; attributes %v", key, attrs)
 		}
 	}
-	// The executor got the process.start span's context in its environment.
-	want := fmt.Sprintf("env TRACEPARENT=00-%s-%s-01\n", start.SpanContext().TraceID(), start.SpanContext().SpanID())
+	// The executor got the launch's context in its environment, and its
+	// fork time, which falls within process.start.
+	want := fmt.Sprintf("env TRACEPARENT=00-%s-%s-01\n", launch.SpanContext().TraceID(), launch.SpanContext().SpanID())
 	waitFileContains(t, filepath.Join(dir, "stdout"), want)
-	report := spans["report"]
-	for _, s := range recorder.Ended() {
-		if s.Name() == "glint.master.v1.MasterService/ExecutorStateChanged" && s.Parent().SpanID() == report.SpanContext().SpanID() {
-			return
+	out, err := os.ReadFile(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forked int64
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "env "+child.ForkedAtEnv+"="); ok {
+			forked, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	t.Errorf("the RUNNING report to the master is not a child of the report span")
+	if at := time.Unix(0, forked); at.Before(start.StartTime()) || at.After(start.EndTime()) {
+		t.Errorf("%s is %v, not within process.start (%v–%v)", child.ForkedAtEnv, at, start.StartTime(), start.EndTime())
+	}
+	// The reports are sent after the steps that made them ended: the RUNNING
+	// one under the launch, the final one before the wait ends.
+	running, final := 0, 0
+	for _, s := range recorder.Ended() {
+		if s.Name() != "glint.master.v1.MasterService/ExecutorStateChanged" || s.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		switch s.Parent().SpanID() {
+		case launch.SpanContext().SpanID():
+			running++
+		case wait.SpanContext().SpanID():
+			final++
+			if s.EndTime().After(wait.EndTime()) {
+				t.Errorf("the final report ends after process.wait")
+			}
+		}
+	}
+	if running < 1 || final != 1 {
+		t.Errorf("%d reports under the launch, %d under process.wait; want the RUNNING one and the final one", running, final)
+	}
 }
 
 func names(spans []sdktrace.ReadOnlySpan) []string {
@@ -126,12 +164,13 @@ func TestSupervisedDriverStartsAreSpansUnderLaunchDriver(t *testing.T) {
 		t.Fatalf("no LaunchDriver server span among %v", names(recorder.Ended()))
 	}
 	for _, s := range recorder.Ended() {
-		if s.Parent().SpanID() != launch.SpanContext().SpanID() {
-			continue
-		}
-		counts[s.Name()]++
-		if s.Name() == "process.wait" {
+		if s.Name() == "process.wait" && len(s.Links()) == 1 && s.Links()[0].SpanContext.SpanID() == launch.SpanContext().SpanID() {
+			counts[s.Name()]++
 			waits = append(waits, s)
+		} else if s.Parent().SpanID() == launch.SpanContext().SpanID() {
+			counts[s.Name()]++
+		} else {
+			continue
 		}
 		if !slices.Contains(s.Attributes(), telemetry.DriverID.String(id)) {
 			t.Errorf("%s has no %s attribute", s.Name(), telemetry.DriverID)
@@ -140,7 +179,7 @@ func TestSupervisedDriverStartsAreSpansUnderLaunchDriver(t *testing.T) {
 	// fail-once exits 3, is restarted and exits 0: two starts, each traced.
 	for _, step := range []string{"workdir", "command", "logs", "process.start", "report", "process.wait"} {
 		if counts[step] != 2 {
-			t.Errorf("%d %s spans under LaunchDriver, want 2 (one per start)", counts[step], step)
+			t.Errorf("%d %s spans under (process.wait: linked to) LaunchDriver, want 2 (one per start)", counts[step], step)
 		}
 	}
 	slices.SortFunc(waits, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })

@@ -65,7 +65,7 @@ func runChild(mode string) int {
 	cwd, _ := os.Getwd()
 	fmt.Printf("child %s args %q\n", mode, os.Args[1:])
 	fmt.Printf("cwd %s\n", cwd)
-	for _, k := range []string{"GLINT_WORK_DIR", "GLINT_APP_ID", "GLINT_EXECUTOR_ID", "GLINT_DRIVER_ID", "GLINT_WORKER_URL", "GLINT_WORKER_PID", "GLINT_TOKEN_FILE", "TRACEPARENT", "GOMAXPROCS"} {
+	for _, k := range []string{"GLINT_WORK_DIR", "GLINT_APP_ID", "GLINT_EXECUTOR_ID", "GLINT_DRIVER_ID", "GLINT_WORKER_URL", "GLINT_WORKER_PID", "GLINT_TOKEN_FILE", "TRACEPARENT", "GLINT_FORKED_AT", "GOMAXPROCS"} {
 		fmt.Printf("env %s=%s\n", k, os.Getenv(k))
 	}
 	if secrets, err := child.ReceiveSecrets(); err != nil {
