@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,6 +117,18 @@ func TestPiInClusterModeRunsTheDriverOnAWorker(t *testing.T) {
 	}
 	if !piResult.MatchString(output) {
 		t.Errorf("driver stdout %q has no pi estimate", output)
+	}
+	// Submit said where the driver ran and where its output is; that page
+	// shows it.
+	where := regexp.MustCompile(`driver ` + driverID + ` runs on worker (worker-\S+); its output: (http://\S+/log/` + driverID + `/stdout) \(and /stderr\)\n`).FindStringSubmatch(stderr)
+	if where == nil {
+		t.Fatalf("stderr %q does not say where the driver runs and where its output is", stderr)
+	}
+	resp := getPage(t, nil, where[2])
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !piResult.Match(page) {
+		t.Errorf("%s: %v; the page has no pi estimate:\n%s", where[2], err, page)
 	}
 	c.waitFor(t, "driver finished and app completed", func(s masterJSON) bool {
 		return len(s.ActiveApps) == 0 && len(s.CompletedApps) == 1 && s.CompletedApps[0].State == "FINISHED"

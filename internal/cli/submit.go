@@ -200,14 +200,16 @@ func clusterName(name string, args []string) string {
 
 // followDriver polls a driver's status until it ends, showing it and its
 // application's executors, and returns an exit status error unless it
-// FINISHED; a poll that fails is retried as the client retries calls. A
-// supervised driver relaunched under a new id (its worker was lost) is
+// FINISHED; a poll that fails is retried as the client retries calls. Once
+// the driver runs on a worker it says which, and where its output is read.
+// A supervised driver relaunched under a new id (its worker was lost) is
 // followed under that id.
 func followDriver(ctx context.Context, g *globals, client masterv1connect.MasterServiceClient, id string) error {
 	line := newProgressLine(g.Stderr, time.Now())
 	defer line.end()
 	t := time.NewTicker(line.interval())
 	defer t.Stop()
+	var shown string // the driver and worker whose output was pointed to
 	for {
 		resp, err := client.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
 		if connect.CodeOf(err) == connect.CodeNotFound {
@@ -218,7 +220,13 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 		}
 		d := resp.Msg.GetDriver()
 		text := fmt.Sprintf("driver %s is %s %s", id, lifecycle.Name(d.GetState()), d.GetWorkerId())
-		if app := driverApp(ctx, client, id); app != nil {
+		app, workerURL := driverPlace(ctx, client, d)
+		if at := id + " " + d.GetWorkerId(); workerURL != "" && d.GetState() == masterv1.DriverState_DRIVER_STATE_RUNNING && at != shown {
+			line.end()
+			fmt.Fprintf(g.Stderr, "driver %s runs on worker %s; its output: %s/log/%s/stdout (and /stderr)\n", id, d.GetWorkerId(), workerURL, id)
+			shown = at
+		}
+		if app != nil {
 			running := 0
 			for _, e := range app.GetExecutors() {
 				if e.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
@@ -254,19 +262,25 @@ func followDriver(ctx context.Context, g *globals, client masterv1connect.Master
 	}
 }
 
-// driverApp is the active application of the driver with id, if any. It
-// only adds to what a poll shows, so it is tried once.
-func driverApp(ctx context.Context, client masterv1connect.MasterServiceClient, id string) *masterv1.ApplicationInfo {
+// driverPlace is the active application of driver d, if any, and the URL
+// of the worker it runs on, if known. It only adds to what a poll shows, so
+// it is tried once.
+func driverPlace(ctx context.Context, client masterv1connect.MasterServiceClient, d *masterv1.DriverInfo) (app *masterv1.ApplicationInfo, workerURL string) {
 	resp, err := client.GetClusterState(tryOnce(ctx), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	for _, a := range resp.Msg.GetActiveApps() {
-		if a.GetDriverId() == id {
-			return a
+		if a.GetDriverId() == d.GetId() {
+			app = a
 		}
 	}
-	return nil
+	for _, w := range resp.Msg.GetWorkers() {
+		if w.GetId() == d.GetWorkerId() {
+			workerURL = w.GetWorkerUrl()
+		}
+	}
+	return app, workerURL
 }
 
 func newDriverCommand(g *globals) *cobra.Command {
