@@ -262,8 +262,9 @@ func TestOneTraceSpansTheWholeLaunchAcrossEveryProcess(t *testing.T) {
 			t.Errorf("unreachable jaeger: exit %d, %q", exitCode(err), errOut)
 		}
 		_, errOut, err = runGlint(t, "trace", "--jaeger", j.query, "app-20200101000000-0001")
-		if exitCode(err) == 0 || !strings.Contains(errOut, "no trace") {
-			t.Errorf("unknown app: exit %d, %q", exitCode(err), errOut)
+		if exitCode(err) == 0 || !strings.Contains(errOut, "no trace of glint-master with glint.app.id=app-20200101000000-0001 in Jaeger") ||
+			strings.Contains(errOut, "map[") || !strings.Contains(errOut, "ran untraced") {
+			t.Errorf("unknown app: exit %d, %q; want what was searched, in plain words, and why it may be missing", exitCode(err), errOut)
 		}
 	})
 }
@@ -418,7 +419,15 @@ func TestFailedLaunchMarksTheStepThatFailed(t *testing.T) {
 		if !sp.Failed() || !sp.HasEvent("exception") || !strings.Contains(msg, "/nonexistent/glint") || !strings.Contains(msg, "no such file or directory") {
 			t.Errorf("process.start of %s: failed=%v exception=%v status %q; want Error with the exec error", appID, sp.Failed(), sp.HasEvent("exception"), msg)
 		}
-		return
+		break
+	}
+	// glint trace says why without --all: each failed step with its error.
+	out, errOut, err := runGlint(t, "trace", "--jaeger", j.query, appID)
+	if err != nil {
+		t.Fatalf("glint trace: %v\n%s", err, errOut)
+	}
+	if !regexp.MustCompile(`(?s)\nFailed steps \(\d+\)\n.*glint-worker\s+process\.start\s+exec: [^\n]*/nonexistent/glint[^\n]*no such file or directory`).MatchString(out) {
+		t.Errorf("glint trace %s shows no failed process.start with its error:\n%s", appID, out)
 	}
 }
 

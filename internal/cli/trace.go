@@ -38,7 +38,9 @@ func newTraceCommand(g *globals) *cobra.Command {
 			appTag := map[string]string{string(telemetry.AppID): args[0]}
 			id, err := client.Find(ctx, telemetry.ServiceMaster, appTag)
 			if errors.Is(err, jaeger.ErrNoTrace) {
-				return fmt.Errorf("find the trace of %s: %w (spans reach Jaeger in batches; retry in a few seconds)", args[0], err)
+				return fmt.Errorf("find the trace of %s: %w. Either it ran untraced (no OTEL_EXPORTER_OTLP_ENDPOINT), its trace "+
+					"was sampled out or is older than Jaeger keeps, or it started moments ago and its first spans are still on "+
+					"their way (they are sent in batches every few seconds)", args[0], err)
 			}
 			if err != nil {
 				return fmt.Errorf("find the trace of %s: %w", args[0], err)
@@ -58,6 +60,7 @@ func newTraceCommand(g *globals) *cobra.Command {
 				printWaterfall(g.Stdout, tree)
 			}
 			printLaunches(g.Stdout, tree)
+			printFailures(g.Stdout, tree)
 			printTaskTraces(g.Stdout, t.TraceID, tasks)
 			return nil
 		},
@@ -259,6 +262,43 @@ func printLaunches(out io.Writer, tree *spanTree) {
 		fmt.Fprintln(tw, strings.Join(append(cells, total), "\t"))
 	}
 	tw.Flush()
+}
+
+// maxFailuresShown bounds how many failed spans printFailures lists.
+const maxFailuresShown = 20
+
+// printFailures lists the trace's failed spans, earliest first, each with
+// the executor whose launch it belongs to ("-": none) and its error, so a
+// failing launch says why without --all.
+func printFailures(out io.Writer, tree *spanTree) {
+	var failed []*jaeger.Span
+	for _, s := range tree.byID {
+		if s.Failed() {
+			failed = append(failed, s)
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	slices.SortFunc(failed, func(a, b *jaeger.Span) int { return cmp.Compare(a.StartTime, b.StartTime) })
+	fmt.Fprintf(out, "\nFailed steps (%d)\n", len(failed))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "START ms\tEXECUTOR\tSERVICE\tSTEP\tERROR")
+	for _, s := range failed[:min(len(failed), maxFailuresShown)] {
+		exec := "-"
+		for x := s; x != nil; x = tree.byID[x.Parent()] {
+			if e, ok := x.Tag(string(telemetry.ExecutorID)); ok {
+				exec = e
+				break
+			}
+		}
+		msg, _ := s.Tag("otel.status_description")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", tree.offset(s), exec, s.Service, s.OperationName, msg)
+	}
+	tw.Flush()
+	if len(failed) > maxFailuresShown {
+		fmt.Fprintf(out, "and %d more (--all shows every span)\n", len(failed)-maxFailuresShown)
+	}
 }
 
 // firstBelow returns the earliest descendant of s of service whose operation ends with suffix.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -125,7 +126,7 @@ func (c *Client) Find(ctx context.Context, service string, tags map[string]strin
 		return "", err
 	}
 	if len(traces) == 0 {
-		return "", fmt.Errorf("%w: no trace of %s with %v in Jaeger at %s", ErrNoTrace, service, tags, c.URL)
+		return "", fmt.Errorf("%w: no trace of %s with %s in Jaeger at %s", ErrNoTrace, service, formatTags(tags), c.URL)
 	}
 	latest := slices.MaxFunc(traces, func(a, b Trace) int { return cmp.Compare(a.start(), b.start()) })
 	return latest.TraceID, nil
@@ -235,4 +236,14 @@ func (c *Client) get(ctx context.Context, path string, data any) error {
 		return nil
 	}
 	return json.Unmarshal(envelope.Data, data)
+}
+
+// formatTags writes tags as Jaeger's search box takes them: k=v, space
+// separated, sorted by key.
+func formatTags(tags map[string]string) string {
+	pairs := make([]string, 0, len(tags))
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		pairs = append(pairs, k+"="+tags[k])
+	}
+	return strings.Join(pairs, " ")
 }
