@@ -94,13 +94,21 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	for _, a := range s.appQueue {
 		// Only an application without executors is stuck; say why.
 		switch {
-		case now.Before(a.relaunchAfter):
-			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
-				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second))
-		case a.liveExecutors == 0:
-			a.statusMessage = plan.Waiting[a.id]
-		default:
+		case a.liveExecutors > 0:
 			a.statusMessage = ""
+			continue
+		case now.Before(a.relaunchAfter):
+			a.statusMessage = fmt.Sprintf("its executors keep failing (%d in a row); launching more in %s; last: %s",
+				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second), a.lastEnd())
+		default:
+			a.statusMessage = plan.Waiting[a.id]
+		}
+		// One that ran and lost its executors without getting new ones it
+		// wants waits again, as it did before its first.
+		if a.state == masterv1.ApplicationState_APPLICATION_STATE_RUNNING && a.executorLimit > 0 && !a.driverStopping && a.statusMessage != "" {
+			if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_WAITING); err != nil {
+				s.log.Warn("application waits again", "err", err)
+			}
 		}
 	}
 }
@@ -319,7 +327,7 @@ func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry 
 		s.mu.Lock()
 		defer s.scheduleAndUnlock(ctx)
 		if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
-			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
+			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil, stepRequest); err != nil {
 			s.log.Debug("launch executor failure after executor ended", "err", err)
 		}
 	})
