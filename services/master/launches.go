@@ -98,14 +98,18 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 			a.statusMessage = ""
 			continue
 		case now.Before(a.relaunchAfter):
-			a.statusMessage = fmt.Sprintf("its executors keep failing (%d in a row); launching more in %s; last: %s",
-				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second), a.lastEnd())
+			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
+				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second))
+			if last := a.lastEnd(); last != "" {
+				a.statusMessage += "; last: " + last
+			}
 		default:
 			a.statusMessage = plan.Waiting[a.id]
 		}
-		// One that ran and lost its executors without getting new ones it
-		// wants waits again, as it did before its first.
-		if a.state == masterv1.ApplicationState_APPLICATION_STATE_RUNNING && a.executorLimit > 0 && !a.driverStopping && a.statusMessage != "" {
+		// One that ran and lost all its executors without getting new ones
+		// it wants waits again, as it did before its first.
+		if a.state == masterv1.ApplicationState_APPLICATION_STATE_RUNNING && len(a.executors) == 0 && a.executorLimit > 0 &&
+			!a.driverStopping && a.statusMessage != "" {
 			if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_WAITING); err != nil {
 				s.log.Warn("application waits again", "err", err)
 			}
