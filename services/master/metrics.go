@@ -66,7 +66,7 @@ const (
 // outOfMemory matches the messages of executors that ran out of memory: the
 // worker's "memory limit" kill, the kernel's OOM killer, a JVM's or Go's own
 // message.
-var outOfMemory = regexp.MustCompile(`(?i)oom|out of memory|memory limit`)
+var outOfMemory = regexp.MustCompile(`(?i)\boom|out of memory|memory limit`)
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	m := &metrics{
