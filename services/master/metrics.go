@@ -147,6 +147,16 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		masterv1.DriverState_DRIVER_STATE_KILLED, masterv1.DriverState_DRIVER_STATE_ERROR, masterv1.DriverState_DRIVER_STATE_RELAUNCHING} {
 		m.driversEnded.WithLabelValues(lifecycle.Label(st))
 	}
+	for _, end := range []struct {
+		state  masterv1.ExecutorState
+		reason string
+	}{
+		{masterv1.ExecutorState_EXECUTOR_STATE_EXITED, endExited}, {masterv1.ExecutorState_EXECUTOR_STATE_FAILED, endExited},
+		{masterv1.ExecutorState_EXECUTOR_STATE_FAILED, endLaunchFailed}, {masterv1.ExecutorState_EXECUTOR_STATE_FAILED, endOOM},
+		{masterv1.ExecutorState_EXECUTOR_STATE_KILLED, endKilled}, {masterv1.ExecutorState_EXECUTOR_STATE_LOST, endLostWorker},
+	} {
+		m.executorEnds.WithLabelValues(lifecycle.Label(end.state), end.reason)
+	}
 	m.workerTimeout.Set(s.cfg.WorkerTimeout.Seconds())
 	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, m.executorStart, m.stateWrites, m.stateWriteErrors,
 		m.executorEnds, m.launchFailures, m.appsEnded, m.driversEnded, m.workerTimeout,
