@@ -94,17 +94,16 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	for _, a := range s.appQueue {
 		// Only an application without executors is stuck; say why.
 		switch {
-		case a.liveExecutors > 0:
-			a.statusMessage = ""
-			continue
 		case now.Before(a.relaunchAfter):
 			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
 				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second))
 			if last := a.lastEnd(); last != "" {
 				a.statusMessage += "; last: " + last
 			}
-		default:
+		case a.liveExecutors == 0:
 			a.statusMessage = plan.Waiting[a.id]
+		default:
+			a.statusMessage = ""
 		}
 		// One that ran and lost all its executors without getting new ones
 		// it wants waits again, as it did before its first.
