@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -238,5 +239,65 @@ func TestAMasterThatStalledGivesItsWorkersAWholeTimeout(t *testing.T) {
 	c.srv.checkWorkerTimeouts(context.Background())
 	if alive() {
 		t.Fatal("a worker silent for a whole timeout after the master resumed is still ALIVE")
+	}
+}
+
+// unkeptLaunch is a Store that refuses its first write of a driver placed
+// on a worker without keeping it, as etcd does when no quorum answers, and
+// says whether a driver's placement was ever kept.
+type unkeptLaunch struct {
+	Store
+	refused, kept atomic.Bool
+}
+
+func (s *unkeptLaunch) PutDriver(p *masterv1.PersistedDriver) error {
+	if p.GetWorkerId() != "" && s.refused.CompareAndSwap(false, true) {
+		return errors.New("etcdserver: request timed out")
+	}
+	err := s.Store.PutDriver(p)
+	if err == nil && p.GetWorkerId() != "" {
+		s.kept.Store(true)
+	}
+	return err
+}
+
+// keptLaunchWorker records whether each LaunchDriver came after the
+// driver's placement was kept.
+type keptLaunchWorker struct {
+	workerPeer
+	st *unkeptLaunch
+}
+
+func (w *keptLaunchWorker) LaunchDriver(ctx context.Context, r *connect.Request[workerv1.LaunchDriverRequest]) (*connect.Response[workerv1.LaunchDriverResponse], error) {
+	if !w.st.kept.Load() {
+		w.record("LaunchDriver %s before its placement was kept", r.Msg.GetDriverId())
+	}
+	return w.workerPeer.LaunchDriver(ctx, r)
+}
+
+// TestADriverWhosePlacementWasNotKeptIsNotLaunchedUntilItIs: the store
+// refuses the write of a driver's placement. Before, the leader launched it
+// all the same, and the next leader, finding it waiting, launched it again
+// (the way the HA soak's cluster-mode wordcount could run twice with etcd
+// members killed). The driver waits again with the reason and is launched
+// once its placement is kept, never before.
+func TestADriverWhosePlacementWasNotKeptIsNotLaunchedUntilItIs(t *testing.T) {
+	st := &unkeptLaunch{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{Store: st})
+	w := &keptLaunchWorker{workerPeer: workerPeer{&peer{messages: make(chan string, 100)}}, st: st}
+	w.url = serveWorker(t, w)
+	c.registerWorker(t, w.peer, 7078, 2, 4096)
+	id := submitDriver(t, c, false)
+	waitFor(t, "the driver waiting again", func() bool {
+		d := c.driver(t, id)
+		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "could not be kept for recovery")
+	})
+	c.clock.Advance(time.Second)
+	if m := w.expect(t, "LaunchDriver "+id); m != "LaunchDriver "+id {
+		t.Fatalf("the worker got %q", m)
+	}
+	c.waitLaunched(t, id)
+	if d := c.driver(t, id); lifecycle.Name(d.GetState()) != "RUNNING" {
+		t.Errorf("driver %s is %s (%s), want RUNNING", id, lifecycle.Name(d.GetState()), d.GetMessage())
 	}
 }

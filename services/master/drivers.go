@@ -47,7 +47,10 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 	return d, nil
 }
 
-// launchDriverLocked is Spark's launchDriver: d runs on w, which gets LaunchDriver.
+// launchDriverLocked is Spark's launchDriver: d runs on w, which gets
+// LaunchDriver — once the store keeps d as placed on w. A launch the store
+// did not keep is not sent (d waits again, backing off): the master that
+// leads next would find d waiting and launch it a second time.
 func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *driverInfo) {
 	s.log.InfoContext(ctx, "launching driver", "driver", d.id, "worker", w.id)
 	trace.SpanFromContext(ctx).AddEvent("driver placed", trace.WithAttributes(telemetry.WorkerID.String(w.id)))
@@ -56,8 +59,11 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 		s.log.Warn("launch driver", "err", err)
 	}
 	d.message = ""
-	s.persistDriverLocked(d)
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
+	if err := s.persistDriverLocked(d); err != nil {
+		s.requeueDriverLocked(ctx, d, fmt.Sprintf("its launch on worker %s could not be kept for recovery: %v", w.id, err))
+		return
+	}
 	s.sendLaunchDriver(ctx, w, d)
 }
 
