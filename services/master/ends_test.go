@@ -324,4 +324,12 @@ func TestAFinishedApplicationKeepsTheCoresItHeld(t *testing.T) {
 	if !strings.Contains(row, "<td>3</td>") {
 		t.Errorf("the overview's row of the finished application shows no 3 cores:\n%s", row)
 	}
+	resp, err = http.Get(c.url + "/app/" + app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), "<dd>3 at most, while it ran</dd>") {
+		t.Errorf("the finished application's page shows no 3 cores held at most:\n%s", b)
+	}
 }
