@@ -333,3 +333,15 @@ func TestAFinishedApplicationKeepsTheCoresItHeld(t *testing.T) {
 		t.Errorf("the finished application's page shows no 3 cores held at most:\n%s", b)
 	}
 }
+
+// TestARecoveredApplicationKeepsTheCoresItHeld: the most cores an
+// application held is kept with it, so a master that recovers it, before
+// its executors are reported again, still knows.
+func TestARecoveredApplicationKeepsTheCoresItHeld(t *testing.T) {
+	dir := t.TempDir()
+	_, app := keptCluster(t, dir, newPeer(t), newPeer(t), false)
+	c := recoveringCluster(t, dir, Config{})
+	if a := c.app(t, app); a.GetCoresGranted() != 0 || a.GetCoresPeak() != 4 {
+		t.Errorf("recovered application: %d cores granted, %d at most; want 0 until its executors are reported, and the 4 it held", a.GetCoresGranted(), a.GetCoresPeak())
+	}
+}
