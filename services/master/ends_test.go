@@ -345,3 +345,21 @@ func TestARecoveredApplicationKeepsTheCoresItHeld(t *testing.T) {
 		t.Errorf("recovered application: %d cores granted, %d at most; want 0 until its executors are reported, and the 4 it held", a.GetCoresGranted(), a.GetCoresPeak())
 	}
 }
+
+// TestAnApplicationThatWantsNoExecutorsRunsOnWithoutThem: dynamic
+// allocation's target of 0 leaves an application without executors that
+// is not stuck: it stays RUNNING.
+func TestAnApplicationThatWantsNoExecutorsRunsOnWithoutThem(t *testing.T) {
+	f := newFailingApp(t, 10)
+	e := f.current(t)
+	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	if _, err := f.c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: f.app})); err != nil {
+		t.Fatal(err)
+	}
+	f.c.clock.Advance(time.Minute)
+	f.report(t, e, masterv1.ExecutorState_EXECUTOR_STATE_EXITED)
+	f.relaunch()
+	if a := f.c.app(t, f.app); lifecycle.Name(a.GetState()) != "RUNNING" || len(a.GetExecutors()) != 1 {
+		t.Errorf("application %s %q with %d executors under a target of 0, want RUNNING with none added", lifecycle.Name(a.GetState()), a.GetStatusMessage(), len(a.GetExecutors()))
+	}
+}
