@@ -1009,5 +1009,8 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 			}
 			return fmt.Errorf("alerts: %+v", r.Data.Alerts)
 		})
+		// Before it timed out, it was late past half the master's 3 s
+		// timeout — a fixed 30 s would never have been reached.
+		expect(t, `max_over_time(ALERTS{alertname="GlintWorkerHeartbeatLate", alertstate="firing"}[5m])`, 1)
 	})
 }
