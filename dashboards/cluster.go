@@ -6,14 +6,6 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
 
-// Heartbeat-age thresholds of the cluster dashboard: the master's default
-// --worker-timeout, after which a worker is declared DEAD, and half of it, when
-// the GlintWorkerHeartbeatLate alert fires.
-const (
-	workerTimeoutSeconds = 60
-	heartbeatLateSeconds = workerTimeoutSeconds / 2
-)
-
 // Cluster builds the "Glint cluster" dashboard (uid glint-cluster) from the
 // master's metrics: workers alive and dead, each worker's cores and memory used
 // and free (and, from the workers' metrics, used as measured beside granted), heartbeat ages and timeouts, applications, drivers and executors by
@@ -107,19 +99,46 @@ func Cluster() (dashboard.Dashboard, error) {
 			"Resident memory of each live worker's executors and drivers, measured from their processes, beside the memory granted to them.",
 			"bytes", halfWidth,
 			query(`sum by (worker) (glint_worker_children_memory_bytes{worker=~"$worker", kind="current"})`, "{{worker}} used"),
-			query(`sum by (worker) (glint_master_worker_memory_bytes{worker=~"$worker", state="used"})`, "{{worker}} granted")))
+			query(`sum by (worker) (glint_master_worker_memory_bytes{worker=~"$worker", state="used"})`, "{{worker}} granted"))).
+		WithRow(dashboard.NewRowBuilder("Failures")).
+		WithPanel(graph("Applications and drivers ended by state",
+			"Applications and cluster-mode drivers that ended, by final state, counted over each point's rate window. GlintApplicationFailed fires on a FAILED application.",
+			"short", halfWidth,
+			query(`sum by (state) (increase(glint_master_apps_ended_total[$__rate_interval]))`, "app {{state}}"),
+			query(`sum by (state) (increase(glint_master_drivers_ended_total[$__rate_interval]))`, "driver {{state}}")).
+			DrawStyle(common.GraphDrawStyleBars).
+			Decimals(0).
+			OverrideByName("app failed", fixedColor("red")).
+			OverrideByName("app finished", fixedColor("green"))).
+		WithPanel(graph("Executor launch failures by step",
+			"Executors a minute that failed before they ran, by the launch step that failed (request: the worker did not take the launch). GlintExecutorsFailingToStart fires past one a minute for 5 minutes.",
+			"short", halfWidth,
+			query(`sum by (step) (rate(glint_master_executor_launch_failures_total[$__rate_interval])) * 60`, "{{step}}"))).
+		WithPanel(graph("Executor ends by reason",
+			"Executors that ended, by final state and reason (exited, killed, lost_worker, launch_failed, oom), counted over each point's rate window.",
+			"short", halfWidth,
+			query(`sum by (state, reason) (increase(glint_master_executor_ends_total[$__rate_interval]))`, "{{state}} {{reason}}")).
+			DrawStyle(common.GraphDrawStyleBars).
+			Decimals(0)).
+		WithPanel(graph("Time since each worker timed out",
+			"For each worker the master lists DEAD after its timeout, how long ago it was declared so. GlintWorkerTimedOut fires for 5 minutes after.",
+			"s", halfWidth,
+			query(`time() - max by (worker) (glint_master_worker_timed_out_timestamp_seconds{worker=~"$worker"})`, "{{worker}}")))
 	return finish(b)
 }
 
-// heartbeatAge is the per-worker heartbeat age with the alert's threshold and
-// the worker timeout drawn as dashed lines.
+// heartbeatAge is the per-worker heartbeat age beside the master's worker
+// timeout and half of it, where the alert fires, drawn dashed.
 func heartbeatAge() *timeseries.PanelBuilder {
+	dashed := []dashboard.DynamicConfigValue{{Id: "custom.lineStyle", Value: map[string]any{"fill": "dash", "dash": []int{10, 10}}}}
 	return graph("Heartbeat age by worker",
-		"Seconds since each live worker's last heartbeat. Workers heartbeat every timeout/4; past half the worker timeout (30 s by default) GlintWorkerHeartbeatLate fires, past the timeout (60 s) the master declares the worker DEAD.",
+		"Seconds since each live worker's last heartbeat, beside the master's worker timeout and half of it. Workers heartbeat every timeout/4; past half the timeout GlintWorkerHeartbeatLate fires, past the timeout the master declares the worker DEAD.",
 		"s", thirdWidth,
-		query(`max by (worker) (glint_master_worker_heartbeat_age_seconds{worker=~"$worker"})`, "{{worker}}")).
-		Thresholds(thresholds("green", at(heartbeatLateSeconds, "orange"), at(workerTimeoutSeconds, "red"))).
-		ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
+		query(`max by (worker) (glint_master_worker_heartbeat_age_seconds{worker=~"$worker"})`, "{{worker}}"),
+		query(`max(glint_master_worker_timeout_seconds)`, "timeout"),
+		query(`max(glint_master_worker_timeout_seconds) / 2`, "late")).
+		OverrideByName("timeout", append(fixedColor("red"), dashed...)).
+		OverrideByName("late", append(fixedColor("orange"), dashed...))
 }
 
 // fixedColor is the override giving a series one color.

@@ -307,7 +307,11 @@ func TestDashboardsShowWhatTheyPromise(t *testing.T) {
 		{cluster, "Running applications", []string{`glint_master_apps{state="running"}`}, false, "", false, ""},
 		{cluster, "Worker timeouts", []string{`increase(glint_master_worker_timeouts_total[$__range])`}, false, "", false, ""},
 		{cluster, "Executors by state", []string{`sum by (state) (glint_master_executors)`}, true, "short", false, ""},
-		{cluster, "Heartbeat age by worker", []string{`glint_master_worker_heartbeat_age_seconds{worker=~"$worker"}`}, false, "s", false, ""},
+		{cluster, "Heartbeat age by worker", []string{`glint_master_worker_heartbeat_age_seconds{worker=~"$worker"}`, `max(glint_master_worker_timeout_seconds)`, `max(glint_master_worker_timeout_seconds) / 2`}, false, "s", false, ""},
+		{cluster, "Applications and drivers ended by state", []string{`sum by (state) (increase(glint_master_apps_ended_total[`, `sum by (state) (increase(glint_master_drivers_ended_total[`}, false, "short", false, ""},
+		{cluster, "Executor launch failures by step", []string{`sum by (step) (rate(glint_master_executor_launch_failures_total[$__rate_interval])) * 60`}, false, "short", false, ""},
+		{cluster, "Executor ends by reason", []string{`sum by (state, reason) (increase(glint_master_executor_ends_total[`}, false, "short", false, ""},
+		{cluster, "Time since each worker timed out", []string{`time() - max by (worker) (glint_master_worker_timed_out_timestamp_seconds{worker=~"$worker"})`}, false, "s", false, ""},
 		{cluster, "Executor launches by result", []string{`sum by (result) (rate(glint_master_executor_launches_total`}, false, "ops", false, ""},
 		{launch, "Executor start time", []string{"histogram_quantile(0.5, sum by (le) (rate(glint_master_executor_start_seconds_bucket", "histogram_quantile(0.95, sum by (le) (rate(glint_master_executor_start_seconds_bucket", "histogram_quantile(0.99, sum by (le) (rate(glint_master_executor_start_seconds_bucket"}, false, "s", true, ""},
 		{launch, "Executor start time, scheduled to running", []string{`sum by (le) (rate(glint_master_executor_start_seconds_bucket[`}, false, "", true, "heatmap"},
@@ -352,27 +356,6 @@ func TestDashboardsShowWhatTheyPromise(t *testing.T) {
 				t.Errorf("stacked %v, want %v", isStacked, tc.stacked)
 			}
 		})
-	}
-}
-
-func TestHeartbeatAgeDrawsTheAlertAndTimeoutThresholds(t *testing.T) {
-	d, err := Cluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := findPanel(t, d, "Heartbeat age by worker")
-	var values []float64
-	for _, s := range p.FieldConfig.Defaults.Thresholds.Steps {
-		if s.Value != nil {
-			values = append(values, *s.Value)
-		}
-	}
-	if !slices.Equal(values, []float64{heartbeatLateSeconds, workerTimeoutSeconds}) {
-		t.Errorf("thresholds %v, want [%d %d]", values, heartbeatLateSeconds, workerTimeoutSeconds)
-	}
-	custom := p.FieldConfig.Defaults.Custom.(*timeseries.FieldConfig)
-	if custom.ThresholdsStyle == nil || custom.ThresholdsStyle.Mode == common.GraphThresholdsStyleModeOff {
-		t.Error("thresholds are not drawn")
 	}
 }
 

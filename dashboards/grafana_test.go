@@ -493,18 +493,24 @@ func TestBurnRateAlertsAreThePrometheusRules(t *testing.T) {
 	}
 }
 
-func TestAlertRulesAreTheFourGlintAlerts(t *testing.T) {
+// The Grafana rules alert on what Prometheus' do (glint.yml): the timeout
+// per worker for 5 minutes, heartbeats late past half the master's own
+// timeout, failed applications, executors failing to start over one a minute.
+func TestAlertRulesAreTheGlintAlerts(t *testing.T) {
 	a := alerting(t)
 	for _, tc := range []struct {
 		title     string
 		expr      string
+		op        string
 		threshold float64
 		forTime   time.Duration
 	}{
-		{"GlintWorkerTimedOut", `increase(glint_master_worker_timeouts_total[5m])`, 0, 0},
-		{"GlintWorkerHeartbeatLate", `max by (worker) (glint_master_worker_heartbeat_age_seconds)`, heartbeatLateSeconds, 0},
-		{"GlintAppsWaiting", `glint_master_apps{state="waiting"}`, 0, 5 * time.Minute},
-		{"GlintExecutorLaunchSlow", `histogram_quantile(0.95, sum by (le) (rate(glint_master_executor_start_seconds_bucket[5m])))`, 5, 10 * time.Minute},
+		{"GlintWorkerTimedOut", `time() - max by (worker) (max_over_time(glint_master_worker_timed_out_timestamp_seconds[5m]))`, "lt", 300, 0},
+		{"GlintWorkerHeartbeatLate", `max by (worker) (glint_master_worker_heartbeat_age_seconds) / scalar(max(glint_master_worker_timeout_seconds))`, "gt", 0.5, 0},
+		{"GlintAppsWaiting", `glint_master_apps{state="waiting"}`, "gt", 0, 5 * time.Minute},
+		{"GlintExecutorLaunchSlow", `histogram_quantile(0.95, sum by (le) (rate(glint_master_executor_start_seconds_bucket[5m])))`, "gt", 5, 10 * time.Minute},
+		{"GlintApplicationFailed", `sum(increase(glint_master_apps_ended_total{state="failed"}[5m]))`, "gt", 0, 0},
+		{"GlintExecutorsFailingToStart", `sum(rate(glint_master_executor_launch_failures_total[5m])) * 60`, "gt", 1, 5 * time.Minute},
 	} {
 		t.Run(tc.title, func(t *testing.T) {
 			var rules []alertRule
@@ -541,8 +547,8 @@ func TestAlertRulesAreTheFourGlintAlerts(t *testing.T) {
 				t.Fatalf("condition %s is %q with %d conditions, want one threshold", r.Condition, cond.Model.Type, len(cond.Model.Conditions))
 			}
 			ev := cond.Model.Conditions[0].Evaluator
-			if ev.Type != "gt" || !slices.Equal(ev.Params, []float64{tc.threshold}) {
-				t.Errorf("threshold %s %v, want gt [%v]", ev.Type, ev.Params, tc.threshold)
+			if ev.Type != tc.op || !slices.Equal(ev.Params, []float64{tc.threshold}) {
+				t.Errorf("threshold %s %v, want %s [%v]", ev.Type, ev.Params, tc.op, tc.threshold)
 			}
 			if reduced := queries[cond.Model.Expression]; reduced.Model.Type != "reduce" || queries[reduced.Model.Expression].Model.Expr != tc.expr {
 				t.Errorf("threshold compares %s (%s), want a reduction of the Prometheus query", cond.Model.Expression, reduced.Model.Type)

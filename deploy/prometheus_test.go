@@ -111,7 +111,8 @@ func TestAlertRulesAreComplete(t *testing.T) {
 		}
 	}
 	slices.Sort(alerts)
-	want := []string{"GlintAppsWaiting", "GlintExecutorLaunchSlow", "GlintExecutorStartBudgetBurnFast", "GlintExecutorStartBudgetBurnSlow", "GlintNoMasterLeads", "GlintWorkerHeartbeatLate", "GlintWorkerTimedOut"}
+	want := []string{"GlintApplicationFailed", "GlintAppsWaiting", "GlintExecutorLaunchSlow", "GlintExecutorStartBudgetBurnFast", "GlintExecutorStartBudgetBurnSlow",
+		"GlintExecutorsFailingToStart", "GlintNoMasterLeads", "GlintWorkerHeartbeatLate", "GlintWorkerTimedOut"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %v, want %v", alerts, want)
 	}

@@ -956,7 +956,35 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 		})
 	})
 
-	t.Run("a stopped worker times out and GlintWorkerTimedOut fires", func(t *testing.T) {
+	t.Run("an application that fails fires GlintApplicationFailed", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "missing.txt")
+		out, err := exec.Command(procs["master"].bin, "submit", "--master", master, "--token-file", procs["master"].tokenFile,
+			"--executor-memory", "256m", "--log-level", "warn", "wordcount", missing).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "no such file or directory") {
+			t.Fatalf("wordcount on a missing file: %v\n%s", err, out)
+		}
+		eventually(t, "GlintApplicationFailed firing", func() error {
+			var r struct {
+				Data struct {
+					Alerts []struct {
+						Labels map[string]string
+						State  string
+					}
+				}
+			}
+			if err := getJSON(prom+"/api/v1/alerts", &r); err != nil {
+				return err
+			}
+			for _, a := range r.Data.Alerts {
+				if a.Labels["alertname"] == "GlintApplicationFailed" && a.State == "firing" {
+					return nil
+				}
+			}
+			return fmt.Errorf("alerts: %+v", r.Data.Alerts)
+		})
+	})
+
+	t.Run("a stopped worker times out and GlintWorkerTimedOut fires, naming it", func(t *testing.T) {
 		worker := procs["worker-2"].pid
 		if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
@@ -975,11 +1003,14 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 				return err
 			}
 			for _, a := range r.Data.Alerts {
-				if a.Labels["alertname"] == "GlintWorkerTimedOut" && a.State == "firing" {
+				if a.Labels["alertname"] == "GlintWorkerTimedOut" && a.State == "firing" && strings.Contains(a.Labels["worker"], "worker-") {
 					return nil
 				}
 			}
 			return fmt.Errorf("alerts: %+v", r.Data.Alerts)
 		})
+		// Before it timed out, it was late past half the master's 3 s
+		// timeout — a fixed 30 s would never have been reached.
+		expect(t, `max_over_time(ALERTS{alertname="GlintWorkerHeartbeatLate", alertstate="firing"}[5m])`, 1)
 	})
 }

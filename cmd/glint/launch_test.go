@@ -135,6 +135,58 @@ func TestPiInClusterModeRunsTheDriverOnAWorker(t *testing.T) {
 	})
 }
 
+// TestAClusterDriverThatFailsEndsItsApplicationFailed: wordcount on a
+// missing file in cluster mode exits 1; its application ends FAILED with
+// the reason — in /json, on the master's page, in glint status — and is
+// counted so in /metrics, not shown FINISHED "unregistered by its driver".
+func TestAClusterDriverThatFailsEndsItsApplicationFailed(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	missing := filepath.Join(t.TempDir(), "missing.txt")
+	stdout, stderr, err := runGlint(t, "submit", "--master", c.master.url, "--deploy-mode", "cluster", "--wait",
+		"--driver-memory", "256m", "--executor-memory", "256m", "--log-level", "warn", "wordcount", missing)
+	if exitCode(err) != 1 || !strings.Contains(stderr, "ended FAILED") {
+		t.Fatalf("submit of a failing driver: %v, want exit 1 saying it ended FAILED\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	s := c.waitFor(t, "the application completed", func(s masterJSON) bool {
+		return len(s.ActiveApps) == 0 && len(s.CompletedApps) == 1 && s.CompletedApps[0].State != "RUNNING"
+	})
+	app := s.CompletedApps[0]
+	if app.State != "FAILED" || !strings.Contains(app.StatusMessage, "no such file or directory") {
+		t.Errorf("application %s %q, want FAILED saying the file is missing", app.State, app.StatusMessage)
+	}
+	resp := getPageWith(t, c.client, testToken, c.master.url+"/")
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	row := string(page)
+	if i := strings.Index(row, `data-app="`+app.ID+`"`); i >= 0 {
+		row = row[i:]
+		row = row[:strings.Index(row, "</tr>")]
+	}
+	if !strings.Contains(row, ">FAILED<") || !strings.Contains(row, "no such file or directory") {
+		t.Errorf("the master's page shows the application as\n%s\nwant FAILED with its reason", row)
+	}
+	out, errOut, err := runGlint(t, "status", "--master", c.master.url)
+	if err != nil || !regexp.MustCompile(app.ID+`\s.*FAILED`).MatchString(out) {
+		t.Errorf("glint status: %v\n%s%s\nwant %s FAILED", err, out, errOut, app.ID)
+	}
+	if metrics := scrape(t, c.master.url); !strings.Contains(metrics, `glint_master_apps_ended_total{state="failed"} 1`) ||
+		!strings.Contains(metrics, `glint_master_apps_ended_total{state="finished"} 0`) {
+		t.Errorf("the master counts the application's end as\n%s", grepLines(metrics, "glint_master_apps_ended_total"))
+	}
+}
+
+// grepLines is text's lines that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestWordCountPrintsTheMostFrequentWords(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1)

@@ -230,6 +230,27 @@ func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 	}
 	c.waitFor(t, "app completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
 	page = scrape(t, c.master.url)
+	// Its end and its executors' are counted once each.
+	for _, want := range []struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{"glint_master_apps_ended_total", map[string]string{"state": "finished"}, 1},
+		{"glint_master_apps_ended_total", map[string]string{"state": "failed"}, 0},
+		{"glint_master_executor_launch_failures_total", map[string]string{"step": "unknown"}, 0},
+	} {
+		if got, _ := sample(t, page, want.name, want.labels); got != want.value {
+			t.Errorf("%s%v = %v after the app finished, want %v", want.name, want.labels, got, want.value)
+		}
+	}
+	// Its executors exited as the driver stopped them, or were killed with
+	// the application the driver unregistered before their worker said so.
+	exited, _ := sample(t, page, "glint_master_executor_ends_total", map[string]string{"state": "exited", "reason": "exited"})
+	killed, _ := sample(t, page, "glint_master_executor_ends_total", map[string]string{"state": "killed", "reason": "killed"})
+	if exited+killed != 4 {
+		t.Errorf("executor ends: %v exited, %v killed; want the 4 executors", exited, killed)
+	}
 	for _, w := range s.Workers {
 		if v, _ := sample(t, page, "glint_master_worker_cores", map[string]string{"worker": w.ID, "state": "used"}); v != 0 {
 			t.Errorf("worker %s still uses %v cores after the app ended", w.ID, v)
@@ -249,6 +270,18 @@ func TestMetricsFollowTheClusterAndPassPromtool(t *testing.T) {
 	page = scrape(t, c.master.url)
 	if v, _ := sample(t, page, "glint_master_worker_timeouts_total", nil); v != 1 {
 		t.Errorf("glint_master_worker_timeouts_total = %v, want 1", v)
+	}
+	stoppedID := c.state(t).Workers[0].ID
+	for _, w := range c.state(t).Workers {
+		if w.State == "DEAD" {
+			stoppedID = w.ID
+		}
+	}
+	if v, ok := sample(t, page, "glint_master_worker_timed_out_timestamp_seconds", map[string]string{"worker": stoppedID}); !ok || time.Since(time.Unix(int64(v), 0)) > time.Minute {
+		t.Errorf("glint_master_worker_timed_out_timestamp_seconds{worker=%s} = %v (%v), want when it timed out", stoppedID, v, ok)
+	}
+	if v, _ := sample(t, page, "glint_master_worker_timeout_seconds", nil); v != 6 {
+		t.Errorf("glint_master_worker_timeout_seconds = %v, want --worker-timeout 6s", v)
 	}
 	if v, _ := sample(t, page, "glint_master_workers", map[string]string{"state": "dead"}); v != 1 {
 		t.Errorf("glint_master_workers{state=dead} = %v, want 1", v)

@@ -162,6 +162,14 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 	printDrivers(g, append(st.GetActiveDrivers(), st.GetCompletedDrivers()...))
 }
 
+// appCores are the cores a holds, or held at most once it ended.
+func appCores(a *masterv1.ApplicationInfo) int32 {
+	if a.GetEndTime() != nil {
+		return a.GetCoresPeak()
+	}
+	return a.GetCoresGranted()
+}
+
 func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tCPU USED\tMEMORY USED\tSTATUS")
@@ -173,7 +181,7 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d running\t%.1f s\t%s\t%s\n", a.GetId(), a.GetDescription().GetName(),
-			orDash(a.GetOwner()), lifecycle.Name(a.GetState()), a.GetCoresGranted(),
+			orDash(a.GetOwner()), lifecycle.Name(a.GetState()), appCores(a),
 			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running,
 			a.GetUsage().GetCpuSeconds(), resources.FormatBytes(a.GetUsage().GetMemoryBytes()), appStatus(a))
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/glint-cluster/glint/internal/process"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -76,5 +78,43 @@ func TestStatusHidesSecretsOfCommands(t *testing.T) {
 				t.Errorf("does not print the command with only the secrets hidden:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// coresMaster answers GetClusterState with a running application holding 2
+// cores and a finished one that held 4 at most and holds none.
+type coresMaster struct {
+	masterv1connect.UnimplementedMasterServiceHandler
+}
+
+func (coresMaster) GetClusterState(context.Context, *connect.Request[masterv1.GetClusterStateRequest]) (*connect.Response[masterv1.GetClusterStateResponse], error) {
+	desc := &masterv1.ApplicationDescription{Name: "pi", MemoryPerExecutorMib: 512}
+	return connect.NewResponse(&masterv1.GetClusterStateResponse{
+		MasterUrl: "http://master:7077", Status: "ALIVE",
+		ActiveApps: []*masterv1.ApplicationInfo{{Id: "app-20261129140000-0000", Description: desc, CoresGranted: 2, CoresPeak: 3,
+			State: masterv1.ApplicationState_APPLICATION_STATE_RUNNING}},
+		CompletedApps: []*masterv1.ApplicationInfo{{Id: "app-20261129140000-0001", Description: desc, CoresPeak: 4, EndTime: timestamppb.Now(),
+			State: masterv1.ApplicationState_APPLICATION_STATE_FINISHED}},
+	}), nil
+}
+
+// TestStatusShowsTheCoresAFinishedApplicationHeld: a running application
+// shows the cores it holds, a finished one the most it held.
+func TestStatusShowsTheCoresAFinishedApplicationHeld(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(masterv1connect.NewMasterServiceHandler(coresMaster{}))
+	url := rpctest.Serve(t, mux)
+	var out bytes.Buffer
+	cmd := newStatusCommand(&globals{&process.Globals{Stdout: &out, Stderr: &out}})
+	cmd.SetArgs([]string{"--master", url})
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`app-20261129140000-0000\s+pi\s+-\s+RUNNING\s+2\s`, `app-20261129140000-0001\s+pi\s+-\s+FINISHED\s+4\s`} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("glint status does not match %s:\n%s", want, out.String())
+		}
 	}
 }

@@ -67,7 +67,7 @@ var failurePatterns = []struct {
 }{
 	{CauseTaskFailed, []string{"times, most recently:"}},
 	{CauseLaunch, []string{"launch driver on worker"}},
-	{CauseDriverLost, []string{"unreachable for", "worker was lost", "did not re-register", "no heartbeat in", "DRIVER_STATE_ERROR", "DRIVER_STATE_RELAUNCHING"}},
+	{CauseDriverLost, []string{"unreachable for", "worker was lost", "did not re-register", "no heartbeat in", "ended ERROR", "ended RELAUNCHING"}},
 	{CauseAppRemoved, []string{"master removed application"}},
 	{CauseRefused, []string{"rejected:", "unauthenticated", "permission_denied"}},
 	{CauseClientGave, []string{"unavailable", "unresponsive", "connection refused", "deadline_exceeded", "deadline exceeded",

@@ -8,6 +8,7 @@ import (
 func TestClassifyNamesEachCause(t *testing.T) {
 	pi := Job{Name: "pi", Deploy: DeployClient, App: "pi", Want: []string{"Pi is roughly 3.141592"}}
 	missing := Job{Name: "missing", Deploy: DeployClient, App: "wordcount", Fails: "wordcount: open /x: no such file or directory"}
+	clusterMissing := Job{Name: "cluster-missing", Deploy: DeployCluster, App: "wordcount", Fails: missing.Fails}
 	clusterPi := Job{Name: "cluster-pi", Deploy: DeployCluster, App: "pi", Want: pi.Want}
 	supervisedPi := Job{Name: "cluster-supervise-pi", Deploy: DeployCluster, Supervise: true, App: "pi", Want: pi.Want}
 	right := SplitOutput("Pi is roughly 3.141592\n", false)
@@ -23,6 +24,11 @@ func TestClassifyNamesEachCause(t *testing.T) {
 		{"the answer twice", pi, Result{Succeeded: true, Outputs: SplitOutput("Pi is roughly 3.141592\nPi is roughly 3.141592\n", false)}, CauseWrongAnswer},
 		{"its own failure", missing, Result{ExitCode: 1, Stderr: "glint: application missing (app-1): wordcount: open /x: no such file or directory\n"}, CauseOwn},
 		{"its own failure, in the driver's log", missing, Result{ExitCode: 1, DriverState: "FAILED", DriverStderr: "glint: wordcount: open /x: no such file or directory\n"}, CauseOwn},
+		{"its own failure, its application FAILED after its driver unregistered it", clusterMissing, Result{ExitCode: 1, DriverState: "FAILED", DriverMessage: "exited with code 1",
+			Stderr:       "driver driver-1 ended FAILED: exited with code 1\n",
+			DriverStderr: "glint: wordcount: open /x: no such file or directory\n"}, CauseOwn},
+		{"a driver whose application the master ended with it", pi, Result{ExitCode: 1,
+			Stderr: "glint: master removed application app-1: its driver driver-1 ended ERROR: its worker w could not be reached"}, CauseDriverLost},
 		{"a success meant to fail", missing, Result{Succeeded: true}, CauseWrongAnswer},
 		{"a failure meant, for another reason", missing, Result{ExitCode: 1, Stderr: "glint: register application: all masters are unresponsive after 3 rounds"}, CauseClientGave},
 		{"hung", pi, Result{TimedOut: true, Stderr: "glint: context canceled"}, CauseHung},

@@ -43,6 +43,11 @@ var (
 	finalDriver = map[string]bool{"FINISHED": true, "RELAUNCHING": true, "KILLED": true, "FAILED": true, "ERROR": true}
 )
 
+// failedAfter reports whether an application's final state may change from
+// was to now: a cluster-mode driver that unregistered it FINISHED and then
+// exited non-zero fails it (the master's appEndOf). Nothing else changes.
+func failedAfter(was, now string) bool { return was == "FINISHED" && now == "FAILED" }
+
 // DriverSeen is the latest the leading master said of a driver.
 type DriverSeen struct {
 	State   string
@@ -68,7 +73,8 @@ func (d DriverSeen) Successor() string {
 // master keeps only so many ended applications, and a master that
 // recovered may have forgotten some — and checks that nothing final
 // changes: an application or driver once FINISHED (or any final state)
-// never shows another state again. Safe for concurrent use.
+// never shows another state again, but for an application its driver
+// failed after it unregistered it (failedAfter). Safe for concurrent use.
 type View struct {
 	mu        sync.Mutex
 	appsByRun map[string]map[string]bool // application name → ids
@@ -94,7 +100,7 @@ func (v *View) Observe(s MasterJSON) []Violation {
 			v.appsByRun[a.Name] = map[string]bool{}
 		}
 		v.appsByRun[a.Name][a.ID] = true
-		if was, ok := v.apps[a.ID]; ok && was != a.State {
+		if was, ok := v.apps[a.ID]; ok && was != a.State && !failedAfter(was, a.State) {
 			out = append(out, Violation{FinalStateChanged, fmt.Sprintf("application %s (%s) was %s, now %s on %s (epoch %d)",
 				a.ID, a.Name, was, a.State, s.URL, s.Epoch)})
 		}

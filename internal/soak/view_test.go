@@ -62,3 +62,24 @@ func TestViewFollowsARelaunchedDriversChain(t *testing.T) {
 		t.Fatalf("an unknown driver's chain %v ending %+v", chain, last)
 	}
 }
+
+// An application its driver unregistered FINISHED and then failed (it
+// exited non-zero) turns FAILED: the one change of a final state the
+// master makes. It never turns back.
+func TestViewTakesAnApplicationFailedAfterItsDriverUnregisteredIt(t *testing.T) {
+	v := NewView()
+	app := func(state string) MasterJSON {
+		return MasterJSON{CompletedApps: []AppJSON{{ID: "app-20261202000000-0002", Name: "soak-file-0002-cluster-wordcount", State: state}}}
+	}
+	for _, state := range []string{"FINISHED", "FAILED"} {
+		if vs := v.Observe(app(state)); len(vs) > 0 {
+			t.Fatalf("%s: %v", state, vs)
+		}
+	}
+	if got, ok := v.AppFinal("app-20261202000000-0002"); !ok || got != "FAILED" {
+		t.Fatalf("AppFinal = %q, %v; want FAILED", got, ok)
+	}
+	if vs := v.Observe(app("FINISHED")); !slices.Equal(kinds(vs), []string{FinalStateChanged}) {
+		t.Fatalf("a FAILED application FINISHED again: %v", vs)
+	}
+}

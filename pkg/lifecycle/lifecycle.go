@@ -63,3 +63,29 @@ func Name(v any) string {
 	}
 	return name
 }
+
+// The steps of a worker's launch of an executor or driver, in order (a
+// prestarted process is claimed and handed over in place of the start):
+// each step's name is its span name, and a launch that fails says which step
+// failed as "<step>: <error>".
+const (
+	StepCommand      = "command"
+	StepClaim        = "claim"
+	StepHandover     = "handover"
+	StepWorkdir      = "workdir"
+	StepLogs         = "logs"
+	StepProcessStart = "process.start"
+	StepReport       = "report"
+)
+
+// LaunchSteps are the launch steps.
+var LaunchSteps = []string{StepCommand, StepClaim, StepHandover, StepWorkdir, StepLogs, StepProcessStart, StepReport}
+
+// LaunchStepOf is the launch step a failed launch's message names, or "".
+func LaunchStepOf(message string) string {
+	step, _, ok := strings.Cut(message, ": ")
+	if ok && slices.Contains(LaunchSteps, step) {
+		return step
+	}
+	return ""
+}

@@ -69,3 +69,18 @@ func TestFinishedStatesAreSparks(t *testing.T) {
 		}
 	}
 }
+
+func TestLaunchStepOfNamesTheStepAFailedLaunchSays(t *testing.T) {
+	for message, want := range map[string]string{
+		`process.start: fork/exec /nope: no such file or directory`:     StepProcessStart,
+		`command: exec: "/nope": stat /nope: no such file or directory`: StepCommand,
+		`workdir: mkdir /w: permission denied`:                          StepWorkdir,
+		`launch executor on worker w: unavailable`:                      "",
+		`exited with code 1`:                                            "",
+		``:                                                              "",
+	} {
+		if got := LaunchStepOf(message); got != want {
+			t.Errorf("LaunchStepOf(%q) = %q, want %q", message, got, want)
+		}
+	}
+}

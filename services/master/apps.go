@@ -110,6 +110,11 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	for _, o := range dropped {
 		s.forgetAppLocked(o)
 	}
+	if d, ok := s.drivers[a.driverID]; ok && state == masterv1.ApplicationState_APPLICATION_STATE_FINISHED {
+		s.unconfirmed[d.id] = append(s.unconfirmed[d.id], a)
+	} else {
+		s.metrics.appEnded(state)
+	}
 	// As in Spark, a driver that ended its application itself is not told:
 	// it may be gone already.
 	if state != masterv1.ApplicationState_APPLICATION_STATE_FINISHED {
@@ -139,8 +144,10 @@ func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *app
 }
 
 // executorStateChangedLocked is Spark's ExecutorStateChanged handling,
-// including the spark.deploy.maxExecutorRetries rule.
-func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo, state masterv1.ExecutorState, message string, exitStatus *int32, times *executorTimes) error {
+// including the spark.deploy.maxExecutorRetries rule. failedStep is the
+// launch step that failed when the master knows it (the worker did not take
+// the launch); "": the worker's message names it.
+func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo, state masterv1.ExecutorState, message string, exitStatus *int32, times *executorTimes, failedStep string) error {
 	a := e.app
 	if _, ok := a.executors[e.id]; !ok || a.finished() {
 		return fmt.Errorf("executor %s/%d: %w (already removed)", a.id, e.id, fault.ErrNotFound)
@@ -166,6 +173,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 		return nil
 	}
 	s.log.Info("executor finished", "app", a.id, "executor", e.id, "state", state.String(), "message", message)
+	s.metrics.executorEnded(e, old, failedStep)
 	a.removeExecutor(e)
 	e.worker.removeExecutor(e)
 	// An executor that ends without being asked — the driver released its
@@ -200,8 +208,11 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 func (s *Server) killExecutorLocked(ctx context.Context, e *executorInfo) {
 	e.app.removeExecutor(e)
 	e.worker.removeExecutor(e)
+	before := e.state
 	if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_KILLED); err != nil {
 		s.log.Debug("kill executor", "err", err)
+	} else {
+		s.metrics.executorEnded(e, before, "")
 	}
 	executorSpanStateLocked(e, masterv1.ExecutorState_EXECUTOR_STATE_KILLED, "killed by the master", nil)
 	s.sendKillExecutor(ctx, e)

@@ -12,6 +12,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -155,14 +156,56 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	if d.worker != nil {
 		d.worker.removeDriver(d)
 	}
-	appState := masterv1.ApplicationState_APPLICATION_STATE_FINISHED
-	if state != masterv1.DriverState_DRIVER_STATE_FINISHED {
-		appState = masterv1.ApplicationState_APPLICATION_STATE_FAILED
-	}
+	s.metrics.driverEnded(state)
+	appState, appMessage := appEndOf(d)
 	for _, a := range s.apps {
 		if a.driverID == d.id {
-			s.removeApplicationLocked(ctx, a, appState, fmt.Sprintf("driver %s ended %s", d.id, state))
+			s.removeApplicationLocked(ctx, a, appState, appMessage)
 		}
 	}
+	for _, a := range s.unconfirmed[d.id] {
+		s.confirmAppEndLocked(a, d)
+	}
+	delete(s.unconfirmed, d.id)
 	s.needSchedule = true
+}
+
+// appEndOf is how an application ends with its driver d, which ended
+// without unregistering it: FINISHED or KILLED as d did, FAILED when d
+// failed, ended in ERROR or was relaunched, with d's end as the reason.
+func appEndOf(d *driverInfo) (masterv1.ApplicationState, string) {
+	why := fmt.Sprintf("its driver %s ended %s", d.id, lifecycle.Name(d.state))
+	if d.message != "" {
+		why += ": " + d.message
+	}
+	switch d.state {
+	case masterv1.DriverState_DRIVER_STATE_FINISHED:
+		return masterv1.ApplicationState_APPLICATION_STATE_FINISHED, why
+	case masterv1.DriverState_DRIVER_STATE_KILLED:
+		return masterv1.ApplicationState_APPLICATION_STATE_KILLED, why
+	}
+	return masterv1.ApplicationState_APPLICATION_STATE_FAILED, why
+}
+
+// confirmAppEndLocked settles the end of a, which d unregistered FINISHED,
+// now that d ended: a driver that then failed (it exited non-zero, say
+// after an error its program printed) fails a too. a is counted once, here.
+func (s *Server) confirmAppEndLocked(a *appInfo, d *driverInfo) {
+	state, why := appEndOf(d)
+	if state == masterv1.ApplicationState_APPLICATION_STATE_FAILED && d.state != masterv1.DriverState_DRIVER_STATE_RELAUNCHING {
+		if err := a.setState(state); err != nil {
+			s.log.Warn("fail application after its driver", "err", err)
+		} else {
+			a.statusMessage = why + " after it unregistered the application"
+			if a.shown != nil {
+				a.shown = proto.CloneOf(a.shown)
+				a.shown.State, a.shown.StatusMessage = a.state, a.statusMessage
+			}
+			s.log.Info("application failed with its driver", "app", a.id, "driver", d.id, "message", a.statusMessage)
+			if slices.Contains(s.completedApps.items, a) {
+				s.persistCompletedAppLocked(a)
+			}
+		}
+	}
+	s.metrics.appEnded(a.state)
 }

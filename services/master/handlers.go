@@ -334,7 +334,7 @@ func (s *Server) executorReportLocked(ctx context.Context, m *masterv1.ExecutorS
 		e.url = url
 	}
 	times := &executorTimes{launched: m.GetLaunchedAt(), started: m.GetStartedAt()}
-	return s.executorStateChangedLocked(ctx, e, m.GetState(), clip(m.GetMessage()), m.ExitStatus, times)
+	return s.executorStateChangedLocked(ctx, e, m.GetState(), clip(m.GetMessage()), m.ExitStatus, times, "")
 }
 
 // DriverStateChanged applies a worker's report that a driver ended.

@@ -59,7 +59,7 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 	}
 	p := &masterv1.ApplicationInfo{
 		Id: a.id, Description: s.cfg.Redaction.App(a.desc), State: a.state, DriverUrl: a.driverURL, DriverId: a.driverID,
-		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, StatusMessage: a.statusMessage,
+		StartTime: timestamppb.New(a.startTime), CoresGranted: a.coresGranted, CoresPeak: a.coresPeak, StatusMessage: a.statusMessage,
 		TraceId: traceID(a.trace), DefaultCores: a.defaultCores, Owner: a.owner,
 	}
 	if !a.endTime.IsZero() {
@@ -177,6 +177,7 @@ type appJSON struct {
 	StartTime         int64          `json:"starttime"`
 	SubmitDate        string         `json:"submitdate"`
 	Cores             int32          `json:"cores"`
+	CoresPeak         int32          `json:"corespeak"`
 	MaxCores          *int32         `json:"maxcores"`
 	DefaultCores      int32          `json:"defaultcores,omitempty"`
 	MemoryPerExecutor int64          `json:"memoryperexecutor"`
@@ -271,7 +272,7 @@ func appsJSON(apps []*masterv1.ApplicationInfo, now time.Time) []appJSON {
 		}
 		out = append(out, appJSON{
 			ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), StartTime: start.UnixMilli(), DefaultCores: a.GetDefaultCores(),
-			SubmitDate: start.UTC().Format(time.RFC1123), Cores: a.GetCoresGranted(), MaxCores: maxCores,
+			SubmitDate: start.UTC().Format(time.RFC1123), Cores: a.GetCoresGranted(), CoresPeak: a.GetCoresPeak(), MaxCores: maxCores,
 			MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(), State: lifecycle.Name(a.GetState()),
 			Duration: end.Sub(start).Milliseconds(), DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(),
 			StatusMessage: a.GetStatusMessage(), Executors: execs, TraceID: a.GetTraceId(),

@@ -65,7 +65,7 @@ func TestJSONKeepsSparksFieldNames(t *testing.T) {
 		return l[0].(map[string]any)
 	}
 	executor := first("activeapps")["executors"].([]any)[0].(map[string]any)
-	app0 := "cores cpuseconds driverid driverurl duration executors id maxcores memorybytes memorypeakbytes memoryperexecutor name starttime state statusmessage submitdate traceid user"
+	app0 := "cores corespeak cpuseconds driverid driverurl duration executors id maxcores memorybytes memorypeakbytes memoryperexecutor name starttime state statusmessage submitdate traceid user"
 	driver0 := "cores cpuseconds id memory memorybytes memorypeakbytes message name starttime state submitdate supervise traceid user worker"
 	for name, tc := range map[string]struct {
 		object map[string]any

@@ -97,10 +97,21 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		case now.Before(a.relaunchAfter):
 			a.statusMessage = fmt.Sprintf("%d executors failed in a row; launching more in %s",
 				max(a.retryCount, a.quickFailures), a.relaunchAfter.Sub(now).Round(time.Second))
+			if last := a.lastEnd(); last != "" {
+				a.statusMessage += "; last: " + last
+			}
 		case a.liveExecutors == 0:
 			a.statusMessage = plan.Waiting[a.id]
 		default:
 			a.statusMessage = ""
+		}
+		// One that ran and lost all its executors without getting new ones
+		// it wants waits again, as it did before its first.
+		if a.state == masterv1.ApplicationState_APPLICATION_STATE_RUNNING && len(a.executors) == 0 && a.executorLimit > 0 &&
+			!a.driverStopping && a.statusMessage != "" {
+			if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_WAITING); err != nil {
+				s.log.Warn("application waits again", "err", err)
+			}
 		}
 	}
 }
@@ -319,7 +330,7 @@ func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry 
 		s.mu.Lock()
 		defer s.scheduleAndUnlock(ctx)
 		if err := s.executorStateChangedLocked(ctx, e, masterv1.ExecutorState_EXECUTOR_STATE_FAILED,
-			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil); err != nil {
+			fmt.Sprintf("launch executor on worker %s: %v", w.id, err), nil, nil, stepRequest); err != nil {
 			s.log.Debug("launch executor failure after executor ended", "err", err)
 		}
 	})

@@ -100,6 +100,10 @@ type Server struct {
 	drivers          map[string]*driverInfo
 	waitingDrivers   []*driverInfo
 	completedDrivers retained[*driverInfo]
+	// unconfirmed are, by driver id, the applications a cluster-mode driver
+	// ended FINISHED while it runs: its own end confirms them, or fails
+	// them (appEndOf), and only then are they counted.
+	unconfirmed map[string][]*appInfo
 	// activeBytes is the size of the active applications' and drivers'
 	// descriptions, bounded by MaxActiveBytes.
 	activeBytes      int
@@ -164,7 +168,9 @@ func New(cfg Config) (*Server, error) {
 		apps:    map[string]*appInfo{},
 		drivers: map[string]*driverInfo{},
 		status:  statusAlive,
-		deposed: make(chan struct{}),
+
+		unconfirmed: map[string][]*appInfo{},
+		deposed:     make(chan struct{}),
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
 	if cfg.Store != nil {

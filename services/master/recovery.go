@@ -74,6 +74,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 			p.GetStartTime().AsTime(), parseTraceparent(p.GetTraceparent()))
 		a.state = masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
 		a.owner = p.GetOwner()
+		a.coresPeak = p.GetCoresPeak()
 		a.nextExecID = p.GetNextExecutorId()
 		if p.ExecutorLimit != nil {
 			a.executorLimit = int(p.GetExecutorLimit())
@@ -111,6 +112,13 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		}
 		s.drivers[d.id] = d
 		s.activeBytes += d.size
+	}
+	// A kept application its driver ended FINISHED, the driver still
+	// active, waits for the driver's end, as it did on the last master.
+	for _, a := range s.completedApps.items {
+		if _, ok := s.drivers[a.driverID]; ok && a.state == masterv1.ApplicationState_APPLICATION_STATE_FINISHED {
+			s.unconfirmed[a.driverID] = append(s.unconfirmed[a.driverID], a)
+		}
 	}
 	if !rec.active() {
 		return
@@ -436,7 +444,7 @@ func (s *Server) forgetWorkerLocked(w *workerInfo) error {
 func (s *Server) persistAppLocked(a *appInfo) error {
 	p := &masterv1.PersistedApplication{
 		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken, MasterToken: a.masterToken,
-		Owner:     a.owner,
+		Owner: a.owner, CoresPeak: a.coresPeak,
 		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
 	}
 	if a.executorLimit != unlimitedExecutors {

@@ -36,7 +36,11 @@ var appTransitions = lifecycle.Transitions[masterv1.ApplicationState]{
 	masterv1.ApplicationState_APPLICATION_STATE_RUNNING: {
 		masterv1.ApplicationState_APPLICATION_STATE_FINISHED, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
 		masterv1.ApplicationState_APPLICATION_STATE_KILLED,
+		// It lost its executors and gets no new ones (scheduleLocked).
+		masterv1.ApplicationState_APPLICATION_STATE_WAITING,
 	},
+	// Its driver unregistered it FINISHED, then exited non-zero (appEndOf).
+	masterv1.ApplicationState_APPLICATION_STATE_FINISHED: {masterv1.ApplicationState_APPLICATION_STATE_FAILED},
 }
 
 var executorTransitions = lifecycle.Transitions[masterv1.ExecutorState]{
@@ -82,11 +86,13 @@ type workerInfo struct {
 	memoryUsedMiB int64
 	state         masterv1.WorkerState
 	lastHeartbeat time.Time
-	executors     map[executorKey]*executorInfo
-	drivers       map[string]*driverInfo
-	client        workerv1connect.WorkerServiceClient
-	mailbox       *rpc.Mailbox
-	roster        rosterEntry
+	// timedOut is when the master declared it DEAD for its silence.
+	timedOut  time.Time
+	executors map[executorKey]*executorInfo
+	drivers   map[string]*driverInfo
+	client    workerv1connect.WorkerServiceClient
+	mailbox   *rpc.Mailbox
+	roster    rosterEntry
 }
 
 func newWorkerInfo(id, host string, port int32, url string, cores int32, memoryMiB int64, now time.Time) *workerInfo {
@@ -202,6 +208,8 @@ type appInfo struct {
 	// workers are those that were given executors of the application.
 	workers      map[*workerInfo]struct{}
 	coresGranted int32
+	// coresPeak is the most cores it held at once, kept once it ended.
+	coresPeak int32
 	// liveExecutors counts the executors that hold cores of the application
 	// (not released): they count against the executor limit.
 	liveExecutors int
@@ -286,6 +294,7 @@ func (a *appInfo) holdExecutor(e *executorInfo) {
 	a.executors[e.id] = e
 	a.workers[e.worker] = struct{}{}
 	a.coresGranted += e.cores
+	a.coresPeak = max(a.coresPeak, a.coresGranted)
 	a.liveExecutors++
 }
 
@@ -309,6 +318,14 @@ func (a *appInfo) releaseExecutor(e *executorInfo) {
 		a.coresGranted -= e.cores
 		a.liveExecutors--
 	}
+}
+
+// lastEnd is the message of a's executor that ended last.
+func (a *appInfo) lastEnd() string {
+	if len(a.removed) == 0 {
+		return ""
+	}
+	return a.removed[len(a.removed)-1].message
 }
 
 // ended reports whether executor id of a is among those that ended.

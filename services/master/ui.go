@@ -76,10 +76,13 @@ type workerRow struct {
 
 type appRow struct {
 	ID, Name, User, State string
-	Cores                 int32
-	MemoryPerExecutor     int64
-	Submitted             time.Time
-	Duration              time.Duration
+	// Message says why it waits, or how it ended.
+	Message string
+	// Cores are those it holds, or held at most once it ended.
+	Cores             int32
+	MemoryPerExecutor int64
+	Submitted         time.Time
+	Duration          time.Duration
 	// LaunchP50 is the median of its executors' scheduled → first task; 0
 	// when none is known.
 	LaunchP50 time.Duration
@@ -112,7 +115,7 @@ func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
 		for _, a := range in {
 			out = append(out, appRow{
 				ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()),
-				Cores: a.GetCoresGranted(), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
+				Message: a.GetStatusMessage(), Cores: appCores(a), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
 				Submitted: a.GetStartTime().AsTime(), Duration: appDuration(a, now), LaunchP50: launchP50(a), Active: active,
 			})
 		}
@@ -133,6 +136,14 @@ func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
 	}
 	p.ActiveDrivers, p.CompletedDrivers = drivers(st.GetActiveDrivers(), true), drivers(st.GetCompletedDrivers(), false)
 	return p
+}
+
+// appCores are the cores a holds, or held at most once it ended.
+func appCores(a *masterv1.ApplicationInfo) int32 {
+	if a.GetEndTime() != nil {
+		return a.GetCoresPeak()
+	}
+	return a.GetCoresGranted()
 }
 
 // newestFirst is the completed applications, the last to end first.
@@ -230,7 +241,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 	p := appPage{
 		ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
 		DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(), Submitted: a.GetStartTime().AsTime(),
-		Duration: appDuration(a, s.now()), Cores: a.GetCoresGranted(), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
+		Duration: appDuration(a, s.now()), Cores: appCores(a), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
 		TraceID: a.GetTraceId(), Active: active,
 	}
 	if base := strings.TrimRight(s.cfg.UI.JaegerURL, "/"); base != "" && p.TraceID != "" {

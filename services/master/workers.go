@@ -45,8 +45,11 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 	s.forgetWorkerLocked(w)
 	for _, e := range w.executors {
 		msg := fmt.Sprintf("worker %s lost: %s", w.id, reason)
+		before := e.state
 		if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_LOST); err != nil {
 			s.log.Warn("remove worker", "err", err)
+		} else {
+			s.metrics.executorEnded(e, before, "")
 		}
 		e.message = msg
 		executorSpanWorkerLostLocked(e, reason)
@@ -85,6 +88,7 @@ func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 			break
 		}
 		s.metrics.workerTimeouts.Inc()
+		w.timedOut = now
 		s.removeWorkerLocked(ctx, w, fmt.Sprintf("no heartbeat in %s", now.Sub(w.lastHeartbeat).Round(time.Millisecond)))
 	}
 	s.workers.cull(now.Add(-time.Duration(s.cfg.DeadWorkerPersistence) * s.cfg.WorkerTimeout))

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
@@ -286,7 +287,7 @@ type claimStep struct {
 }
 
 // Name is "claim".
-func (claimStep) Name() string { return "claim" }
+func (claimStep) Name() string { return lifecycle.StepClaim }
 
 // choose claims a prestarted executor for l when one fits; nil, no step,
 // when none does.
@@ -329,7 +330,7 @@ func (c *claimStep) abandon() {
 type handoverStep struct{}
 
 // Name is "handover".
-func (handoverStep) Name() string { return "handover" }
+func (handoverStep) Name() string { return lifecycle.StepHandover }
 
 // Run hands the log files over, or starts a process if that fails.
 func (handoverStep) Run(ctx context.Context, l *launch) error {

@@ -12,6 +12,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 )
 
@@ -22,7 +23,7 @@ import (
 type commandStep struct{}
 
 // Name is "command".
-func (commandStep) Name() string { return "command" }
+func (commandStep) Name() string { return lifecycle.StepCommand }
 
 // Run fills in l.argv and l.environ: the worker's environment, then the
 // launch's defaults, then the command's environment, then the GLINT_*

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // logsStep opens the process's stdout and stderr files in its work directory
@@ -14,7 +16,7 @@ import (
 type logsStep struct{}
 
 // Name is "logs".
-func (logsStep) Name() string { return "logs" }
+func (logsStep) Name() string { return lifecycle.StepLogs }
 
 // Run opens <dir>/stdout and <dir>/stderr for appending (a restarted driver
 // adds to them), unless the workdir step brought them with a claimed

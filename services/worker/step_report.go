@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // reportStep records that the process runs: the runner marks it RUNNING and,
@@ -14,7 +16,7 @@ type reportStep struct {
 }
 
 // Name is "report".
-func (reportStep) Name() string { return "report" }
+func (reportStep) Name() string { return lifecycle.StepReport }
 
 // Run reports the running process.
 func (s reportStep) Run(ctx context.Context, l *launch) error {

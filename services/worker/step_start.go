@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -31,7 +32,7 @@ import (
 type startStep struct{}
 
 // Name is "process.start".
-func (startStep) Name() string { return "process.start" }
+func (startStep) Name() string { return lifecycle.StepProcessStart }
 
 // choose hands a claimed process its log files (the handover step), else
 // starts the process.

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"os"
+
+	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
 
 // workdirStep creates the process's work directory:
@@ -11,7 +13,7 @@ import (
 type workdirStep struct{}
 
 // Name is "workdir".
-func (workdirStep) Name() string { return "workdir" }
+func (workdirStep) Name() string { return lifecycle.StepWorkdir }
 
 // Run creates l.dir and its parents: it moves the directory made with a
 // claimed process there, or else the worker's spare, with its log files

@@ -2895,6 +2895,9 @@ type ApplicationInfo struct {
 	// that token's holders and an admin may end it, change its executors or
 	// report on it. Empty on a master without authentication.
 	Owner string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The most cores it held at once: a finished application keeps them, as
+	// cores_granted falls to 0 when its executors end.
+	CoresPeak int32 `protobuf:"varint,14,opt,name=cores_peak,json=coresPeak,proto3" json:"cores_peak,omitempty"`
 	// What its executors use: CPU over those listed, memory over those running.
 	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3020,6 +3023,13 @@ func (x *ApplicationInfo) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *ApplicationInfo) GetCoresPeak() int32 {
+	if x != nil {
+		return x.CoresPeak
+	}
+	return 0
 }
 
 func (x *ApplicationInfo) GetUsage() *Usage {
@@ -3271,7 +3281,9 @@ type PersistedApplication struct {
 	// to the driver as the master.
 	MasterToken string `protobuf:"bytes,11,opt,name=master_token,json=masterToken,proto3" json:"master_token,omitempty"`
 	// ApplicationInfo's owner.
-	Owner         string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
+	// ApplicationInfo's cores_peak.
+	CoresPeak     int32 `protobuf:"varint,13,opt,name=cores_peak,json=coresPeak,proto3" json:"cores_peak,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3388,6 +3400,13 @@ func (x *PersistedApplication) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *PersistedApplication) GetCoresPeak() int32 {
+	if x != nil {
+		return x.CoresPeak
+	}
+	return 0
 }
 
 // PersistedDriver is what a master in recovery mode keeps of a cluster-mode
@@ -3782,7 +3801,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
 	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x12,\n" +
 	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usageB\x0e\n" +
-	"\f_exit_status\"\xe0\x04\n" +
+	"\f_exit_status\"\xff\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x127\n" +
@@ -3799,7 +3818,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	" \x01(\tR\bdriverId\x12\x19\n" +
 	"\btrace_id\x18\v \x01(\tR\atraceId\x12#\n" +
 	"\rdefault_cores\x18\f \x01(\x05R\fdefaultCores\x12\x14\n" +
-	"\x05owner\x18\r \x01(\tR\x05owner\x12,\n" +
+	"\x05owner\x18\r \x01(\tR\x05owner\x12\x1d\n" +
+	"\n" +
+	"cores_peak\x18\x0e \x01(\x05R\tcoresPeak\x12,\n" +
 	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"\xb8\x03\n" +
 	"\n" +
 	"DriverInfo\x12\x0e\n" +
@@ -3824,7 +3845,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"worker_url\x18\x04 \x01(\tR\tworkerUrl\x12\x14\n" +
 	"\x05cores\x18\x05 \x01(\x05R\x05cores\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\x89\x04\n" +
+	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\"\xa8\x04\n" +
 	"\x14PersistedApplication\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12I\n" +
 	"\vdescription\x18\x02 \x01(\v2'.glint.master.v1.ApplicationDescriptionR\vdescription\x12\x1d\n" +
@@ -3840,7 +3861,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\tcompleted\x18\n" +
 	" \x01(\v2 .glint.master.v1.ApplicationInfoR\tcompleted\x12!\n" +
 	"\fmaster_token\x18\v \x01(\tR\vmasterToken\x12\x14\n" +
-	"\x05owner\x18\f \x01(\tR\x05ownerB\x11\n" +
+	"\x05owner\x18\f \x01(\tR\x05owner\x12\x1d\n" +
+	"\n" +
+	"cores_peak\x18\r \x01(\x05R\tcoresPeakB\x11\n" +
 	"\x0f_executor_limit\"\xfc\x02\n" +
 	"\x0fPersistedDriver\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12D\n" +
