@@ -125,11 +125,22 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 }
 
 // launchExecutorLocked is Spark's launchExecutor: the executor is added to a
-// and w, the worker gets LaunchExecutor, the driver ExecutorAdded.
+// and w, the worker gets LaunchExecutor, the driver ExecutorAdded — once the
+// store keeps a's next executor id. An executor the store did not keep is
+// not launched (a backs off): the master that leads next could give its id
+// to another executor.
 func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *appInfo, cores int32, memoryMiB int64) {
 	e := a.addExecutor(w, cores, memoryMiB, s.now())
 	w.addExecutor(e)
-	s.persistAppLocked(a)
+	if err := s.persistAppLocked(a); err != nil {
+		a.removeExecutor(e)
+		w.removeExecutor(e)
+		e.state, e.message = masterv1.ExecutorState_EXECUTOR_STATE_FAILED, fmt.Sprintf("its launch could not be kept for recovery: %v", err)
+		s.log.WarnContext(ctx, "executor not launched", "app", a.id, "executor", e.id, "reason", e.message)
+		a.quickFailures++
+		s.backOffLocked(a)
+		return
+	}
 	if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {
 		if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_RUNNING); err != nil {
 			s.log.Warn("launch executor", "err", err)

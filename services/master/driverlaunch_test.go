@@ -301,3 +301,37 @@ func TestADriverWhosePlacementWasNotKeptIsNotLaunchedUntilItIs(t *testing.T) {
 		t.Errorf("driver %s is %s (%s), want RUNNING", id, lifecycle.Name(d.GetState()), d.GetMessage())
 	}
 }
+
+// unkeptExecutor is a Store that refuses its first write of an application
+// with an executor placed, without keeping it.
+type unkeptExecutor struct {
+	Store
+	refused atomic.Bool
+}
+
+func (s *unkeptExecutor) PutApplication(p *masterv1.PersistedApplication) error {
+	if p.GetNextExecutorId() > 0 && s.refused.CompareAndSwap(false, true) {
+		return errors.New("etcdserver: request timed out")
+	}
+	return s.Store.PutApplication(p)
+}
+
+// TestAnExecutorWhoseIdWasNotKeptIsNotLaunched: the store refuses the write
+// that keeps an application's next executor id. The executor is not
+// launched (a master leading next could give its id to another); the
+// application backs off and its next executor, kept, is launched.
+func TestAnExecutorWhoseIdWasNotKeptIsNotLaunched(t *testing.T) {
+	st := &unkeptExecutor{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{Store: st})
+	wp, dp := newPeer(t), newPeer(t)
+	c.registerWorker(t, wp, 7078, 1, 4096) // room for one executor at a time
+	app := c.registerApp(t, dp, appDesc(512, 1))
+	waitFor(t, "the store to refuse the executor's write", st.refused.Load)
+	waitFor(t, "the application to back off saying why", func() bool {
+		return strings.Contains(c.app(t, app).GetStatusMessage(), "launching more in")
+	})
+	c.clock.Advance(time.Second)
+	if m := wp.expect(t, "LaunchExecutor "+app+"/"); !strings.HasPrefix(m, "LaunchExecutor "+app+"/1 ") {
+		t.Fatalf("the worker got %q first, want executor 1 (0 was not kept)", m)
+	}
+}
