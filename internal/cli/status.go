@@ -172,7 +172,8 @@ func appCores(a *masterv1.ApplicationInfo) int32 {
 
 func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tCORES\tMEMORY/EXECUTOR\tEXECUTORS\tCPU USED\tMEMORY USED\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tUSER\tSTATE\tCORES\tDURATION\tMEMORY/EXECUTOR\tEXECUTORS\tCPU USED\tMEMORY USED\tTRACE\tSTATUS")
+	now := time.Now()
 	for _, a := range apps {
 		running := 0
 		for _, e := range a.GetExecutors() {
@@ -180,10 +181,10 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 				running++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d running\t%.1f s\t%s\t%s\n", a.GetId(), a.GetDescription().GetName(),
-			orDash(a.GetOwner()), lifecycle.Name(a.GetState()), appCores(a),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d running\t%.1f s\t%s\t%s\t%s\n", a.GetId(), a.GetDescription().GetName(),
+			orDash(a.GetOwner()), lifecycle.Name(a.GetState()), appCores(a), appDuration(a, now),
 			resources.FormatMiB(a.GetDescription().GetMemoryPerExecutorMib()), running,
-			a.GetUsage().GetCpuSeconds(), resources.FormatBytes(a.GetUsage().GetMemoryBytes()), appStatus(a))
+			a.GetUsage().GetCpuSeconds(), resources.FormatBytes(a.GetUsage().GetMemoryBytes()), orDash(a.GetTraceId()), appStatus(a))
 	}
 	tw.Flush()
 	if !executors {
@@ -200,6 +201,23 @@ func printApps(g *globals, apps []*masterv1.ApplicationInfo, executors bool) {
 		}
 		tw.Flush()
 	}
+}
+
+// appDuration is how long a ran: from its start to its end, or to now while
+// it runs; "-" when the master sent no start.
+func appDuration(a *masterv1.ApplicationInfo, now time.Time) string {
+	if a.GetStartTime() == nil {
+		return "-"
+	}
+	end := now
+	if a.GetEndTime() != nil {
+		end = a.GetEndTime().AsTime()
+	}
+	d := end.Sub(a.GetStartTime().AsTime())
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // appStatus is an application's status message, and says when the master's

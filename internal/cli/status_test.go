@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -113,6 +114,46 @@ func TestStatusShowsTheCoresAFinishedApplicationHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`app-20261129140000-0000\s+pi\s+-\s+RUNNING\s+2\s`, `app-20261129140000-0001\s+pi\s+-\s+FINISHED\s+4\s`} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("glint status does not match %s:\n%s", want, out.String())
+		}
+	}
+}
+
+// timedMaster answers GetClusterState with a running application started
+// 5 s ago with a trace, and a finished one that ran 83.4 s without one.
+type timedMaster struct {
+	masterv1connect.UnimplementedMasterServiceHandler
+}
+
+func (timedMaster) GetClusterState(context.Context, *connect.Request[masterv1.GetClusterStateRequest]) (*connect.Response[masterv1.GetClusterStateResponse], error) {
+	desc := &masterv1.ApplicationDescription{Name: "pi", MemoryPerExecutorMib: 512}
+	start := time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
+	return connect.NewResponse(&masterv1.GetClusterStateResponse{
+		MasterUrl: "http://master:7077", Status: "ALIVE",
+		ActiveApps: []*masterv1.ApplicationInfo{{Id: "app-20261129140000-0000", Description: desc, State: masterv1.ApplicationState_APPLICATION_STATE_RUNNING,
+			StartTime: timestamppb.New(time.Now().Add(-5 * time.Second)), TraceId: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+		CompletedApps: []*masterv1.ApplicationInfo{{Id: "app-20261129140000-0001", Description: desc, State: masterv1.ApplicationState_APPLICATION_STATE_FINISHED,
+			StartTime: timestamppb.New(start), EndTime: timestamppb.New(start.Add(83400 * time.Millisecond))}},
+	}), nil
+}
+
+// TestStatusShowsEachApplicationsDurationAndTrace: how long each ran (so
+// far, while running) and its trace id, "-" without one.
+func TestStatusShowsEachApplicationsDurationAndTrace(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(masterv1connect.NewMasterServiceHandler(timedMaster{}))
+	url := rpctest.Serve(t, mux)
+	var out bytes.Buffer
+	cmd := newStatusCommand(&globals{&process.Globals{Stdout: &out, Stderr: &out}})
+	cmd.SetArgs([]string{"--master", url})
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`app-20261129140000-0000\s+pi\s+-\s+RUNNING\s+0\s+[5-9](\.\d)?s\s.*\s4bf92f3577b34da6a3ce929d0e0e4736\s`,
+		`app-20261129140000-0001\s+pi\s+-\s+FINISHED\s+0\s+1m23s\s.*\sMiB\s+-\s`} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("glint status does not match %s:\n%s", want, out.String())
 		}
