@@ -731,23 +731,7 @@ func (s *stack) checkKilledWorker(t *testing.T) {
 	}
 	t.Logf("killed %s (%d of the application's executors); its driver is on %s", victim, byWorker[victim], survivor)
 	await(t, "GlintWorkerTimedOut firing in Prometheus", 4*time.Minute, func() error {
-		var r struct {
-			Data struct {
-				Alerts []struct {
-					Labels map[string]string
-					State  string
-				}
-			}
-		}
-		if err := getJSON(prometheusURL+"/api/v1/alerts", &r); err != nil {
-			return err
-		}
-		for _, a := range r.Data.Alerts {
-			if a.Labels["alertname"] == "GlintWorkerTimedOut" && a.State == "firing" {
-				return nil
-			}
-		}
-		return fmt.Errorf("alerts: %+v", r.Data.Alerts)
+		return alertFiring(prometheusURL, "GlintWorkerTimedOut", nil)
 	})
 
 	// Release the tasks where they can still run: in the surviving worker's

@@ -964,23 +964,7 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 			t.Fatalf("wordcount on a missing file: %v\n%s", err, out)
 		}
 		eventually(t, "GlintApplicationFailed firing", func() error {
-			var r struct {
-				Data struct {
-					Alerts []struct {
-						Labels map[string]string
-						State  string
-					}
-				}
-			}
-			if err := getJSON(prom+"/api/v1/alerts", &r); err != nil {
-				return err
-			}
-			for _, a := range r.Data.Alerts {
-				if a.Labels["alertname"] == "GlintApplicationFailed" && a.State == "firing" {
-					return nil
-				}
-			}
-			return fmt.Errorf("alerts: %+v", r.Data.Alerts)
+			return alertFiring(prom, "GlintApplicationFailed", nil)
 		})
 	})
 
@@ -991,26 +975,32 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 		}
 		defer func() { _ = syscall.Kill(worker, syscall.SIGCONT) }()
 		eventually(t, "GlintWorkerTimedOut firing", func() error {
-			var r struct {
-				Data struct {
-					Alerts []struct {
-						Labels map[string]string
-						State  string
-					}
-				}
-			}
-			if err := getJSON(prom+"/api/v1/alerts", &r); err != nil {
-				return err
-			}
-			for _, a := range r.Data.Alerts {
-				if a.Labels["alertname"] == "GlintWorkerTimedOut" && a.State == "firing" && strings.Contains(a.Labels["worker"], "worker-") {
-					return nil
-				}
-			}
-			return fmt.Errorf("alerts: %+v", r.Data.Alerts)
+			return alertFiring(prom, "GlintWorkerTimedOut", func(labels map[string]string) bool { return strings.Contains(labels["worker"], "worker-") })
 		})
 		// Before it timed out, it was late past half the master's 3 s
 		// timeout — a fixed 30 s would never have been reached.
 		expect(t, `max_over_time(ALERTS{alertname="GlintWorkerHeartbeatLate", alertstate="firing"}[5m])`, 1)
 	})
+}
+
+// alertFiring is nil once Prometheus at prom has the alert name firing
+// with labels match accepts (nil: any); else an error listing the alerts.
+func alertFiring(prom, name string, match func(labels map[string]string) bool) error {
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string
+				State  string
+			}
+		}
+	}
+	if err := getJSON(prom+"/api/v1/alerts", &r); err != nil {
+		return err
+	}
+	for _, a := range r.Data.Alerts {
+		if a.Labels["alertname"] == name && a.State == "firing" && (match == nil || match(a.Labels)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("alerts: %+v", r.Data.Alerts)
 }

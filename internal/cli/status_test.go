@@ -102,20 +102,10 @@ func (coresMaster) GetClusterState(context.Context, *connect.Request[masterv1.Ge
 // TestStatusShowsTheCoresAFinishedApplicationHeld: a running application
 // shows the cores it holds, a finished one the most it held.
 func TestStatusShowsTheCoresAFinishedApplicationHeld(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.Handle(masterv1connect.NewMasterServiceHandler(coresMaster{}))
-	url := rpctest.Serve(t, mux)
-	var out bytes.Buffer
-	cmd := newStatusCommand(&globals{&process.Globals{Stdout: &out, Stderr: &out}})
-	cmd.SetArgs([]string{"--master", url})
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	out := statusOf(t, coresMaster{})
 	for _, want := range []string{`app-20261129140000-0000\s+pi\s+-\s+RUNNING\s+2\s`, `app-20261129140000-0001\s+pi\s+-\s+FINISHED\s+4\s`} {
-		if !regexp.MustCompile(want).MatchString(out.String()) {
-			t.Errorf("glint status does not match %s:\n%s", want, out.String())
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("glint status does not match %s:\n%s", want, out)
 		}
 	}
 }
@@ -141,8 +131,20 @@ func (timedMaster) GetClusterState(context.Context, *connect.Request[masterv1.Ge
 // TestStatusShowsEachApplicationsDurationAndTrace: how long each ran (so
 // far, while running) and its trace id, "-" without one.
 func TestStatusShowsEachApplicationsDurationAndTrace(t *testing.T) {
+	out := statusOf(t, timedMaster{})
+	for _, want := range []string{`app-20261129140000-0000\s+pi\s+-\s+RUNNING\s+0\s+[5-9](\.\d)?s\s.*\s4bf92f3577b34da6a3ce929d0e0e4736\s`,
+		`app-20261129140000-0001\s+pi\s+-\s+FINISHED\s+0\s+1m23s\s.*\sMiB\s+-\s`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("glint status does not match %s:\n%s", want, out)
+		}
+	}
+}
+
+// statusOf is what glint status prints of the cluster master describes.
+func statusOf(t *testing.T, master masterv1connect.MasterServiceHandler) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle(masterv1connect.NewMasterServiceHandler(timedMaster{}))
+	mux.Handle(masterv1connect.NewMasterServiceHandler(master))
 	url := rpctest.Serve(t, mux)
 	var out bytes.Buffer
 	cmd := newStatusCommand(&globals{&process.Globals{Stdout: &out, Stderr: &out}})
@@ -152,10 +154,5 @@ func TestStatusShowsEachApplicationsDurationAndTrace(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`app-20261129140000-0000\s+pi\s+-\s+RUNNING\s+0\s+[5-9](\.\d)?s\s.*\s4bf92f3577b34da6a3ce929d0e0e4736\s`,
-		`app-20261129140000-0001\s+pi\s+-\s+FINISHED\s+0\s+1m23s\s.*\sMiB\s+-\s`} {
-		if !regexp.MustCompile(want).MatchString(out.String()) {
-			t.Errorf("glint status does not match %s:\n%s", want, out.String())
-		}
-	}
+	return out.String()
 }
