@@ -12,11 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	cgroups "github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
 )
 
 // ErrUnavailable is why Open found no cgroup hierarchy it can use: none is
@@ -89,8 +90,7 @@ type Limits struct {
 type Options struct {
 	// Root is where the hierarchy is mounted, default /sys/fs/cgroup.
 	Root string
-	// Version is 1 or 2; default: what is mounted at Root (v1 for a hybrid
-	// mount, whose controllers are on v1).
+	// Version is 1 or 2; default: what is mounted at Root (mounted).
 	Version int
 	// CPU is how cores are enforced, default CPUHard.
 	CPU CPULimit
@@ -144,14 +144,10 @@ func Open(name string, o Options) (*Parent, error) {
 // open picks the hierarchy o names, or the one mounted.
 func open(o Options) (hierarchy, error) {
 	version := o.Version
-	if version == 0 && o.Root == defaultRoot {
-		switch cgroups.Mode() {
-		case cgroups.Unified:
-			version = 2
-		case cgroups.Legacy, cgroups.Hybrid:
-			version = 1
-		default:
-			return nil, fmt.Errorf("%w: none mounted at %s", ErrUnavailable, o.Root)
+	if version == 0 {
+		var err error
+		if version, err = mounted(o.Root); err != nil {
+			return nil, err
 		}
 	}
 	switch version {
@@ -161,6 +157,23 @@ func open(o Options) (hierarchy, error) {
 		return openV2(o.Root)
 	}
 	return nil, fmt.Errorf("cgroup version %d at %s: want 1 or 2", version, o.Root)
+}
+
+// mounted is the version of the hierarchy at root: 2 when root is a cgroup2
+// mount, 1 when root/memory is a v1 one (a hybrid mount too: its
+// controllers are on v1).
+func mounted(root string) (int, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return 2, nil
+	}
+	if err := unix.Statfs(filepath.Join(root, "memory"), &st); err == nil && st.Type == unix.CGROUP_SUPER_MAGIC {
+		return 1, nil
+	}
+	return 0, fmt.Errorf("%w: none mounted at %s", ErrUnavailable, root)
 }
 
 // Version is the cgroup version in use, 1 or 2.

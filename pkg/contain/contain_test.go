@@ -441,6 +441,15 @@ func TestV2ProcessesStartInTheirGroup(t *testing.T) {
 	assertStartsIn(t, &Group{h: h, path: path, c: c}, 2)
 }
 
+// Where no hierarchy is mounted, Open says the worker cannot contain.
+func TestOpenWithoutAHierarchyIsUnavailable(t *testing.T) {
+	for _, v := range []int{0, 1, 2} {
+		if _, err := Open("glint/w", Options{Root: t.TempDir(), Version: v}); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("version %d: Open in an empty directory = %v, want ErrUnavailable", v, err)
+		}
+	}
+}
+
 // MemoryLimit adds max(64 MiB, 10%) to the grant.
 func TestMemoryLimitAddsTheOverhead(t *testing.T) {
 	for _, tc := range []struct{ mib, want int64 }{
