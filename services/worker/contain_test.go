@@ -1,20 +1,26 @@
 package worker
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/services/master"
 )
 
 // allocBytes is what an alloc child touches: more than the 64 MiB the
@@ -183,4 +189,101 @@ func TestAWorkerWithoutACgroupHierarchyRunsUnconfined(t *testing.T) {
 	if n := strings.Count(logs.String(), "run unconfined"); n != 1 {
 		t.Errorf("%d log lines say the worker runs unconfined, want 1:\n%s", n, logs)
 	}
+}
+
+// workerChild is the worker mode of runChild: a worker of the master
+// $GLINT_WORKER_TEST_MASTER on the work dir $GLINT_WORKER_TEST_WORK_DIR
+// in the cgroup $GLINT_WORKER_TEST_CGROUP. It prints "worker URL" once it
+// serves, and runs until it is killed.
+func workerChild() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	url := "http://" + ln.Addr().String()
+	w, err := New(Config{
+		Masters: []string{os.Getenv("GLINT_WORKER_TEST_MASTER")}, URL: url, Cores: 4, MemoryMiB: 4096,
+		WorkDir: os.Getenv("GLINT_WORKER_TEST_WORK_DIR"), Cgroup: os.Getenv("GLINT_WORKER_TEST_CGROUP"),
+		RegisterInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	go func() { _ = rpc.Serve(context.Background(), ln, w.Handler()) }()
+	fmt.Println("worker " + url)
+	if err := w.Run(context.Background()); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	return 0
+}
+
+// A worker SIGKILLed with an executor that outlives it (it ignores the
+// SIGTERM its worker's death sends) leaves its cgroups; the next worker on
+// the same work dir kills that executor and removes them at start, and
+// removes its own when it stops.
+func TestAWorkerRestartedAfterSIGKILLRemovesTheCgroupsLeft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	url := startMaster(t, master.Config{}, false)
+	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
+	cg, dir := testCgroup(t), t.TempDir()
+	killed := exec.Command(testBinary(t))
+	killed.Env = append(os.Environ(), childModeEnv+"=worker", "GLINT_WORKER_TEST_MASTER="+url,
+		"GLINT_WORKER_TEST_WORK_DIR="+dir, "GLINT_WORKER_TEST_CGROUP="+cg)
+	out, err := killed.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		killed.Process.Kill()
+		killed.Wait()
+	})
+	// After the lines every child prints (runChild).
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	for err == nil && !strings.HasPrefix(line, "worker ") {
+		line, err = r.ReadString('\n')
+	}
+	if err != nil {
+		t.Fatalf("the worker child did not say it serves: %v", err)
+	}
+	first := &testWorker{url: strings.TrimSpace(strings.TrimPrefix(line, "worker "))}
+	appID := c.registerApp(t, executorCommand(t, "ignore-term", 0), 1)
+	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
+	waitFileContains(t, filepath.Join(dir, appID, "0", "stdout"), "ready")
+	e, _ := first.executor(t, appID, 0)
+	t.Cleanup(func() { syscall.Kill(e.PID, syscall.SIGKILL) })
+
+	if err := killed.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed.Wait()
+	if cgroupOf(t, e.PID) != "/"+cg+"/executor-"+appID+"-0" {
+		t.Fatalf("the executor of the killed worker is in cgroup %s, want its own", cgroupOf(t, e.PID))
+	}
+
+	second := startWorker(t, Config{Cgroup: cg, WorkDir: dir}, url)
+	eventually(t, "the left executor to die", func() bool { return !alive(e.PID) })
+	assertNoCgroup(t, "/"+cg+"/executor-"+appID+"-0")
+	if err := second.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	assertNoCgroup(t, "/"+cg)
+}
+
+// alive says pid runs; a zombie does not.
+func alive(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(st), ')')
+	return i >= 0 && !strings.HasPrefix(string(st[i+1:]), " Z")
 }

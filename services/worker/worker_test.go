@@ -62,6 +62,7 @@ func TestMain(m *testing.M) {
 //	burn         spins one core and starts a hold-memory grandchild (usage_test.go)
 //	alloc        touches allocBytes, prints "allocated" and waits for "release"
 //	spin         spins GOMAXPROCS cores until "release"
+//	worker       runs a contained worker (contain_test.go)
 func runChild(mode string) int {
 	dir := os.Getenv("GLINT_WORK_DIR")
 	cwd, _ := os.Getwd()
@@ -112,6 +113,8 @@ func runChild(mode string) int {
 		return 0
 	case "burn", "hold-memory", "alloc", "spin":
 		return usageChild(mode, dir, deadline)
+	case "worker":
+		return workerChild()
 	case "fail-once":
 		marker := filepath.Join(dir, "failed-once")
 		if _, err := os.Stat(marker); err != nil {
