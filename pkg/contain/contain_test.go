@@ -108,7 +108,7 @@ func childCommand(mode string) *exec.Cmd {
 // openParent opens a parent cgroup of the test's own on the machine's
 // hierarchy and closes it when the test ends, checking that nothing of it
 // is left.
-func openParent(t *testing.T) *Parent {
+func openParent(t testing.TB) *Parent {
 	t.Helper()
 	name := fmt.Sprintf("glint-test/%s-%d", t.Name(), os.Getpid())
 	p, err := Open(name, Options{})
@@ -125,7 +125,7 @@ func openParent(t *testing.T) *Parent {
 }
 
 // assertNoCgroup fails the test if p's cgroup is in any hierarchy.
-func assertNoCgroup(t *testing.T, p *Parent) {
+func assertNoCgroup(t testing.TB, p *Parent) {
 	t.Helper()
 	for _, dir := range cgroupDirs(p.h, p.path) {
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -473,4 +473,45 @@ func TestParseCPULimit(t *testing.T) {
 	if _, err := ParseCPULimit("soft"); err == nil {
 		t.Error(`ParseCPULimit("soft"): no error`)
 	}
+}
+
+// BenchmarkStart is what containing a process adds to its start: the
+// group made, the process started in it and reaped, the group removed,
+// against the same start and reap alone.
+func BenchmarkStart(b *testing.B) {
+	run := func(b *testing.B, start func(cmd *exec.Cmd) error) {
+		for b.Loop() {
+			cmd := exec.Command("/bin/true")
+			if err := start(cmd); err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("unconfined", func(b *testing.B) {
+		run(b, func(cmd *exec.Cmd) error { return cmd.Start() })
+	})
+	b.Run("contained", func(b *testing.B) {
+		p := openParent(b)
+		var g *Group
+		b.Cleanup(func() {
+			if g != nil {
+				g.Remove()
+			}
+		})
+		run(b, func(cmd *exec.Cmd) error {
+			if g != nil {
+				if err := g.Remove(); err != nil {
+					return err
+				}
+			}
+			var err error
+			if g, err = p.New("bench", Limits{Cores: 1, MemoryBytes: MemoryLimit(256), Pids: DefaultPids}); err != nil {
+				return err
+			}
+			return g.Start(cmd, cmd.Start)
+		})
+	})
 }
