@@ -183,7 +183,7 @@ func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T
 		t.Errorf("the worker's children %v do not include the prestarted process %d: it was not claimed", kids, standby)
 	}
 	// The claim moved it into its launch's cgroup, under its worker's.
-	if got := memoryCgroup(t, standby); !regexp.MustCompile(`^/glint/worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
+	if got := memoryCgroup(t, standby); !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
 		t.Errorf("the claimed executor is in cgroup %s, want its launch's under its worker's", got)
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {

@@ -94,6 +94,12 @@ type Options struct {
 	Version int
 	// CPU is how cores are enforced, default CPUHard.
 	CPU CPULimit
+	// Cores is the CPU of the parent as a whole: its weight is that of as
+	// many busy processes (cpu.shares 1024 a core; v2 the cpu.weight the
+	// kernel matches to it), so that under contention its groups together
+	// get what that many processes in the parent's parent would, not the
+	// one process's share a cgroup has by default. 0: that default.
+	Cores int32
 }
 
 // defaultRoot is where cgroup hierarchies are mounted.
@@ -108,7 +114,7 @@ type Parent struct {
 }
 
 // Open makes the cgroup name (a path relative to the hierarchy's root, such
-// as "glint/worker-1a2b") for a worker's groups. What a previous run of the
+// as "glint-worker-1a2b") for a worker's groups. What a previous run of the
 // same worker left there (it was SIGKILLed, or its machine lost power) is
 // removed first: every group in it, and every process still in those.
 // Errors wrapping ErrUnavailable say that the worker cannot contain its
@@ -132,7 +138,7 @@ func Open(name string, o Options) (*Parent, error) {
 	if err := p.removeGroups(); err != nil {
 		return nil, fmt.Errorf("open cgroup %s: remove what a previous run left: %w", name, err)
 	}
-	if err := h.makeParent(name); err != nil {
+	if err := h.makeParent(name, o.Cores); err != nil {
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -280,9 +286,12 @@ func (g *Group) Stat() (Stat, error) {
 const removeWait = 10 * time.Second
 
 // Remove kills every process still in g (SIGKILL, again until none is left)
-// and removes it; a group that is gone already is not an error.
+// and removes it; a group that is gone already is not an error. This
+// process is never killed: on v1 its launching thread may still be in g,
+// about to leave (Group.Start), and Remove waits for it.
 func (g *Group) Remove() error {
 	deadline := time.Now().Add(removeWait)
+	self := os.Getpid()
 	for {
 		pids, err := g.h.procs(g.path)
 		if errors.Is(err, os.ErrNotExist) {
@@ -299,11 +308,14 @@ func (g *Group) Remove() error {
 			return fmt.Errorf("remove cgroup %s: processes %v still in it after SIGKILL", g.path, pids)
 		}
 		for _, pid := range pids {
+			if pid == self {
+				continue
+			}
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 				return fmt.Errorf("remove cgroup %s: kill %d: %w", g.path, pid, err)
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 	if err := g.h.remove(g.path); err != nil {
 		return fmt.Errorf("remove cgroup %s: %w", g.path, err)
@@ -317,8 +329,8 @@ func (g *Group) Remove() error {
 type hierarchy interface {
 	version() int
 	// makeParent makes the cgroup path, its controllers available to the
-	// groups under it.
-	makeParent(path string) error
+	// groups under it, weighed as cores cores (0: the default weight).
+	makeParent(path string, cores int32) error
 	// create makes the group path with limits l.
 	create(path string, l Limits, cpu CPULimit) (group, error)
 	// children names the cgroups directly under path; none if it is gone.

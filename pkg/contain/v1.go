@@ -46,8 +46,13 @@ func (h *v1) subsystems() ([]cgroup1.Subsystem, error) {
 	return []cgroup1.Subsystem{cgroup1.NewCpu(h.root), cgroup1.NewCpuacct(h.root), cgroup1.NewMemory(h.root), cgroup1.NewPids(h.root)}, nil
 }
 
-func (h *v1) makeParent(path string) error {
-	_, err := cgroup1.New(cgroup1.StaticPath(path), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.subsystems))
+func (h *v1) makeParent(path string, cores int32) error {
+	res := &specs.LinuxResources{}
+	if cores > 0 {
+		shares := uint64(cores) * 1024
+		res.CPU = &specs.LinuxCPU{Shares: &shares}
+	}
+	_, err := cgroup1.New(cgroup1.StaticPath(path), res, cgroup1.WithHierarchy(h.subsystems))
 	return err
 }
 
@@ -156,24 +161,20 @@ type v1Group struct {
 
 // start forks cmd from the launcher thread once that thread moved into
 // the group (v1 places threads, through its tasks files), so the process
-// starts in the group, and moves the thread back to its own cgroups after.
+// starts in the group. The thread moves back to its own cgroups once start
+// returned, off the launch's path: a move is a few hundred microseconds
+// to milliseconds of the kernel's (BenchmarkStart).
 func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
-	return launcher().run(func(tid int) error {
-		home, err := cgroup1.Load(threadPath(tid), cgroup1.WithHierarchy(g.h.subsystems))
+	return launcher().run(func(tid int, home homeOf) (func() error, error) {
+		back, err := home(g.h)
 		if err != nil {
-			return fmt.Errorf("the launching thread's cgroups: %w", err)
+			return nil, fmt.Errorf("the launching thread's cgroups: %w", err)
 		}
+		goBack := func() error { return back.AddTask(cgroup1.Process{Pid: tid}) }
 		if err := g.cg.AddTask(cgroup1.Process{Pid: tid}); err != nil {
-			if back := home.AddTask(cgroup1.Process{Pid: tid}); back != nil {
-				return errors.Join(err, errLauncherAway, back)
-			}
-			return err
+			return goBack, err
 		}
-		err = start()
-		if back := home.AddTask(cgroup1.Process{Pid: tid}); back != nil {
-			return errors.Join(err, errLauncherAway, back)
-		}
-		return err
+		return goBack, start()
 	})
 }
 
@@ -208,12 +209,30 @@ var errLauncherAway = errors.New("the launching thread could not return to its o
 // ends) and runs nothing else while it is in a group.
 type forker struct {
 	calls chan func()
-	tid   int   // set by the thread before the first call
-	err   error // why it starts no more processes (errLauncherAway)
+	tid   int // set by the thread before the first call
+	// Used by the thread alone.
+	homes map[*v1]cgroup1.Cgroup // its own cgroups in each hierarchy
+	err   error                  // why it starts no more processes (errLauncherAway)
+}
+
+// homeOf returns the launcher thread's own cgroups in h.
+type homeOf func(h *v1) (cgroup1.Cgroup, error)
+
+// home returns the thread's own cgroups in h, read once (before it first
+// moved).
+func (f *forker) home(h *v1) (cgroup1.Cgroup, error) {
+	if cg, ok := f.homes[h]; ok {
+		return cg, nil
+	}
+	cg, err := cgroup1.Load(threadPath(f.tid), cgroup1.WithHierarchy(h.subsystems))
+	if err == nil {
+		f.homes[h] = cg
+	}
+	return cg, err
 }
 
 var launcher = sync.OnceValue(func() *forker {
-	f := &forker{calls: make(chan func())}
+	f := &forker{calls: make(chan func()), homes: map[*v1]cgroup1.Cgroup{}}
 	ready := make(chan struct{})
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
@@ -227,19 +246,24 @@ var launcher = sync.OnceValue(func() *forker {
 	return f
 })
 
-// run calls fn on the launcher thread with its tid, one call at a time.
-func (f *forker) run(fn func(tid int) error) error {
+// run calls fn on the launcher thread with its tid, one call at a time,
+// and returns fn's error; the thread then calls what fn returned to take it
+// back home (if not nil) before the next call.
+func (f *forker) run(fn func(tid int, home homeOf) (func() error, error)) error {
 	done := make(chan error, 1)
 	f.calls <- func() {
 		if f.err != nil {
 			done <- f.err
 			return
 		}
-		err := fn(f.tid)
-		if errors.Is(err, errLauncherAway) {
-			f.err = err
-		}
+		goBack, err := fn(f.tid, f.home)
 		done <- err
+		if goBack == nil {
+			return
+		}
+		if err := goBack(); err != nil {
+			f.err = fmt.Errorf("%w: %w", errLauncherAway, err)
+		}
 	}
 	return <-done
 }

@@ -51,8 +51,13 @@ func (*v2) version() int { return 2 }
 // makeParent makes path with cpu, memory and pids enabled in it (the
 // subtree_control of every cgroup above it); making a group enables them
 // for the groups under path.
-func (h *v2) makeParent(path string) error {
-	_, err := cgroup2.NewManager(h.root, path, &cgroup2.Resources{CPU: &cgroup2.CPU{}, Memory: &cgroup2.Memory{}, Pids: &cgroup2.Pids{}})
+func (h *v2) makeParent(path string, cores int32) error {
+	cpu := &cgroup2.CPU{}
+	if cores > 0 {
+		weight := cgroup2.ConvertCPUSharesToCgroupV2Value(uint64(cores) * 1024)
+		cpu.Weight = &weight
+	}
+	_, err := cgroup2.NewManager(h.root, path, &cgroup2.Resources{CPU: cpu, Memory: &cgroup2.Memory{}, Pids: &cgroup2.Pids{}})
 	return err
 }
 

@@ -29,7 +29,7 @@ const allocBytes = 256 << 20
 
 // testCgroup is a worker cgroup of the test's own.
 func testCgroup(t *testing.T) string {
-	return fmt.Sprintf("glint-test/%s-%d", t.Name(), os.Getpid())
+	return fmt.Sprintf("glint-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())
 }
 
 // cgroupOf is the path of process pid's cgroup: its memory controller's

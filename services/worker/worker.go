@@ -274,11 +274,14 @@ func New(cfg Config) (*Server, error) {
 }
 
 // DefaultCgroup is the cgroup of the worker whose work dir is workDir (an
-// absolute path): glint/worker-<12 hex digits of its SHA-256>. A worker
-// restarted on the same work dir finds what its previous run left there.
+// absolute path): glint-worker-<12 hex digits of its SHA-256>, at the
+// hierarchy's top, where its weight (its cores: contain.Options.Cores)
+// stands against the machine's other processes, not shared with other
+// workers'. A worker restarted on the same work dir finds what its
+// previous run left there.
 func DefaultCgroup(workDir string) string {
 	sum := sha256.Sum256([]byte(workDir))
-	return "glint/worker-" + hex.EncodeToString(sum[:6])
+	return "glint-worker-" + hex.EncodeToString(sum[:6])
 }
 
 // openCgroup opens the worker's cgroup, nil when it has none or no
@@ -287,7 +290,7 @@ func openCgroup(cfg Config) (*contain.Parent, error) {
 	if cfg.Cgroup == "" {
 		return nil, nil
 	}
-	p, err := contain.Open(cfg.Cgroup, contain.Options{Root: cfg.CgroupRoot, CPU: cfg.CPULimit})
+	p, err := contain.Open(cfg.Cgroup, contain.Options{Root: cfg.CgroupRoot, CPU: cfg.CPULimit, Cores: cfg.Cores})
 	if errors.Is(err, contain.ErrUnavailable) {
 		cfg.Logger.Warn("executors and drivers run unconfined: their cores and memory are not enforced", "err", err)
 		return nil, nil
