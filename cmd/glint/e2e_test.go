@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/worker"
 )
 
 // glintBin is the glint binary built once for every test in this package,
@@ -251,6 +253,8 @@ func (c *testCluster) startWorkers(t testing.TB, env []string, workers, cores in
 	t.Helper()
 	for i := range workers {
 		dir := t.TempDir()
+		// Registered before the worker's stop, so it runs after it.
+		t.Cleanup(func() { removeWorkerCgroup(t, dir) })
 		c.workDirs = append(c.workDirs, dir)
 		args := append([]string{"worker", "--master", c.master.url,
 			"--listen", "127.0.0.1:0", "--cores", fmt.Sprint(cores), "--memory", fmt.Sprintf("%dm", max(2048, 128*cores)), "--work-dir", dir,
@@ -258,6 +262,21 @@ func (c *testCluster) startWorkers(t testing.TB, env []string, workers, cores in
 		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, args...))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })
+}
+
+// removeWorkerCgroup removes what the worker on dir left of its cgroup (a
+// test may have SIGKILLed it), as the next worker on dir would.
+func removeWorkerCgroup(t testing.TB, dir string) {
+	p, err := contain.Open(worker.DefaultCgroup(dir), contain.Options{})
+	if errors.Is(err, contain.ErrUnavailable) {
+		return
+	}
+	if err == nil {
+		err = p.Close()
+	}
+	if err != nil {
+		t.Errorf("remove the cgroup of the worker on %s: %v", dir, err)
+	}
 }
 
 // tlsClient is a client with the TLS files named in env (GLINT_TLS_*), or

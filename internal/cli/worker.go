@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/glint-cluster/glint/internal/process"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -29,6 +31,9 @@ type workerFlags struct {
 	cleanupTTL       time.Duration
 	usageInterval    time.Duration
 	prestart         int
+	contain          bool
+	cpuLimit         string
+	pidsLimit        int64
 	serverAuth
 }
 
@@ -57,6 +62,9 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.DurationVar(&f.cleanupTTL, "cleanup-ttl", 7*24*time.Hour, "spark.worker.cleanup.appDataTtl: remove a finished application's or driver's work dir once none of its files changed for this long")
 	fl.DurationVar(&f.usageInterval, "usage-interval", 5*time.Second, "how often to measure the CPU and memory of each executor's and driver's processes (0: never)")
 	fl.IntVar(&f.prestart, "prestart-executors", 0, fmt.Sprintf("idle executor processes of this binary to keep ready for launches to claim (at most %d; each serves one executor)", worker.MaxPrestartExecutors))
+	fl.BoolVar(&f.contain, "contain", true, "run each executor and driver in a cgroup of its own that enforces its cores and memory (granted memory plus max(64 MiB, 10%)); without a writable cgroup hierarchy the worker says so and runs them unconfined")
+	fl.StringVar(&f.cpuLimit, "cpu-limit", string(contain.CPUHard), "how a contained process's cores are enforced: hard (a CFS quota of its cores), shares (a weight by its cores: idle cores may be used) or off")
+	fl.Int64Var(&f.pidsLimit, "pids-limit", contain.DefaultPids, "processes and threads a contained executor or driver may have at once")
 	f.serverAuth.register(fl)
 	return cmd
 }
@@ -82,6 +90,21 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		return fmt.Errorf("--usage-interval %s: must not be negative (0 turns the measurement off)", f.usageInterval)
 	case f.usageInterval == 0:
 		f.usageInterval = -1 // worker.Config's "never"
+	}
+	cpuLimit, err := contain.ParseCPULimit(f.cpuLimit)
+	if err != nil {
+		return fmt.Errorf("--cpu-limit: %w", err)
+	}
+	if f.pidsLimit <= 0 {
+		return fmt.Errorf("--pids-limit %d: must be positive", f.pidsLimit)
+	}
+	var cgroup string
+	if f.contain {
+		dir, err := filepath.Abs(f.workDir)
+		if err != nil {
+			return fmt.Errorf("--work-dir: %w", err)
+		}
+		cgroup = worker.DefaultCgroup(dir)
 	}
 	memory, err := workerMemory(f.memory)
 	if err != nil {
@@ -142,6 +165,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
 		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL, UsageInterval: f.usageInterval,
+		Cgroup: cgroup, CPULimit: cpuLimit, PidsLimit: f.pidsLimit,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.TLS,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp}, SpanRelay: g.Relay,
 	})

@@ -70,6 +70,7 @@ func Name(v any) string {
 // failed as "<step>: <error>".
 const (
 	StepCommand      = "command"
+	StepCgroup       = "cgroup"
 	StepClaim        = "claim"
 	StepHandover     = "handover"
 	StepWorkdir      = "workdir"
@@ -79,7 +80,7 @@ const (
 )
 
 // LaunchSteps are the launch steps.
-var LaunchSteps = []string{StepCommand, StepClaim, StepHandover, StepWorkdir, StepLogs, StepProcessStart, StepReport}
+var LaunchSteps = []string{StepCommand, StepCgroup, StepClaim, StepHandover, StepWorkdir, StepLogs, StepProcessStart, StepReport}
 
 // LaunchStepOf is the launch step a failed launch's message names, or "".
 func LaunchStepOf(message string) string {

@@ -75,6 +75,7 @@ func TestLaunchStepOfNamesTheStepAFailedLaunchSays(t *testing.T) {
 		`process.start: fork/exec /nope: no such file or directory`:     StepProcessStart,
 		`command: exec: "/nope": stat /nope: no such file or directory`: StepCommand,
 		`workdir: mkdir /w: permission denied`:                          StepWorkdir,
+		`cgroup: mkdir /sys/fs/cgroup/x: permission denied`:             StepCgroup,
 		`launch executor on worker w: unavailable`:                      "",
 		`exited with code 1`:                                            "",
 		``:                                                              "",

@@ -71,6 +71,9 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 			relay:      s.cfg.SpanRelay,
 			spare:      s.spare,
 			redaction:  s.cfg.Redaction,
+			cgroups:    s.cgroups,
+			cgroupName: "executor-" + m.GetAppId() + "-" + execID,
+			limits:     s.limits(m.GetCores(), m.GetMemoryMib()),
 			attrs: []attribute.KeyValue{
 				telemetry.AppID.String(m.GetAppId()), telemetry.ExecutorID.Int(int(m.GetExecutorId())),
 				telemetry.WorkerID.String(s.id), telemetry.Cores.Int(int(m.GetCores())), telemetry.MemoryMiB.Int64(m.GetMemoryMib()),

@@ -20,6 +20,10 @@ type workerJSON struct {
 	// Prestarted is how many idle executor processes, ready for their
 	// claim, wait for a launch.
 	Prestarted int `json:"prestarted"`
+	// Contained says executors and drivers run in cgroups that enforce
+	// their cores and memory; Cgroup is the worker's, under which they do.
+	Contained bool   `json:"contained"`
+	Cgroup    string `json:"cgroup,omitempty"`
 	resources.Usage
 	Executors         []executorJSON `json:"executors"`
 	FinishedExecutors []executorJSON `json:"finishedexecutors"`
@@ -71,6 +75,7 @@ func (s *Server) status() workerJSON {
 	defer s.mu.Unlock()
 	out := workerJSON{
 		ID: s.id, Host: s.host, Port: s.port, MasterURL: s.active, Prestarted: s.prestart.idleCount(),
+		Contained: s.cgroups != nil, Cgroup: s.cgroupPath(),
 		Usage:     resources.NewUsage(s.cfg.Cores, s.coresUsed, s.cfg.MemoryMiB, s.memoryUsedMiB),
 		Executors: []executorJSON{}, FinishedExecutors: []executorJSON{},
 		Drivers: []driverJSON{}, FinishedDrivers: []driverJSON{},
@@ -115,6 +120,14 @@ func (s *Server) sortedExecutorsLocked() []*executorRunner {
 // sortedDriversLocked returns the running drivers by id.
 func (s *Server) sortedDriversLocked() []*driverRunner {
 	return slices.SortedFunc(maps.Values(s.drivers), func(a, b *driverRunner) int { return cmp.Compare(a.id, b.id) })
+}
+
+// cgroupPath is the worker's cgroup, "" when it contains nothing.
+func (s *Server) cgroupPath() string {
+	if s.cgroups == nil {
+		return ""
+	}
+	return s.cgroups.Path()
 }
 
 // serveJSON serves GET /json.

@@ -304,6 +304,17 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
+	// On a contained worker the process joins the launch's cgroup before it
+	// learns its launch (the memory it holds stays charged to the
+	// worker's).
+	if l.group != nil {
+		if err := l.group.Add(sb.cmd.Process.Pid); err != nil {
+			sb.discard(p.s.cfg.KillGrace)
+			p.fill()
+			span.AddEvent("prestarted executor not movable into its cgroup: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
+			return nil
+		}
+	}
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()

@@ -11,6 +11,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/redact"
@@ -61,6 +62,11 @@ type launch struct {
 	// spare, when set, is a work directory made ahead that the workdir step
 	// moves into place instead of making one.
 	spare *spare
+	// cgroups, when set, is the worker's cgroup, in which the cgroup step
+	// makes the process's, cgroupName, with limits.
+	cgroups    *contain.Parent
+	cgroupName string
+	limits     contain.Limits
 
 	// Filled in by the steps.
 	argv           []string // the substituted arguments (command)
@@ -76,16 +82,32 @@ type launch struct {
 	// registered, for a claimed process, is closed once it registered with
 	// its driver or ended (handover).
 	registered <-chan struct{}
+	// group is the process's cgroup (cgroup), removed when it ended or its
+	// launch failed.
+	group *contain.Group
 }
 
-// abandon closes the log files and ends a claimed process that was not
-// handed them: the launch failed.
-func (l *launch) abandon() {
+// abandon closes the log files, ends a claimed process that was not
+// handed them and removes the cgroup: the launch failed.
+func (l *launch) abandon(log *slog.Logger) {
 	l.closeLogs()
 	if l.claimed != nil {
 		l.claimed.abandon()
 		l.claimed = nil
 	}
+	l.removeGroup(log)
+}
+
+// removeGroup removes the process's cgroup, if it has one, with anything
+// left running in it.
+func (l *launch) removeGroup(log *slog.Logger) {
+	if l.group == nil {
+		return
+	}
+	if err := l.group.Remove(); err != nil {
+		log.Warn("remove cgroup", "err", err)
+	}
+	l.group = nil
 }
 
 // closeLogs closes the log files once the process holds its own copies.
@@ -140,7 +162,7 @@ func runSteps(ctx context.Context, tracer trace.Tracer, log *slog.Logger, steps 
 			telemetry.Fail(span, err)
 			span.End()
 			log.DebugContext(sctx, "launch step failed", "step", st.Name(), "duration", took, "err", err)
-			l.abandon()
+			l.abandon(log)
 			return timings, &stepError{step: st.Name(), err: err}
 		}
 		span.End()
@@ -309,7 +331,7 @@ func (r *runner[S]) run() {
 		steps := []step{
 			// prestart: make and start the process, or claim a prestarted
 			// one as soon as its command is known and hand it its log files
-			commandStep{}, claimStep{}, workdirStep{}, logsStep{}, startStep{},
+			commandStep{}, cgroupStep{}, claimStep{}, workdirStep{}, logsStep{}, startStep{},
 			// poststart: it runs; the report step calls the poststart hook
 			reportStep{running: r.running},
 		}
@@ -369,14 +391,18 @@ func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithNewRoot(),
 		trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(r.ctx)}), trace.WithAttributes(l.attrs...))
 	e, killed := waitProcess(r.ctx, r.log, l.cmd, r.s.cfg.KillGrace)
+	grouped, oom := r.endGroup(l)
 	r.s.mu.Lock()
-	r.s.usedCPU[r.kind.noun] += r.endUsageLocked(l.cmd.Process.Pid, l.cmd.ProcessState)
+	r.s.usedCPU[r.kind.noun] += r.endUsageLocked(l.cmd.Process.Pid, l.cmd.ProcessState, grouped)
 	r.s.mu.Unlock()
 	var reason error
 	if killed {
 		reason = context.Cause(r.ctx)
 	}
 	state, message := r.kind.outcome(e, reason)
+	if oom && state == r.kind.failed {
+		message = oomMessage(l.limits.MemoryBytes, grouped, e)
+	}
 	endWait(span, e, state == r.kind.failed, message)
 	if state == r.kind.failed && r.supervise {
 		span.End()
@@ -387,6 +413,21 @@ func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	// sent, so that its call ends within it.
 	r.s.reports.Post(wctx, func(context.Context) { span.End() })
 	return e, false
+}
+
+// endGroup reads what the ended process's cgroup used, and whether the
+// kernel OOM-killed a process of it, and removes it; nothing on a worker
+// that contains nothing.
+func (r *runner[S]) endGroup(l *launch) (contain.Stat, bool) {
+	if l.group == nil {
+		return contain.Stat{}, false
+	}
+	st, err := l.group.Stat()
+	if err != nil {
+		r.log.Warn("read cgroup", "err", err)
+	}
+	l.removeGroup(r.log)
+	return st, st.OOMKills > 0
 }
 
 // endWait records how a process ended on its process.wait span; a failure

@@ -20,8 +20,8 @@ import (
 )
 
 // startStep resolves argv[0] on the worker's PATH and forks and execs the
-// process in its own process group (so a kill reaches its children too), in
-// its work directory, with stdout and stderr going to its log files, stdin
+// process, in its cgroup on a contained worker (cgroupStep), in its own
+// process group (so a kill reaches its children too), in its work directory, with stdout and stderr going to its log files, stdin
 // from /dev/null, its secrets in a pipe (child.SecretsFDEnv; never in its
 // environment or arguments), when it was forked (child.ForkedAtEnv: an
 // executor's executor.boot span starts then), and the launch's trace
@@ -68,8 +68,9 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		Stdout: l.stdout,
 		Stderr: l.stderr,
 		// The kernel signals the process when the worker dies (Linux; strictly,
-		// when the thread that forked it ends, and no launching goroutine is
-		// ever locked to a thread), so it never outlives the worker; the
+		// when the thread that forked it ends: no launching goroutine is
+		// locked to a thread but contain's v1 launcher, whose thread lives
+		// as long as the worker), so it never outlives the worker; the
 		// process also watches for itself (child.WatchWorker).
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
@@ -97,7 +98,13 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	// returns here.
 	started := l.now()
 	cmd.Env = append(cmd.Env, child.ForkedAt(started))
-	if err := l.relay.Start(cmd); err != nil {
+	start := func() error { return l.relay.Start(cmd) }
+	if l.group != nil {
+		err = l.group.Start(cmd, start)
+	} else {
+		err = start()
+	}
+	if err != nil {
 		return err
 	}
 	l.cmd, l.startedAt, l.url = cmd, started, url

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/contain"
 )
 
 // defaultUsageInterval is how often the worker measures what its executors
@@ -250,9 +251,10 @@ func (s *Server) sampleUsage() {
 
 // endUsageLocked records the last usage of a process that ended, from its
 // wait status: the CPU of it and the descendants it reaped, and the peak
-// resident memory of the largest of them; its current memory is 0. It
-// returns the CPU it used since the last sample.
-func (r *runner[S]) endUsageLocked(pid int, ps *os.ProcessState) float64 {
+// resident memory of the largest of them; or, where more, from its cgroup
+// (grouped): the CPU and peak memory of all it ran. Its current memory is
+// 0. It returns the CPU it used since the last sample.
+func (r *runner[S]) endUsageLocked(pid int, ps *os.ProcessState, grouped contain.Stat) float64 {
 	if ps == nil {
 		return 0
 	}
@@ -260,6 +262,7 @@ func (r *runner[S]) endUsageLocked(pid int, ps *os.ProcessState) float64 {
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		u.peakBytes = ru.Maxrss << 10
 	}
+	u.cpuSeconds, u.peakBytes = max(u.cpuSeconds, grouped.CPUSeconds), max(u.peakBytes, grouped.PeakBytes)
 	return r.measured.addLocked(pid, u)
 }
 

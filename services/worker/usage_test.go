@@ -25,7 +25,8 @@ import (
 // heldBytes is what a hold-memory child touches and holds.
 const heldBytes = 64 << 20
 
-// usageChild is the burn and hold-memory modes of runChild. burn starts a
+// usageChild is the burn, hold-memory, alloc and spin modes of runChild
+// (alloc and spin: contain_test.go). burn starts a
 // hold-memory grandchild, prints "holding" once it holds its memory, and
 // spins one core; hold-memory touches every page of heldBytes and holds
 // them. Both end when the file "release" appears in dir.
@@ -33,6 +34,33 @@ func usageChild(mode, dir string, deadline time.Time) int {
 	released := func() bool {
 		_, err := os.Stat(filepath.Join(dir, "release"))
 		return err == nil || time.Now().After(deadline)
+	}
+	switch mode {
+	case "alloc":
+		b := make([]byte, allocBytes)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated")
+		for !released() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		runtime.KeepAlive(b)
+		return 0
+	case "spin":
+		for range runtime.GOMAXPROCS(0) {
+			go func() {
+				for n := 0; !released(); n++ {
+					for range 1 << 20 {
+						n = n*31 + 7
+					}
+				}
+			}()
+		}
+		for !released() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return 0
 	}
 	if mode == "hold-memory" {
 		b := make([]byte, heldBytes)

@@ -6,6 +6,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -101,6 +104,22 @@ type Config struct {
 	Redaction *redact.Redactor
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
+	// Cgroup, when set, is the worker's cgroup (DefaultCgroup), under which
+	// each executor and driver runs in a cgroup of its own with its granted
+	// memory (plus contain.MemoryLimit's overhead) and cores as limits.
+	// What a previous run on it left is removed at New, and the rest at
+	// Run's end. Where no writable cgroup hierarchy exists the worker says
+	// so once and runs them unconfined. "": unconfined.
+	Cgroup string
+	// CgroupRoot is where the cgroup hierarchies are mounted, default
+	// /sys/fs/cgroup.
+	CgroupRoot string
+	// CPULimit is how a contained process's cores are enforced, default
+	// contain.CPUHard.
+	CPULimit contain.CPULimit
+	// PidsLimit bounds a contained process's processes and threads,
+	// default contain.DefaultPids.
+	PidsLimit int64
 	// SpanRelay, when set, carries the spans of the executors the worker
 	// starts (prestarted ones too) to the collector with the worker's own
 	// (telemetry.RelayFDEnv); nil: each exports its own.
@@ -180,6 +199,8 @@ type Server struct {
 	// kind's noun (usage.go).
 	usage   usageSource
 	usedCPU map[string]float64
+	// cgroups is the worker's cgroup; nil: it contains nothing.
+	cgroups *contain.Parent
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*Server)(nil)
@@ -241,11 +262,54 @@ func New(cfg Config) (*Server, error) {
 	if err := removeStaleDirs(cfg.WorkDir); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
+	if s.cgroups, err = openCgroup(cfg); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
 	s.spare = &spare{workDir: cfg.WorkDir, log: s.log}
 	if s.prestart, err = newPrestart(s); err != nil {
+		s.closeCgroup()
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	return s, nil
+}
+
+// DefaultCgroup is the cgroup of the worker whose work dir is workDir (an
+// absolute path): glint-worker-<12 hex digits of its SHA-256>, at the
+// hierarchy's top, where its weight (its cores: contain.Options.Cores)
+// stands against the machine's other processes, not shared with other
+// workers'. A worker restarted on the same work dir finds what its
+// previous run left there.
+func DefaultCgroup(workDir string) string {
+	sum := sha256.Sum256([]byte(workDir))
+	return "glint-worker-" + hex.EncodeToString(sum[:6])
+}
+
+// openCgroup opens the worker's cgroup, nil when it has none or no
+// hierarchy is writable, which it says once.
+func openCgroup(cfg Config) (*contain.Parent, error) {
+	if cfg.Cgroup == "" {
+		return nil, nil
+	}
+	p, err := contain.Open(cfg.Cgroup, contain.Options{Root: cfg.CgroupRoot, CPU: cfg.CPULimit, Cores: cfg.Cores})
+	if errors.Is(err, contain.ErrUnavailable) {
+		cfg.Logger.Warn("executors and drivers run unconfined: their cores and memory are not enforced", "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("executors and drivers contained", "cgroup", p.Path(), "cgroup_version", p.Version(), "cpu_limit", cfg.CPULimit, "pids_limit", cfg.PidsLimit)
+	return p, nil
+}
+
+// closeCgroup removes the worker's cgroup, once its processes ended.
+func (s *Server) closeCgroup() {
+	if s.cgroups == nil {
+		return
+	}
+	if err := s.cgroups.Close(); err != nil {
+		s.log.Warn("remove the worker's cgroup", "err", err)
+	}
 }
 
 // normalize checks cfg and fills in its defaults.
@@ -296,6 +360,15 @@ func normalize(cfg *Config) error {
 	}
 	if cfg.CleanupTTL <= 0 {
 		cfg.CleanupTTL = defaultCleanupTTL
+	}
+	if cfg.CPULimit == "" {
+		cfg.CPULimit = contain.CPUHard
+	}
+	if _, err := contain.ParseCPULimit(string(cfg.CPULimit)); err != nil {
+		return err
+	}
+	if cfg.PidsLimit <= 0 {
+		cfg.PidsLimit = contain.DefaultPids
 	}
 	if cfg.SuperviseBackoffCap <= 0 {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
@@ -385,6 +458,7 @@ func (s *Server) shutdown() {
 	s.mu.Unlock()
 	s.prestart.close()
 	s.runners.Wait()
+	s.closeCgroup()
 	s.spare.close()
 	delivered := make(chan struct{})
 	go func() {

@@ -60,6 +60,9 @@ func TestMain(m *testing.M) {
 //	             prints "grandchild PID" and sleeps
 //	fail-once    exits 3 the first time it runs in its work dir, 0 after
 //	burn         spins one core and starts a hold-memory grandchild (usage_test.go)
+//	alloc        touches allocBytes, prints "allocated" and waits for "release"
+//	spin         spins GOMAXPROCS cores until "release"
+//	worker       runs a contained worker (contain_test.go)
 func runChild(mode string) int {
 	dir := os.Getenv("GLINT_WORK_DIR")
 	cwd, _ := os.Getwd()
@@ -108,8 +111,10 @@ func runChild(mode string) int {
 		fmt.Printf("grandchild %d\n", gc.Process.Pid)
 		time.Sleep(time.Until(deadline))
 		return 0
-	case "burn", "hold-memory":
+	case "burn", "hold-memory", "alloc", "spin":
 		return usageChild(mode, dir, deadline)
+	case "worker":
+		return workerChild()
 	case "fail-once":
 		marker := filepath.Join(dir, "failed-once")
 		if _, err := os.Stat(marker); err != nil {

@@ -1,0 +1,285 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// v1Controllers are the v1 hierarchies a group is made in: cpuacct for its
+// CPU time, as cpu and cpuacct are mounted apart on some hosts.
+var v1Controllers = []cgroup1.Name{cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Memory, cgroup1.Pids}
+
+// v1 is cgroup v1: one hierarchy per controller, each at root/<controller>
+// (a symbolic link where two share one mount, as cpu,cpuacct often do).
+type v1 struct {
+	root string
+	// swap says the kernel accounts swap (memory.memsw.*): a group's
+	// memory+swap limit is then its memory limit, so that it cannot swap
+	// past it.
+	swap bool
+}
+
+func openV1(root string) (*v1, error) {
+	for _, c := range v1Controllers {
+		if _, err := os.Stat(filepath.Join(root, string(c), "cgroup.procs")); err != nil {
+			return nil, fmt.Errorf("%w: v1 controller %s: %w", ErrUnavailable, c, err)
+		}
+	}
+	_, err := os.Stat(filepath.Join(root, string(cgroup1.Memory), "memory.memsw.limit_in_bytes"))
+	return &v1{root: root, swap: err == nil}, nil
+}
+
+func (*v1) version() int { return 1 }
+
+func (h *v1) subsystems() ([]cgroup1.Subsystem, error) {
+	return []cgroup1.Subsystem{cgroup1.NewCpu(h.root), cgroup1.NewCpuacct(h.root), cgroup1.NewMemory(h.root), cgroup1.NewPids(h.root)}, nil
+}
+
+func (h *v1) makeParent(path string, cores int32) error {
+	res := &specs.LinuxResources{}
+	if cores > 0 {
+		shares := uint64(cores) * 1024
+		res.CPU = &specs.LinuxCPU{Shares: &shares}
+	}
+	_, err := cgroup1.New(cgroup1.StaticPath(path), res, cgroup1.WithHierarchy(h.subsystems))
+	return err
+}
+
+func (h *v1) create(path string, l Limits, cpu CPULimit) (group, error) {
+	res := &specs.LinuxResources{}
+	if l.MemoryBytes > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &l.MemoryBytes}
+		if h.swap {
+			res.Memory.Swap = &l.MemoryBytes
+		}
+	}
+	if l.Cores > 0 {
+		switch cpu {
+		case CPUHard:
+			quota, period := int64(l.Cores)*cpuPeriod, uint64(cpuPeriod)
+			res.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+		case CPUShares:
+			shares := uint64(l.Cores) * 1024
+			res.CPU = &specs.LinuxCPU{Shares: &shares}
+		}
+	}
+	if l.Pids > 0 {
+		res.Pids = &specs.LinuxPids{Limit: &l.Pids}
+	}
+	cg, err := cgroup1.New(cgroup1.StaticPath(path), res, cgroup1.WithHierarchy(h.subsystems))
+	if err != nil {
+		// Half made: remove what was.
+		return nil, errors.Join(err, h.remove(path))
+	}
+	return &v1Group{h: h, cg: cg}, nil
+}
+
+func (h *v1) children(path string) ([]string, error) {
+	seen := map[string]bool{}
+	var names []string
+	for _, c := range v1Controllers {
+		entries, err := os.ReadDir(filepath.Join(h.root, string(c), path))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.IsDir() && !seen[e.Name()] {
+				seen[e.Name()] = true
+				names = append(names, e.Name())
+			}
+		}
+	}
+	return names, nil
+}
+
+func (h *v1) procs(path string) ([]int, error) {
+	var pids []int
+	found := false
+	for _, c := range v1Controllers {
+		got, err := readProcs(filepath.Join(h.root, string(c), path, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		found = true
+		pids = append(pids, got...)
+	}
+	if !found {
+		return nil, os.ErrNotExist
+	}
+	return pids, nil
+}
+
+func (h *v1) remove(path string) error {
+	cg, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(h.subsystems))
+	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return cg.Delete()
+}
+
+// readProcs reads a cgroup.procs file.
+func readProcs(name string) ([]int, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+type v1Group struct {
+	h  *v1
+	cg cgroup1.Cgroup
+}
+
+// start forks cmd from the launcher thread once that thread moved into
+// the group (v1 places threads, through its tasks files), so the process
+// starts in the group. The thread moves back to its own cgroups once start
+// returned, off the launch's path: a move is a few hundred microseconds
+// to milliseconds of the kernel's (BenchmarkStart).
+func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
+	return launcher().run(func(tid int, home homeOf) (func() error, error) {
+		back, err := home(g.h)
+		if err != nil {
+			return nil, fmt.Errorf("the launching thread's cgroups: %w", err)
+		}
+		goBack := func() error { return back.AddTask(cgroup1.Process{Pid: tid}) }
+		if err := g.cg.AddTask(cgroup1.Process{Pid: tid}); err != nil {
+			return goBack, err
+		}
+		return goBack, start()
+	})
+}
+
+func (g *v1Group) add(pid int) error { return g.cg.Add(cgroup1.Process{Pid: pid}) }
+
+func (g *v1Group) stat() (Stat, error) {
+	m, err := g.cg.Stat(cgroup1.IgnoreNotExist)
+	if err != nil {
+		return Stat{}, err
+	}
+	var st Stat
+	if m.CPU != nil && m.CPU.Usage != nil {
+		st.CPUSeconds = float64(m.CPU.Usage.Total) / 1e9
+	}
+	if m.Memory != nil && m.Memory.Usage != nil {
+		st.MemoryBytes, st.PeakBytes = int64(m.Memory.Usage.Usage), int64(m.Memory.Usage.Max)
+	}
+	if m.MemoryOomControl != nil {
+		st.OOMKills = int64(m.MemoryOomControl.OomKill)
+	}
+	return st, nil
+}
+
+// errLauncherAway says the launcher thread could not move back to its own
+// cgroups after a start: later starts are refused, as they would fork from
+// a thread in another process's group.
+var errLauncherAway = errors.New("the launching thread could not return to its own cgroups")
+
+// forker is the thread v1 starts contained processes from: one goroutine
+// locked to its thread for the life of the process, so that the thread
+// never ends (a child's Pdeathsig fires when the thread that forked it
+// ends) and runs nothing else while it is in a group.
+type forker struct {
+	calls chan func()
+	tid   int // set by the thread before the first call
+	// Used by the thread alone.
+	homes map[*v1]cgroup1.Cgroup // its own cgroups in each hierarchy
+	err   error                  // why it starts no more processes (errLauncherAway)
+}
+
+// homeOf returns the launcher thread's own cgroups in h.
+type homeOf func(h *v1) (cgroup1.Cgroup, error)
+
+// home returns the thread's own cgroups in h, read once (before it first
+// moved).
+func (f *forker) home(h *v1) (cgroup1.Cgroup, error) {
+	if cg, ok := f.homes[h]; ok {
+		return cg, nil
+	}
+	cg, err := cgroup1.Load(threadPath(f.tid), cgroup1.WithHierarchy(h.subsystems))
+	if err == nil {
+		f.homes[h] = cg
+	}
+	return cg, err
+}
+
+var launcher = sync.OnceValue(func() *forker {
+	f := &forker{calls: make(chan func()), homes: map[*v1]cgroup1.Cgroup{}}
+	ready := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		f.tid = unix.Gettid()
+		close(ready)
+		for call := range f.calls {
+			call()
+		}
+	}()
+	<-ready
+	return f
+})
+
+// run calls fn on the launcher thread with its tid, one call at a time,
+// and returns fn's error; the thread then calls what fn returned to take it
+// back home (if not nil) before the next call.
+func (f *forker) run(fn func(tid int, home homeOf) (func() error, error)) error {
+	done := make(chan error, 1)
+	f.calls <- func() {
+		if f.err != nil {
+			done <- f.err
+			return
+		}
+		goBack, err := fn(f.tid, f.home)
+		done <- err
+		if goBack == nil {
+			return
+		}
+		if err := goBack(); err != nil {
+			f.err = fmt.Errorf("%w: %w", errLauncherAway, err)
+		}
+	}
+	return <-done
+}
+
+// threadPath is the cgroups of the thread tid of this process, from its
+// /proc/self/task/TID/cgroup.
+func threadPath(tid int) cgroup1.Path {
+	paths, err := cgroup1.ParseCgroupFile(fmt.Sprintf("/proc/self/task/%d/cgroup", tid))
+	return func(name cgroup1.Name) (string, error) {
+		if err != nil {
+			return "", err
+		}
+		p, ok := paths[string(name)]
+		if !ok {
+			return "", cgroup1.ErrControllerNotActive
+		}
+		return p, nil
+	}
+}

@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/glint-cluster/glint/pkg/contain"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+)
+
+// cgroupStep makes the process's cgroup under the worker's (Config.Cgroup):
+// its memory limit is its granted memory plus the overhead of
+// contain.MemoryLimit, its CPU its granted cores (Config.CPULimit), with
+// Config.PidsLimit processes and threads. process.start starts the process
+// in it; a claimed prestarted process is moved into it before it is handed
+// its launch, so no code of the launch runs outside it. The exit phase
+// reads it (an OOM kill) and removes it. It runs only on a contained worker.
+type cgroupStep struct{}
+
+// Name is "cgroup".
+func (cgroupStep) Name() string { return lifecycle.StepCgroup }
+
+// choose skips the step on a worker that contains nothing.
+func (cgroupStep) choose(l *launch) step {
+	if l.cgroups == nil {
+		return nil
+	}
+	return cgroupStep{}
+}
+
+// Run makes the cgroup.
+func (cgroupStep) Run(ctx context.Context, l *launch) error {
+	g, err := l.cgroups.New(l.cgroupName, l.limits)
+	if err != nil {
+		return err
+	}
+	l.group = g
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("glint.cgroup", g.Path()))
+	return nil
+}
+
+// limits are the cgroup limits of a process granted cores and memoryMiB.
+func (s *Server) limits(cores int32, memoryMiB int64) contain.Limits {
+	return contain.Limits{Cores: cores, MemoryBytes: contain.MemoryLimit(memoryMiB), Pids: s.cfg.PidsLimit}
+}
+
+// oomMessage is the end of a process the kernel killed at its group's
+// memory limit, in words that name it: "out of memory", "memory limit".
+func oomMessage(limit int64, st contain.Stat, e exit) string {
+	return fmt.Sprintf("out of memory: killed at its memory limit of %s (peak %s); %v", mib(limit), mib(st.PeakBytes), e)
+}
+
+// mib shows bytes in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
