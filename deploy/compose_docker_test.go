@@ -567,7 +567,7 @@ func (s *stack) checkTrace(t *testing.T, appID string) {
 // "-" for an executor that got no task: on a loaded machine the first
 // executor to register may run all of the demo's tasks before the second
 // registers, so those two are asked of one executor at least.
-var launchPhasesTotal = []string{"LAUNCH EXECUTOR", "PROCESS START", "RETRIEVE PROPS", "REGISTER", "FIRST TASK", "TOTAL"}
+var launchPhasesTotal = []string{"LAUNCH EXECUTOR", "PROCESS START", "BOOT", "RETRIEVE PROPS", "REGISTER", "FIRST TASK", "TOTAL"}
 
 // firstTaskColumn is FIRST TASK's index in launchPhasesTotal.
 var firstTaskColumn = slices.Index(launchPhasesTotal, "FIRST TASK")

@@ -83,7 +83,7 @@ func TestClientsSayWhatToDoWhenNoMasterAnswers(t *testing.T) {
 	for _, args := range [][]string{
 		{"status", "--master", addr, "--retry-timeout", "1s"},
 		{"kill", "--master", addr, "--retry-timeout", "1s", "app-20260101000000-0000"},
-		{"submit", "--master", addr, "--log-level", "error", "pi", "2"},
+		{"submit", "--master", addr, "--log-level", "error", "--retry-timeout", "1s", "pi", "2"},
 		{"submit", "--master", addr, "--deploy-mode", "cluster", "--retry-timeout", "1s", "pi", "2"},
 	} {
 		_, stderr, err := runGlint(t, args...)

@@ -115,6 +115,8 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 		stdout = line.above(stdout)
 		watch = func(ctx context.Context, d *driver.Driver) { followProgress(ctx, line, d) }
 	}
+	// --retry-timeout 0 (try once): one round.
+	cfg.UnreachableTimeout = max(f.retryTimeout, time.Nanosecond)
 	stopDriverTelemetry, err := clientMode(ctx, &cfg, exe, stdout, log)
 	if err != nil {
 		return err

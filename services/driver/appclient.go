@@ -28,11 +28,12 @@ import (
 // timeout (60 s) — with room to spare.
 const DefaultRegisterTimeout = 2 * time.Minute
 
-// unreachableRounds is how many rounds a driver tries when no master
-// answers at all (nothing listens at any URL it was given: a wrong URL, no
-// cluster, every master down) before it gives up without waiting out
-// RegisterTimeout: 9 s at the default RegisterInterval.
-const unreachableRounds = 10
+// DefaultUnreachableTimeout is how long a driver tries to register while no
+// master answers at all (Config.UnreachableTimeout), before it gives up
+// without waiting out RegisterTimeout: as long as a clients' default
+// --retry-timeout, which covers a master restarting and recovering within
+// its default --worker-timeout (60 s).
+const DefaultUnreachableTimeout = time.Minute
 
 // registerAttemptTimeout bounds one registration call: a paused master
 // takes the connection and never answers.
@@ -41,7 +42,7 @@ const registerAttemptTimeout = 20 * time.Second
 // Register is StandaloneAppClient's registerWithMaster: it registers the
 // application with the first master that takes it, trying the masters in
 // turn, round after round RegisterInterval apart, until RegisterTimeout
-// passed (or unreachableRounds, if no master answered at all); Run calls
+// passed (or UnreachableTimeout, if no master answered at all); Run calls
 // it. A master that cannot be reached, does not answer, or answers
 // Unavailable — a standby (whatever token the driver holds), a leader that
 // cannot confirm its lease, a master recovering — is passed for the next; a
@@ -66,6 +67,7 @@ func (d *Driver) Register(ctx context.Context) error {
 	// lastAnswer is the last refusal a master answered with: said at the
 	// end even when the deadline cut the last round's calls short.
 	var lastAnswer error
+	began := time.Now()
 	for round := 1; ; round++ {
 		var errs []error
 		for _, url := range d.cfg.Masters {
@@ -100,8 +102,8 @@ func (d *Driver) Register(ctx context.Context) error {
 			}
 			d.log.Log(ctx, level, "master did not take the registration; trying the next", "master", url, "round", round, "err", err)
 		}
-		if lastAnswer == nil && round >= unreachableRounds {
-			return fmt.Errorf("register application: no master answered in %d rounds: %w", round, errors.Join(errs...))
+		if lastAnswer == nil && time.Since(began) >= d.cfg.UnreachableTimeout {
+			return fmt.Errorf("register application: no master answered within %s (%d rounds): %w", d.cfg.UnreachableTimeout, round, errors.Join(errs...))
 		}
 		select {
 		case <-registering.Done():

@@ -93,6 +93,11 @@ type Config struct {
 	RegisterTimeout time.Duration
 	// RegisterInterval is the pause between rounds; default 1s.
 	RegisterInterval time.Duration
+	// UnreachableTimeout is how long registration tries while no master
+	// answers at all (nothing listens at any URL: a wrong URL, or every
+	// master down or restarting) before it gives up; default
+	// DefaultUnreachableTimeout. submit sets it from --retry-timeout.
+	UnreachableTimeout time.Duration
 	// Stdout receives the application's output; default os.Stdout.
 	Stdout io.Writer
 	// SubmitToken is what the driver calls the master with ("" when the
@@ -140,6 +145,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RegisterInterval <= 0 {
 		c.RegisterInterval = time.Second
+	}
+	if c.UnreachableTimeout <= 0 {
+		c.UnreachableTimeout = DefaultUnreachableTimeout
 	}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout

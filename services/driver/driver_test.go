@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/glint-cluster/glint/internal/faultproxy"
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/internal/tooltest"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
@@ -28,6 +30,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/executor"
 	"github.com/glint-cluster/glint/services/master"
@@ -514,14 +517,65 @@ func TestDriverRegistersWithTheFirstMasterThatAnswers(t *testing.T) {
 	}
 	d, err := servicetest.NewDriver(t, driver.Config{
 		Masters: []string{down}, App: echoApp(nil),
-		ExecutorCommand: []string{"/bin/false"}, RegisterInterval: time.Millisecond,
+		ExecutorCommand: []string{"/bin/false"}, RegisterInterval: time.Millisecond, UnreachableTimeout: 20 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = d.Register(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "no master answered in 10 rounds") {
+	if err == nil || !strings.Contains(err.Error(), "no master answered within 20ms") {
 		t.Errorf("got %v, want no master answered", err)
+	}
+}
+
+// roundsLog is a log handler that closes reached once registration has
+// passed its masters in rounds rounds.
+type roundsLog struct {
+	mu      sync.Mutex
+	seen    int
+	rounds  int
+	reached chan struct{}
+}
+
+func (h *roundsLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *roundsLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *roundsLog) WithGroup(string) slog.Handler            { return h }
+func (h *roundsLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Message == "master did not take the registration; trying the next" {
+		if h.seen++; h.seen == h.rounds {
+			close(h.reached)
+		}
+	}
+	return nil
+}
+
+// TestRegistrationWaitsOutAMasterDownForLongerThanTenRounds: while no
+// master answers at all — one restarting, its port closed — registration
+// goes on until UnreachableTimeout (submit's --retry-timeout), not a fixed
+// number of rounds, and registers once the master is back.
+func TestRegistrationWaitsOutAMasterDownForLongerThanTenRounds(t *testing.T) {
+	proxy := faultproxy.New(t, strings.TrimPrefix(startMaster(t), "http://"))
+	proxy.Cut()
+	h := &roundsLog{rounds: 30, reached: make(chan struct{})}
+	d, err := servicetest.NewDriver(t, driver.Config{
+		Masters: []string{proxy.URL}, App: echoApp(nil), ExecutorCommand: []string{"/bin/false"},
+		RegisterInterval: time.Millisecond, Instruments: telemetry.Instruments{Logger: slog.New(h)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := make(chan error, 1)
+	go func() { registered <- d.Register(context.Background()) }()
+	select {
+	case <-h.reached:
+	case err := <-registered:
+		t.Fatalf("registration ended after %d rounds: %v", h.seen, err)
+	}
+	proxy.Heal()
+	if err := <-registered; err != nil || !strings.HasPrefix(d.AppID(), "app-") {
+		t.Fatalf("registration once the master is back: %v, app %q", err, d.AppID())
 	}
 }
 
