@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/jaeger"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -132,34 +133,13 @@ func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) 
 	}
 }
 
-// memoryCgroup is process pid's memory cgroup (v1), or its unified one (v2).
-func memoryCgroup(t *testing.T, pid int) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	unified := ""
-	for line := range strings.Lines(string(b)) {
-		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
-		switch {
-		case len(parts) < 3:
-		case parts[1] == "memory":
-			return parts[2]
-		case parts[1] == "":
-			unified = parts[2]
-		}
-	}
-	return unified
-}
-
 // A prestarted executor waits on one core, in its worker's cgroup; claimed,
 // it runs on its launch's cores, in its launch's cgroup.
 func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T) {
 	t.Parallel()
 	c := startSizedCluster(t, nil, 1, 2, []string{"--prestart-executors", "1"})
 	standby := idleStandby(t, c)
-	if got, worker := memoryCgroup(t, standby), memoryCgroup(t, c.workers[0].cmd.Process.Pid); got != worker {
+	if got, worker := tooltest.CgroupOf(t, standby), tooltest.CgroupOf(t, c.workers[0].cmd.Process.Pid); got != worker {
 		t.Errorf("the prestarted executor is in cgroup %s before its claim, want its worker's, %s", got, worker)
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", standby))
@@ -191,7 +171,7 @@ func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T
 		t.Errorf("the worker's children %v do not include the prestarted process %d: it was not claimed", kids, standby)
 	}
 	// The claim moved it into its launch's cgroup, under its worker's.
-	if got := memoryCgroup(t, standby); !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
+	if got := tooltest.CgroupOf(t, standby); !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
 		t.Errorf("the claimed executor is in cgroup %s, want its launch's under its worker's", got)
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {

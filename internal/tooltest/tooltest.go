@@ -4,6 +4,7 @@
 package tooltest
 
 import (
+	"fmt"
 	"github.com/glint-cluster/glint/internal/ports"
 	"net/http"
 	"os"
@@ -133,4 +134,39 @@ func Start(t testing.TB, name, ready, bin string, args ...string) *Process {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Eventually polls cond until it holds, failing the test after a generous
+// deadline (30 s).
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// CgroupOf is the path of process pid's cgroup: its memory controller's on
+// cgroup v1, its unified one on v2.
+func CgroupOf(t testing.TB, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unified := ""
+	for line := range strings.Lines(string(b)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		switch {
+		case len(parts) < 3:
+		case parts[1] == "memory":
+			return parts[2]
+		case parts[1] == "":
+			unified = parts[2]
+		}
+	}
+	return unified
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	cgroups "github.com/containerd/cgroups/v3"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // The test binary is also the processes the tests contain: with
@@ -225,10 +227,10 @@ func TestAHardCPULimitCapsTheGroupAtItsCores(t *testing.T) {
 	}
 	// Measured from the first CPU time seen, once the spinning started.
 	var start float64
-	eventually(t, "the child to spin", func() bool { start = cpu(); return start > 0.1 })
+	tooltest.Eventually(t, "the child to spin", func() bool { start = cpu(); return start > 0.1 })
 	began := time.Now()
 	var used float64
-	eventually(t, "the group to use 2 s of CPU", func() bool { used = cpu() - start; return used >= 2 })
+	tooltest.Eventually(t, "the group to use 2 s of CPU", func() bool { used = cpu() - start; return used >= 2 })
 	cores := used / time.Since(began).Seconds()
 	t.Logf("used %.2f s of CPU in %v: %.2f cores", used, time.Since(began), cores)
 	if cores > 1.1 {
@@ -320,7 +322,7 @@ func TestOpenRemovesWhatAKilledRunLeft(t *testing.T) {
 	if p.Path() != "/"+name {
 		t.Fatalf("parent %s, want /%s", p.Path(), name)
 	}
-	eventually(t, "the left process to die", func() bool { return !alive(left) })
+	tooltest.Eventually(t, "the left process to die", func() bool { return !alive(left) })
 	names, err := p.h.children(p.path)
 	if err != nil || len(names) != 0 {
 		t.Errorf("groups under the reopened parent: %v, %v; want none", names, err)
@@ -335,19 +337,6 @@ func alive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i >= 0 && !strings.HasPrefix(string(b[i+1:]), " Z")
-}
-
-// eventually polls cond until it holds, failing the test after a generous
-// deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // The v2 limits are the files the kernel reads: memory.max with the OOM

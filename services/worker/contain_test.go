@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -30,28 +31,6 @@ const allocBytes = 256 << 20
 // testCgroup is a worker cgroup of the test's own.
 func testCgroup(t *testing.T) string {
 	return fmt.Sprintf("glint-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())
-}
-
-// cgroupOf is the path of process pid's cgroup: its memory controller's
-// on v1, its unified one on v2.
-func cgroupOf(t *testing.T, pid int) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	unified := ""
-	for line := range strings.Lines(string(b)) {
-		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
-		switch {
-		case len(parts) < 3:
-		case parts[1] == "memory":
-			return parts[2]
-		case parts[1] == "":
-			unified = parts[2]
-		}
-	}
-	return unified
 }
 
 // assertNoCgroup fails the test if the cgroup path is in any hierarchy
@@ -85,7 +64,7 @@ func TestAContainedWorkerRunsEachProcessInItsCgroupAndLeavesNone(t *testing.T) {
 	appID := c.registerApp(t, executorCommand(t, "hold", 0), 1)
 	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
 	e, _ := w.executor(t, appID, 0)
-	if got, want := cgroupOf(t, e.PID), cg+"/executor-"+appID+"-0"; got != want {
+	if got, want := tooltest.CgroupOf(t, e.PID), cg+"/executor-"+appID+"-0"; got != want {
 		t.Errorf("executor in cgroup %s, want %s", got, want)
 	}
 	resp, err := c.master.SubmitDriver(context.Background(), connect.NewRequest(&masterv1.SubmitDriverRequest{
@@ -96,7 +75,7 @@ func TestAContainedWorkerRunsEachProcessInItsCgroupAndLeavesNone(t *testing.T) {
 	}
 	id := resp.Msg.GetDriverId()
 	var pid int
-	eventually(t, "the driver running", func() bool {
+	tooltest.Eventually(t, "the driver running", func() bool {
 		for _, d := range w.fetchJSON(t).Drivers {
 			if d.ID == id && d.PID != 0 {
 				pid = d.PID
@@ -104,7 +83,7 @@ func TestAContainedWorkerRunsEachProcessInItsCgroupAndLeavesNone(t *testing.T) {
 		}
 		return pid != 0
 	})
-	if got, want := cgroupOf(t, pid), cg+"/"+id; got != want {
+	if got, want := tooltest.CgroupOf(t, pid), cg+"/"+id; got != want {
 		t.Errorf("driver in cgroup %s, want %s", got, want)
 	}
 	if err := w.stop(); err != nil {
@@ -155,10 +134,10 @@ func TestAContainedExecutorUsesAtMostItsCores(t *testing.T) {
 		return e.CPUSeconds
 	}
 	var start float64
-	eventually(t, "the executor to spin", func() bool { start = cpu(); return start > 0.1 })
+	tooltest.Eventually(t, "the executor to spin", func() bool { start = cpu(); return start > 0.1 })
 	began := time.Now()
 	var used float64
-	eventually(t, "the executor to use 2 s of CPU", func() bool { used = cpu() - start; return used >= 2 })
+	tooltest.Eventually(t, "the executor to use 2 s of CPU", func() bool { used = cpu() - start; return used >= 2 })
 	took := time.Since(began)
 	t.Logf("used %.2f s of CPU in %v: %.2f cores", used, took, used/took.Seconds())
 	if cores := used / took.Seconds(); cores > 1.1 {
@@ -265,12 +244,12 @@ func TestAWorkerRestartedAfterSIGKILLRemovesTheCgroupsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed.Wait()
-	if cgroupOf(t, e.PID) != "/"+cg+"/executor-"+appID+"-0" {
-		t.Fatalf("the executor of the killed worker is in cgroup %s, want its own", cgroupOf(t, e.PID))
+	if tooltest.CgroupOf(t, e.PID) != "/"+cg+"/executor-"+appID+"-0" {
+		t.Fatalf("the executor of the killed worker is in cgroup %s, want its own", tooltest.CgroupOf(t, e.PID))
 	}
 
 	second := startWorker(t, Config{Cgroup: cg, WorkDir: dir}, url)
-	eventually(t, "the left executor to die", func() bool { return !alive(e.PID) })
+	tooltest.Eventually(t, "the left executor to die", func() bool { return !alive(e.PID) })
 	assertNoCgroup(t, "/"+cg+"/executor-"+appID+"-0")
 	if err := second.stop(); err != nil {
 		t.Fatalf("Run: %v", err)

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/services/master"
@@ -25,14 +26,14 @@ func TestADecommissionedWorkerTakesNoNewLaunches(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := startCluster(t, clusterConfig{worker: Config{Cores: 2, MemoryMiB: 1024}})
 			decommission(c)
-			eventually(t, "the master lists the worker DECOMMISSIONED", func() bool {
+			tooltest.Eventually(t, "the master lists the worker DECOMMISSIONED", func() bool {
 				return c.masterWorker(t, c.worker.ID()).GetState() == masterv1.WorkerState_WORKER_STATE_DECOMMISSIONED
 			})
 			req := &workerv1.LaunchExecutorRequest{
 				MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64,
 				Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "exit", 0)},
 			}
-			eventually(t, "the worker knows it is decommissioned", func() bool {
+			tooltest.Eventually(t, "the worker knows it is decommissioned", func() bool {
 				c.worker.mu.Lock()
 				defer c.worker.mu.Unlock()
 				return c.worker.decommissioned
@@ -53,7 +54,7 @@ func TestADecommissionedWorkerTellsANewMasterSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := newMasterClient(t, other)
-	eventually(t, "the new master lists the worker DECOMMISSIONED", func() bool {
+	tooltest.Eventually(t, "the new master lists the worker DECOMMISSIONED", func() bool {
 		st, err := client.GetClusterState(context.Background(), connect.NewRequest(&masterv1.GetClusterStateRequest{}))
 		if err != nil {
 			t.Fatal(err)

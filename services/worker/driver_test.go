@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
@@ -75,7 +76,7 @@ func TestDriverEndStatesReachTheMaster(t *testing.T) {
 			}
 
 			var d *masterv1.DriverInfo
-			eventually(t, "the driver to end at the master", func() bool {
+			tooltest.Eventually(t, "the driver to end at the master", func() bool {
 				st, err := c.master.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
 				if err != nil {
 					t.Fatalf("driver status: %v", err)
@@ -118,7 +119,7 @@ func TestASupervisedDriverWhoseLaunchFailsIsRestarted(t *testing.T) {
 		t.Fatalf("submit driver: %v", err)
 	}
 	id := resp.Msg.GetDriverId()
-	eventually(t, "the driver restarted after failed launches", func() bool {
+	tooltest.Eventually(t, "the driver restarted after failed launches", func() bool {
 		st := c.worker.fetchJSON(t)
 		return len(st.Drivers) == 1 && st.Drivers[0].Restarts >= 2 && st.Drivers[0].State == "RESTARTING" &&
 			strings.HasPrefix(st.Drivers[0].Message, "launch failed: process.start: exec: ")
@@ -130,7 +131,7 @@ func TestASupervisedDriverWhoseLaunchFailsIsRestarted(t *testing.T) {
 	if _, err := c.master.KillDriver(ctx, connect.NewRequest(&masterv1.KillDriverRequest{DriverId: id})); err != nil {
 		t.Fatalf("kill driver: %v", err)
 	}
-	eventually(t, "the killed driver KILLED at the master", func() bool {
+	tooltest.Eventually(t, "the killed driver KILLED at the master", func() bool {
 		st, err := c.master.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: id}))
 		return err == nil && st.Msg.GetDriver().GetState() == masterv1.DriverState_DRIVER_STATE_KILLED
 	})

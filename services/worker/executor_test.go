@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
@@ -76,7 +77,7 @@ func TestExecutorRunsAndItsEndReachesTheMaster(t *testing.T) {
 			tt.end(t, dir, running.PID)
 
 			var e *masterv1.ExecutorInfo
-			eventually(t, "executor 0 to end at the master", func() bool {
+			tooltest.Eventually(t, "executor 0 to end at the master", func() bool {
 				e = c.masterExecutor(t, appID, 0)
 				return e.GetState() != masterv1.ExecutorState_EXECUTOR_STATE_RUNNING
 			})
@@ -106,7 +107,7 @@ func TestExecutorWithMissingBinaryFailsAndWorkerKeepsServing(t *testing.T) {
 	}
 
 	// The master retries until the application fails; the worker carries on.
-	eventually(t, "the application to fail", func() bool {
+	tooltest.Eventually(t, "the application to fail", func() bool {
 		return c.masterApp(t, appID).GetState() == masterv1.ApplicationState_APPLICATION_STATE_FAILED
 	})
 	resp, err := http.Get(c.worker.url + "/healthz")
@@ -118,7 +119,7 @@ func TestExecutorWithMissingBinaryFailsAndWorkerKeepsServing(t *testing.T) {
 	if string(body) != "ok\n" {
 		t.Errorf("healthz = %q", body)
 	}
-	eventually(t, "the failed executors' core freed", func() bool { return c.worker.fetchJSON(t).CoresUsed == 0 })
+	tooltest.Eventually(t, "the failed executors' core freed", func() bool { return c.worker.fetchJSON(t).CoresUsed == 0 })
 	next := c.registerApp(t, executorCommand(t, "hold", 0), 1)
 	c.waitMasterExecutor(t, next, 0, masterv1.ExecutorState_EXECUTOR_STATE_RUNNING)
 }
@@ -218,7 +219,7 @@ func TestKillingAnExecutorThatAlreadyEndedIsDone(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "executor EXITED", func() bool {
+	tooltest.Eventually(t, "executor EXITED", func() bool {
 		e, finished := c.worker.executor(t, testAppID, 0)
 		return finished && e.State == "EXITED"
 	})

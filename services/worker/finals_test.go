@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/services/master"
 )
@@ -40,9 +41,9 @@ func TestAnEndWhoseReportIsLostReachesTheMasterWithAHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.worker.waitFinishedExecutor(t, app, 0)
-	eventually(t, "the end's report refused", refused.Load)
+	tooltest.Eventually(t, "the end's report refused", refused.Load)
 	c.waitMasterExecutor(t, app, 0, masterv1.ExecutorState_EXECUTOR_STATE_EXITED)
-	eventually(t, "the end forgotten once acknowledged", func() bool {
+	tooltest.Eventually(t, "the end forgotten once acknowledged", func() bool {
 		c.worker.mu.Lock()
 		defer c.worker.mu.Unlock()
 		return len(c.worker.finals.executors) == 0

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/services/master"
@@ -104,7 +105,7 @@ func TestCommandsAboutRunningProcesses(t *testing.T) {
 	if _, err := c.worker.client.LaunchExecutor(ctx, connect.NewRequest(launch)); err != nil {
 		t.Fatalf("LaunchExecutor: %v", err)
 	}
-	eventually(t, "executor RUNNING on the worker", func() bool {
+	tooltest.Eventually(t, "executor RUNNING on the worker", func() bool {
 		e, _ := c.worker.executor(t, testAppID, 0)
 		return e.State == "RUNNING"
 	})
@@ -227,7 +228,7 @@ func TestMasterChangedMovesTheWorkerToTheNewMaster(t *testing.T) {
 		t.Fatalf("MasterChanged: %v", err)
 	}
 	oc := &cluster{masterURL: other, master: newMasterClient(t, other)}
-	eventually(t, "the worker registered with the new master", func() bool {
+	tooltest.Eventually(t, "the worker registered with the new master", func() bool {
 		w := oc.masterWorker(t, c.worker.ID())
 		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
 )
@@ -79,7 +80,7 @@ func TestAPrestartedProcessIsOfferedToLaunchesOnlyOnceItSaysItIsReadyAndItsDirIs
 		defer p.mu.Unlock()
 		return p.warming[sb] || len(p.idle) > 0
 	}
-	eventually(t, "the process admitted or waited for", waiting)
+	tooltest.Eventually(t, "the process admitted or waited for", waiting)
 	l := &launch{argv: []string{self, "executor"}, template: &masterv1.Command{Args: []string{self, "executor"}}}
 	if p.idleCount() != 0 || p.take(l) != nil {
 		t.Fatal("a process that did not say it is ready is offered to a launch")
@@ -87,7 +88,7 @@ func TestAPrestartedProcessIsOfferedToLaunchesOnlyOnceItSaysItIsReadyAndItsDirIs
 	if _, err := theirs.Write([]byte("R")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ready process idle", func() bool { return p.idleCount() == 1 })
+	tooltest.Eventually(t, "the ready process idle", func() bool { return p.idleCount() == 1 })
 	if p.take(l) != sb {
 		t.Error("the ready process is not offered to a launch")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/services/master"
@@ -62,7 +63,7 @@ func TestADriverIDThatRanHereIsNotLaunchedAgain(t *testing.T) {
 	if _, err := c.worker.client.LaunchDriver(ctx, connect.NewRequest(launch)); err != nil {
 		t.Fatalf("LaunchDriver: %v", err)
 	}
-	eventually(t, "the driver ended", func() bool { return len(c.worker.fetchJSON(t).FinishedDrivers) == 1 })
+	tooltest.Eventually(t, "the driver ended", func() bool { return len(c.worker.fetchJSON(t).FinishedDrivers) == 1 })
 	if _, err := c.worker.client.LaunchDriver(ctx, connect.NewRequest(launch)); connect.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Fatalf("launching a driver that ran here already: %v, want already_exists", err)
 	}
@@ -149,7 +150,7 @@ func TestAWorkerFollowsOnlyTheMastersItWasGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	oc := &cluster{masterURL: other, master: newMasterClient(t, other)}
-	eventually(t, "the worker registered with its other master", func() bool {
+	tooltest.Eventually(t, "the worker registered with its other master", func() bool {
 		w := oc.masterWorker(t, c.worker.ID())
 		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE
 	})

@@ -12,6 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -70,7 +71,7 @@ func TestLaunchShowsNoSecretTheProcessIsGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_EXITED)
-	eventually(t, "process.wait span ended", func() bool {
+	tooltest.Eventually(t, "process.wait span ended", func() bool {
 		for _, s := range recorder.Ended() {
 			if s.Name() == "process.wait" {
 				return true

@@ -92,7 +92,7 @@ func TestWorkerRegistersAgainWhenTheMasterForgetsIt(t *testing.T) {
 		t.Errorf("executor 0 on the worker = %+v; want KILLED as unknown to the master", e)
 	}
 	assertGone(t, running.PID)
-	eventually(t, "the worker ALIVE again under the same id", func() bool {
+	tooltest.Eventually(t, "the worker ALIVE again under the same id", func() bool {
 		w := c.masterWorker(t, c.worker.ID())
 		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE
 	})

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 )
 
@@ -14,7 +15,7 @@ import (
 func readySpare(t *testing.T, s *Server) string {
 	t.Helper()
 	var dir string
-	eventually(t, "a spare work dir", func() bool {
+	tooltest.Eventually(t, "a spare work dir", func() bool {
 		s.spare.mu.Lock()
 		defer s.spare.mu.Unlock()
 		if s.spare.ready != nil {

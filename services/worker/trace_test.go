@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -39,7 +40,7 @@ func TestLaunchStepsAreSpansAndTheExecutorContinuesTheLaunch(t *testing.T) {
 	c.waitMasterExecutor(t, appID, 0, masterv1.ExecutorState_EXECUTOR_STATE_EXITED)
 
 	var launch sdktrace.ReadOnlySpan
-	eventually(t, "process.wait span ended", func() bool {
+	tooltest.Eventually(t, "process.wait span ended", func() bool {
 		for _, s := range recorder.Ended() {
 			if s.Name() == "process.wait" {
 				return true
@@ -146,7 +147,7 @@ func TestSupervisedDriverStartsAreSpansUnderLaunchDriver(t *testing.T) {
 		t.Fatalf("submit driver: %v", err)
 	}
 	id := resp.Msg.GetDriverId()
-	eventually(t, "the driver's final report sent", func() bool {
+	tooltest.Eventually(t, "the driver's final report sent", func() bool {
 		return slices.ContainsFunc(recorder.Ended(), func(s sdktrace.ReadOnlySpan) bool {
 			return s.Name() == "glint.master.v1.MasterService/DriverStateChanged" && s.SpanKind() == trace.SpanKindClient
 		})

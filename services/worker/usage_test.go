@@ -18,6 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/services/master"
 )
@@ -177,11 +178,11 @@ func TestUsageOfARunningExecutorTreeIsMeasuredAndReported(t *testing.T) {
 	current := `glint_worker_children_memory_bytes{kind="current",process="executor"}`
 	peak := `glint_worker_children_memory_bytes{kind="peak",process="executor"}`
 	var first float64
-	eventually(t, "the executor's tree holding its grandchild's memory in /metrics", func() bool {
+	tooltest.Eventually(t, "the executor's tree holding its grandchild's memory in /metrics", func() bool {
 		first = scrape(t, w.url, cpu)
 		return scrape(t, w.url, current) >= heldBytes && scrape(t, w.url, peak) >= heldBytes && first > 0
 	})
-	eventually(t, "the executor's CPU seconds growing while it spins", func() bool {
+	tooltest.Eventually(t, "the executor's CPU seconds growing while it spins", func() bool {
 		return scrape(t, w.url, cpu) >= first+0.2
 	})
 	if v := scrape(t, w.url, `glint_worker_children_cpu_seconds_total{process="driver"}`); v != 0 {
@@ -191,7 +192,7 @@ func TestUsageOfARunningExecutorTreeIsMeasuredAndReported(t *testing.T) {
 	if e.CPUSeconds <= 0 || e.MemoryBytes < heldBytes || e.PeakBytes < e.MemoryBytes {
 		t.Errorf("worker /json executor usage %+v: want CPU > 0 and current memory ≥ %d ≤ peak", e.usageJSON, heldBytes)
 	}
-	eventually(t, "the master's /json showing the usage per worker, application and executor", func() bool {
+	tooltest.Eventually(t, "the master's /json showing the usage per worker, application and executor", func() bool {
 		st := fetchMasterJSON(t, c.masterURL)
 		if len(st.Workers) != 1 || len(st.ActiveApps) != 1 || len(st.ActiveApps[0].Executors) != 1 {
 			return false
@@ -231,7 +232,7 @@ func TestAnExecutorsLastUsageComesFromItsExitStatus(t *testing.T) {
 	dir := filepath.Join(w.cfg.WorkDir, appID, "0")
 	waitFileContains(t, filepath.Join(dir, "stdout"), "holding")
 	e, _ := w.executor(t, appID, 0)
-	eventually(t, "the executor to spin for a fifth of a second", func() bool {
+	tooltest.Eventually(t, "the executor to spin for a fifth of a second", func() bool {
 		st, err := readProcStat(fmt.Sprintf("/proc/%d/stat", e.PID))
 		return err == nil && st.ticks >= clockTicks/5
 	})
@@ -320,11 +321,11 @@ func TestUsageOfARunningDriverIsMeasuredAndReported(t *testing.T) {
 	}
 	dir := filepath.Join(w.cfg.WorkDir, resp.Msg.GetDriverId())
 	waitFileContains(t, filepath.Join(dir, "stdout"), "holding")
-	eventually(t, "the driver's tree in /metrics", func() bool {
+	tooltest.Eventually(t, "the driver's tree in /metrics", func() bool {
 		return scrape(t, w.url, `glint_worker_children_cpu_seconds_total{process="driver"}`) > 0 &&
 			scrape(t, w.url, `glint_worker_children_memory_bytes{kind="current",process="driver"}`) >= heldBytes
 	})
-	eventually(t, "the master showing the driver's usage and its worker's", func() bool {
+	tooltest.Eventually(t, "the master showing the driver's usage and its worker's", func() bool {
 		st := c.state(t)
 		ds, ws := st.GetActiveDrivers(), st.GetWorkers()
 		return len(ds) == 1 && ds[0].GetUsage().GetCpuSeconds() > 0 && ds[0].GetUsage().GetMemoryBytes() >= heldBytes &&

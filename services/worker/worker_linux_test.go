@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 )
 
@@ -51,7 +52,7 @@ func TestRunEndingKillsGrandchildren(t *testing.T) {
 	// The grandchild ignores SIGTERM and outlived its parent; the worker's
 	// SIGKILL to the process group still reached it.
 	var ws syscall.WaitStatus
-	eventually(t, "the grandchild to die", func() bool {
+	tooltest.Eventually(t, "the grandchild to die", func() bool {
 		pid, err := syscall.Wait4(grandchild, &ws, syscall.WNOHANG, nil)
 		if errors.Is(err, syscall.ECHILD) {
 			t.Fatalf("grandchild %d was not re-parented to the test", grandchild)

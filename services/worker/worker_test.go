@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -160,18 +161,6 @@ func driverCommand(t *testing.T, mode string) *masterv1.Command {
 
 // testLogger discards the logs of code under test.
 func testLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// eventually polls cond until it holds, failing the test after a generous deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // listen opens an ephemeral loopback port.
 func listen(t *testing.T) net.Listener {
@@ -339,7 +328,7 @@ func startCluster(t *testing.T, cfg clusterConfig) *cluster {
 	url := startWrappedMaster(t, cfg.master, cfg.runMaster, cfg.wrapMaster)
 	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
 	c.worker = startWorker(t, cfg.worker, append([]string{url}, cfg.otherMasters...)...)
-	eventually(t, "worker registered", func() bool {
+	tooltest.Eventually(t, "worker registered", func() bool {
 		w := c.masterWorker(t, c.worker.ID())
 		return w != nil && w.GetState() == masterv1.WorkerState_WORKER_STATE_ALIVE && c.worker.status().MasterURL == url
 	})
@@ -423,7 +412,7 @@ func (c *cluster) registerApp(t *testing.T, cmd *masterv1.Command, maxCores int3
 func (c *cluster) waitMasterExecutor(t *testing.T, appID string, id int32, state masterv1.ExecutorState) *masterv1.ExecutorInfo {
 	t.Helper()
 	var e *masterv1.ExecutorInfo
-	eventually(t, fmt.Sprintf("executor %s/%d %s at the master", appID, id, state), func() bool {
+	tooltest.Eventually(t, fmt.Sprintf("executor %s/%d %s at the master", appID, id, state), func() bool {
 		e = c.masterExecutor(t, appID, id)
 		return e.GetState() == state
 	})
@@ -452,7 +441,7 @@ func (w *testWorker) executor(t *testing.T, appID string, id int32) (executorJSO
 func (w *testWorker) waitFinishedExecutor(t *testing.T, appID string, id int32) executorJSON {
 	t.Helper()
 	var e executorJSON
-	eventually(t, fmt.Sprintf("executor %s/%d finished on the worker", appID, id), func() bool {
+	tooltest.Eventually(t, fmt.Sprintf("executor %s/%d finished on the worker", appID, id), func() bool {
 		var done bool
 		e, done = w.executor(t, appID, id)
 		return done
@@ -479,7 +468,7 @@ func (w *testWorker) fetchJSON(t *testing.T) workerJSON {
 func waitFileContains(t *testing.T, name string, wants ...string) string {
 	t.Helper()
 	var data []byte
-	eventually(t, fmt.Sprintf("%s to contain %q", name, wants), func() bool {
+	tooltest.Eventually(t, fmt.Sprintf("%s to contain %q", name, wants), func() bool {
 		data, _ = os.ReadFile(name)
 		for _, w := range wants {
 			if !strings.Contains(string(data), w) {
