@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -459,9 +460,20 @@ func sendSpans(t testing.TB, endpoint string, spans []*testSpan) {
 		})
 	}
 	b, _ := json.Marshal(map[string]any{"resourceSpans": resourceSpans})
-	resp, err := http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("send spans to the collector: %v", err)
+	// The collector serves its own metrics (its readiness here) before its
+	// receivers listen: a refused connection is tried again.
+	var resp *http.Response
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		resp, err = http.Post(endpoint+"/v1/traces", "application/json", bytes.NewReader(b))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			t.Fatalf("send spans to the collector: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
@@ -34,16 +35,20 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
 		s.workers.heartbeat(w, now)
 		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+			w.registration = newRegistration()
+			resp.Registration = w.registration
 			resp.UnknownExecutors, resp.UnknownDriverIds = s.adoptLocked(ctx, w, m)
 			return connect.NewResponse(resp), nil
 		}
-		resp.Duplicate = true
+		resp.Duplicate, resp.Registration = true, w.registration
 		return connect.NewResponse(resp), nil
 	}
 	w := newWorkerInfo(m.GetWorkerId(), m.GetHost(), m.GetPort(), url, m.GetCores(), m.GetMemoryMib(), now)
+	w.registration = newRegistration()
 	if err := s.registerWorkerLocked(ctx, w); err != nil {
 		return nil, rpc.Error(err)
 	}
+	resp.Registration = w.registration
 	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
 	// A kept worker it replaced at the same address is gone: the recovery
 	// may be complete.
@@ -54,6 +59,11 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	s.needSchedule = true
 	return connect.NewResponse(resp), nil
 }
+
+// newRegistration is a worker's registration: random, so that a master
+// restarted (whose count would start again) never gives a worker one that a
+// launch of its previous life carries.
+func newRegistration() int64 { return rand.Int64N(1<<62) + 1 }
 
 func validateWorker(m *masterv1.RegisterWorkerRequest) (string, error) {
 	if err := ids.ValidateWorker(m.GetWorkerId()); err != nil {

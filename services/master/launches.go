@@ -221,7 +221,7 @@ func (s *Server) sendLaunchDriver(ctx context.Context, w *workerInfo, d *driverI
 }
 
 func (s *Server) postLaunchDriver(ctx context.Context, w *workerInfo, d *driverInfo, retry int) {
-	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
+	req := &workerv1.LaunchDriverRequest{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, Registration: w.registration, DriverId: d.id, Description: d.desc, SubmitToken: d.submitToken}
 	s.launchOnWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if retry > 0 && !s.launchingDriver(w, d) {
 			return
@@ -302,8 +302,8 @@ func (s *Server) sendLaunchExecutor(ctx context.Context, e *executorInfo) {
 func (s *Server) postLaunchExecutor(ctx context.Context, e *executorInfo, retry int) {
 	w, a := e.worker, e.app
 	req := &workerv1.LaunchExecutorRequest{
-		MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores, MemoryMib: e.memoryMiB,
-		AppToken: a.appToken,
+		MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, Registration: w.registration, AppId: a.id, ExecutorId: e.id, Description: a.desc, Cores: e.cores,
+		MemoryMib: e.memoryMiB, AppToken: a.appToken,
 	}
 	s.launchOnWorker(ctx, w, func(ctx context.Context, c workerv1connect.WorkerServiceClient) {
 		if retry > 0 && !s.launching(e) {

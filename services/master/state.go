@@ -76,7 +76,10 @@ var driverTransitions = lifecycle.Transitions[masterv1.DriverState]{
 
 // workerInfo is one registered worker (Spark's WorkerInfo).
 type workerInfo struct {
-	id            string
+	id string
+	// registration is the worker's current registration with this master
+	// (RegisterWorkerResponse.registration), which launches carry.
+	registration  int64
 	host          string
 	port          int32
 	url           string

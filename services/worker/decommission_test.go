@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -79,5 +80,32 @@ func TestADeposedMasterCannotDecommissionAWorker(t *testing.T) {
 	c.worker.mu.Unlock()
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition || decommissioned {
 		t.Errorf("DecommissionWorker from epoch 4 after 5: %v, decommissioned=%v; want refused", err, decommissioned)
+	}
+}
+
+// TestALaunchOfAnEarlierRegistrationIsRefused: a launch carrying another
+// registration than the worker's current one with its master — one sent
+// before the master declared the worker lost and it registered again — is
+// refused unavailable and runs nothing; one of its registration runs.
+func TestALaunchOfAnEarlierRegistrationIsRefused(t *testing.T) {
+	c := startCluster(t, clusterConfig{worker: Config{Cores: 2, MemoryMiB: 1024}})
+	c.worker.mu.Lock()
+	current := c.worker.registration
+	c.worker.mu.Unlock()
+	if current == 0 {
+		t.Fatal("the worker holds no registration from its master")
+	}
+	req := &workerv1.LaunchExecutorRequest{
+		MasterUrl: c.masterURL, AppId: testAppID, ExecutorId: 0, Cores: 1, MemoryMib: 64, Registration: current + 1,
+		Description: &masterv1.ApplicationDescription{Name: "t", Command: executorCommand(t, "exit", 0)},
+	}
+	if _, err := c.worker.client.LaunchExecutor(context.Background(), connect.NewRequest(req)); connect.CodeOf(err) != connect.CodeUnavailable ||
+		!strings.Contains(err.Error(), "earlier registration") {
+		t.Fatalf("LaunchExecutor of another registration: %v, want Unavailable", err)
+	}
+	assertEmptyDir(t, c.worker.cfg.WorkDir)
+	req.Registration = current
+	if _, err := c.worker.client.LaunchExecutor(context.Background(), connect.NewRequest(req)); err != nil {
+		t.Fatalf("LaunchExecutor of the worker's registration: %v", err)
 	}
 }

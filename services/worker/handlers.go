@@ -28,7 +28,7 @@ func (s *Server) LaunchExecutor(ctx context.Context, req *connect.Request[worker
 	if err := s.fence("launch executor", m.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
-	if err := s.newExecutorRunner(ctx, m).start(ctx, m.GetMasterUrl()); err != nil {
+	if err := s.newExecutorRunner(ctx, m).start(ctx, m.GetMasterUrl(), m.GetRegistration()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&workerv1.LaunchExecutorResponse{}), nil
@@ -100,7 +100,7 @@ func (s *Server) LaunchDriver(ctx context.Context, req *connect.Request[workerv1
 	if err := s.fence("launch driver", m.GetEpoch()); err != nil {
 		return nil, rpc.Error(err)
 	}
-	if err := s.newDriverRunner(ctx, m).start(ctx, m.GetMasterUrl()); err != nil {
+	if err := s.newDriverRunner(ctx, m).start(ctx, m.GetMasterUrl(), m.GetRegistration()); err != nil {
 		return nil, rpc.Error(err)
 	}
 	return connect.NewResponse(&workerv1.LaunchDriverResponse{}), nil

@@ -127,7 +127,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 			// A master that cannot name itself is reached where we found it.
 			active = url
 		}
-		s.endRegistration(active, url, changes)
+		s.endRegistration(active, url, resp.Msg.GetRegistration(), changes)
 		s.acknowledged(req.GetFinishedExecutors(), req.GetFinishedDrivers())
 		s.metrics.masterConnected.Set(1)
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
@@ -140,7 +140,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 		s.heard(sent, interval)
 		return interval, nil
 	}
-	s.endRegistration("", "", changes)
+	s.endRegistration("", "", 0, changes)
 	return 0, errors.Join(errs...)
 }
 
@@ -172,11 +172,11 @@ func (s *Server) beginRegistration() (*masterv1.RegisterWorkerRequest, []string,
 // the master that accepted the worker, reached at route. If a master announced itself with
 // MasterChanged since the registration began (changes is the count when it
 // began), that newer word stands: the worker registers with it next.
-func (s *Server) endRegistration(active, route string, changes int) {
+func (s *Server) endRegistration(active, route string, registration int64, changes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if active != "" && changes == s.masterChanges {
-		s.active, s.route = active, route
+		s.active, s.route, s.registration = active, route, registration
 		s.preferred = ""
 	}
 	if s.registering != nil {

@@ -131,11 +131,11 @@ func TestCommandsWaitOutARegistrationInFlight(t *testing.T) {
 		}, true, context.Canceled},
 		{"registration in flight succeeds with that master", func(s *Server) func() {
 			s.registering = make(chan struct{})
-			return func() { s.endRegistration(masterURL, masterURL, 0) }
+			return func() { s.endRegistration(masterURL, masterURL, 0, 0) }
 		}, false, nil},
 		{"registration in flight fails", func(s *Server) func() {
 			s.registering = make(chan struct{})
-			return func() { s.endRegistration("", "", 0) }
+			return func() { s.endRegistration("", "", 0, 0) }
 		}, false, fault.ErrFailedPrecondition},
 	}
 	for _, tt := range tests {

@@ -267,10 +267,10 @@ func (r *runner[S]) init(ctx context.Context, s *Server) {
 // start admits the runner for the master at masterURL (the active master,
 // resources free, not already running), then runs it in the background. It
 // is the whole of LaunchExecutor and LaunchDriver but for the request.
-func (r *runner[S]) start(ctx context.Context, masterURL string) error {
+func (r *runner[S]) start(ctx context.Context, masterURL string, registration int64) error {
 	s := r.s
 	s.mu.Lock()
-	err := r.admitLocked(ctx, masterURL)
+	err := r.admitLocked(ctx, masterURL, registration)
 	s.mu.Unlock()
 	if err != nil {
 		r.kill(nil)
@@ -288,11 +288,19 @@ func (r *runner[S]) start(ctx context.Context, masterURL string) error {
 }
 
 // admitLocked registers r and reserves its resources, or says why not.
-func (r *runner[S]) admitLocked(ctx context.Context, masterURL string) error {
+// registration is the worker's registration the launch was sent for (0:
+// unsaid): a launch of an earlier one — sent before the master declared the
+// worker lost and it registered again — is refused, as the master placed it
+// elsewhere meanwhile.
+func (r *runner[S]) admitLocked(ctx context.Context, masterURL string, registration int64) error {
 	s := r.s
 	what := "launch " + r.what
 	if err := s.acceptCommandLocked(ctx, masterURL); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	if registration != 0 && registration != s.registration {
+		return fmt.Errorf("%s: worker %s: %w: it was sent for an earlier registration with the master, which has since declared the worker lost",
+			what, s.id, fault.ErrUnavailable)
 	}
 	if err := s.heardRecentlyLocked(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)

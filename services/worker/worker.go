@@ -171,6 +171,9 @@ type Server struct {
 	// cannot have declared the worker lost (heardRecentlyLocked).
 	heardAt     time.Time
 	heardWithin time.Duration
+	// registration is the worker's registration with its active master
+	// (RegisterWorkerResponse.registration): a launch of another is refused.
+	registration int64
 	// registering is closed when the registration attempt in flight ends; nil
 	// when none is.
 	registering   chan struct{}

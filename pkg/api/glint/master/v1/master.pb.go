@@ -736,7 +736,11 @@ type RegisterWorkerResponse struct {
 	UnknownExecutors []*RunningExecutor `protobuf:"bytes,4,rep,name=unknown_executors,json=unknownExecutors,proto3" json:"unknown_executors,omitempty"`
 	UnknownDriverIds []string           `protobuf:"bytes,5,rep,name=unknown_driver_ids,json=unknownDriverIds,proto3" json:"unknown_driver_ids,omitempty"`
 	// The master's leadership epoch (etcd mode; 0 otherwise).
-	Epoch         int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// This registration of the worker with this master, a random number: the
+	// master's launches to the worker carry it, and the worker refuses a launch
+	// of an earlier registration (sent before the master declared it lost).
+	Registration  int64 `protobuf:"varint,7,opt,name=registration,proto3" json:"registration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,6 +813,13 @@ func (x *RegisterWorkerResponse) GetUnknownDriverIds() []string {
 func (x *RegisterWorkerResponse) GetEpoch() int64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RegisterWorkerResponse) GetRegistration() int64 {
+	if x != nil {
+		return x.Registration
 	}
 	return 0
 }
@@ -3634,7 +3645,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"driver_ids\x18\b \x03(\tR\tdriverIds\x12[\n" +
 	"\x12finished_executors\x18\t \x03(\v2,.glint.master.v1.ExecutorStateChangedRequestR\x11finishedExecutors\x12U\n" +
 	"\x10finished_drivers\x18\n" +
-	" \x03(\v2*.glint.master.v1.DriverStateChangedRequestR\x0ffinishedDrivers\"\x9c\x02\n" +
+	" \x03(\v2*.glint.master.v1.DriverStateChangedRequestR\x0ffinishedDrivers\"\xc0\x02\n" +
 	"\x16RegisterWorkerResponse\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1c\n" +
@@ -3642,7 +3653,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x12M\n" +
 	"\x11unknown_executors\x18\x04 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
 	"\x12unknown_driver_ids\x18\x05 \x03(\tR\x10unknownDriverIds\x12\x14\n" +
-	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\xf7\x02\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x12\"\n" +
+	"\fregistration\x18\a \x01(\x03R\fregistration\"\xf7\x02\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12>\n" +
 	"\texecutors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\texecutors\x12\x1d\n" +

@@ -39,7 +39,10 @@ type LaunchExecutorRequest struct {
 	AppToken string `protobuf:"bytes,7,opt,name=app_token,json=appToken,proto3" json:"app_token,omitempty"`
 	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
 	// refuses a command older than the newest epoch it has seen.
-	Epoch         int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The worker's registration with the master that sent it
+	// (RegisterWorkerResponse.registration): one of an earlier registration is refused.
+	Registration  int64 `protobuf:"varint,9,opt,name=registration,proto3" json:"registration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -126,6 +129,13 @@ func (x *LaunchExecutorRequest) GetAppToken() string {
 func (x *LaunchExecutorRequest) GetEpoch() int64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LaunchExecutorRequest) GetRegistration() int64 {
+	if x != nil {
+		return x.Registration
 	}
 	return 0
 }
@@ -282,7 +292,9 @@ type LaunchDriverRequest struct {
 	SubmitToken string `protobuf:"bytes,4,opt,name=submit_token,json=submitToken,proto3" json:"submit_token,omitempty"`
 	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
 	// refuses a command older than the newest epoch it has seen.
-	Epoch         int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// As LaunchExecutorRequest.registration.
+	Registration  int64 `protobuf:"varint,6,opt,name=registration,proto3" json:"registration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +360,13 @@ func (x *LaunchDriverRequest) GetSubmitToken() string {
 func (x *LaunchDriverRequest) GetEpoch() int64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LaunchDriverRequest) GetRegistration() int64 {
+	if x != nil {
+		return x.Registration
 	}
 	return 0
 }
@@ -769,7 +788,7 @@ var File_glint_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cglint/worker/v1/worker.proto\x12\x0fglint.worker.v1\x1a\x1cglint/master/v1/master.proto\"\xa1\x02\n" +
+	"\x1cglint/worker/v1/worker.proto\x12\x0fglint.worker.v1\x1a\x1cglint/master/v1/master.proto\"\xc5\x02\n" +
 	"\x15LaunchExecutorRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x15\n" +
@@ -781,7 +800,8 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x06 \x01(\x03R\tmemoryMib\x12\x1b\n" +
 	"\tapp_token\x18\a \x01(\tR\bappToken\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x18\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\x12\"\n" +
+	"\fregistration\x18\t \x01(\x03R\fregistration\"\x18\n" +
 	"\x16LaunchExecutorResponse\"\x82\x01\n" +
 	"\x13KillExecutorRequest\x12\x1d\n" +
 	"\n" +
@@ -790,14 +810,15 @@ const file_glint_worker_v1_worker_proto_rawDesc = "" +
 	"\vexecutor_id\x18\x03 \x01(\x05R\n" +
 	"executorId\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\"\x16\n" +
-	"\x14KillExecutorResponse\"\xd0\x01\n" +
+	"\x14KillExecutorResponse\"\xf4\x01\n" +
 	"\x13LaunchDriverRequest\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x1b\n" +
 	"\tdriver_id\x18\x02 \x01(\tR\bdriverId\x12D\n" +
 	"\vdescription\x18\x03 \x01(\v2\".glint.master.v1.DriverDescriptionR\vdescription\x12!\n" +
 	"\fsubmit_token\x18\x04 \x01(\tR\vsubmitToken\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\"\x16\n" +
+	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12\"\n" +
+	"\fregistration\x18\x06 \x01(\x03R\fregistration\"\x16\n" +
 	"\x14LaunchDriverResponse\"e\n" +
 	"\x11KillDriverRequest\x12\x1d\n" +
 	"\n" +
