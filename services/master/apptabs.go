@@ -1,14 +1,19 @@
 package master
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/resources"
+	"github.com/glint-cluster/glint/pkg/web"
 )
 
 // appTabs are the tabs of an application's page, the first shown by default.
-var appTabs = []string{"executors", "environment"}
+var appTabs = []string{"executors", "environment", "events"}
 
 // appTab is the tab a page request asks for (?tab=), executors unless it
 // names another.
@@ -54,4 +59,38 @@ func appEnvironment(d *masterv1.ApplicationDescription) environment {
 	}
 	slices.SortFunc(env.Env, func(a, b setting) int { return strings.Compare(a.Name, b.Name) })
 	return env
+}
+
+// appEvent is one line of an application's event timeline: an executor
+// added to it or removed from it.
+type appEvent struct {
+	At       time.Time
+	Executor int32
+	// Kind is "added" or "removed"; Worker where the executor ran, WorkerURL
+	// its page; Detail what was granted, or why it was removed.
+	Kind, Worker, WorkerURL, Detail string
+}
+
+// appEvents are a's executors' events, oldest first; workerURLs are the
+// workers' pages by id.
+func appEvents(a *masterv1.ApplicationInfo, workerURLs map[string]string) []appEvent {
+	var out []appEvent
+	for _, e := range a.GetExecutors() {
+		ev := appEvent{Executor: e.GetId(), Worker: e.GetWorkerId(), WorkerURL: workerURLs[e.GetWorkerId()]}
+		added := ev
+		added.At, added.Kind = e.GetScheduledAt().AsTime(), "added"
+		added.Detail = fmt.Sprintf("cores %d, memory %s", e.GetCores(), resources.FormatMiB(e.GetMemoryMib()))
+		out = append(out, added)
+		if e.GetRemovedAt() != nil {
+			removed := ev
+			removed.At, removed.Kind = e.GetRemovedAt().AsTime(), "removed"
+			removed.Detail = lifecycle.Name(e.GetState())
+			if exit := web.ExitText(e.ExitStatus, e.GetMessage()); exit != "" {
+				removed.Detail += ": " + exit
+			}
+			out = append(out, removed)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y appEvent) int { return x.At.Compare(y.At) })
+	return out
 }

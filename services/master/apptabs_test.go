@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -74,5 +75,27 @@ func TestTheApplicationPageRefreshesWhileItRunsOnly(t *testing.T) {
 	}
 	if strings.Contains(c.get(t, "/app/"+app), refresh) {
 		t.Error("an ended application's page still refreshes itself")
+	}
+}
+
+func TestTheEventsTabShowsExecutorsAddedAndRemovedWithWhyAndWhen(t *testing.T) {
+	c := newCluster(t, Config{})
+	wp := newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 1, 4096)
+	app := c.registerApp(t, newPeer(t), appDesc(512, 1))
+	c.clock.Advance(3 * time.Second)
+	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
+		AppId: app, ExecutorId: 0, State: masterv1.ExecutorState_EXECUTOR_STATE_FAILED, WorkerId: worker, Message: "out of memory", ExitStatus: ptr[int32](137),
+	})); err != nil {
+		t.Fatal(err)
+	}
+	page := c.get(t, "/app/"+app+"?tab=events")
+	for _, want := range []string{
+		`<tr class="event added" data-executor="0"><td>2026-11-29 14:00:00Z</td><td>0</td><td>added</td>` + "\n" + `<td><a href="` + wp.url + `/">` + worker + `</a></td><td>cores 1, memory 512.0 MiB</td></tr>`,
+		`<tr class="event removed" data-executor="0"><td>2026-11-29 14:00:03Z</td><td>0</td><td>removed</td>` + "\n" + `<td><a href="` + wp.url + `/">` + worker + `</a></td><td>FAILED: out of memory</td></tr>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the events tab lacks\n%s\nin\n%s", want, page)
+		}
 	}
 }

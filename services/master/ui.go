@@ -194,6 +194,7 @@ type appPage struct {
 	Tab         string
 	Tabs        []string
 	Environment environment
+	Events      []appEvent
 	Executors   []executorRow
 	Timeline    web.Timeline
 }
@@ -279,6 +280,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		launches = append(launches, l)
 	}
 	p.Timeline = web.NewTimeline(launches)
+	p.Events = appEvents(a, workerURLs)
 	return p
 }
 
