@@ -1,11 +1,16 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
@@ -13,7 +18,7 @@ import (
 )
 
 // appTabs are the tabs of an application's page, the first shown by default.
-var appTabs = []string{"executors", "environment", "events"}
+var appTabs = []string{"executors", "environment", "events", "jobs"}
 
 // appTab is the tab a page request asks for (?tab=), executors unless it
 // names another.
@@ -93,4 +98,35 @@ func appEvents(a *masterv1.ApplicationInfo, workerURLs map[string]string) []appE
 	}
 	slices.SortStableFunc(out, func(x, y appEvent) int { return x.At.Compare(y.At) })
 	return out
+}
+
+// progressTimeout bounds how long the Jobs tab waits for the driver.
+const progressTimeout = 2 * time.Second
+
+// jobs is what the Jobs tab shows: the driver's progress, or why there is
+// none.
+type jobs struct {
+	Progress *driverv1.GetProgressResponse
+	Error    string
+}
+
+// driverProgress asks application id's driver how far it has come, for at
+// most progressTimeout.
+func (s *Server) driverProgress(ctx context.Context, id string) jobs {
+	s.mu.Lock()
+	var client driverv1connect.DriverServiceClient
+	if a := s.apps[id]; a != nil {
+		client = a.client
+	}
+	s.mu.Unlock()
+	if client == nil {
+		return jobs{Error: "the application ended: its driver is gone"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, progressTimeout)
+	defer cancel()
+	resp, err := client.GetProgress(ctx, connect.NewRequest(&driverv1.GetProgressRequest{AppId: id}))
+	if err != nil {
+		return jobs{Error: "driver not reachable: " + err.Error()}
+	}
+	return jobs{Progress: resp.Msg}
 }

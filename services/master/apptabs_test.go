@@ -10,8 +10,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
+	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 )
 
 // get is the body of c's page path, which must answer 200.
@@ -97,5 +100,37 @@ func TestTheEventsTabShowsExecutorsAddedAndRemovedWithWhyAndWhen(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the events tab lacks\n%s\nin\n%s", want, page)
 		}
+	}
+}
+
+// progressDriver answers GetProgress for its application.
+type progressDriver struct{ driverPeer }
+
+func (d *progressDriver) GetProgress(_ context.Context, r *connect.Request[driverv1.GetProgressRequest]) (*connect.Response[driverv1.GetProgressResponse], error) {
+	return connect.NewResponse(&driverv1.GetProgressResponse{Executors: 2, Registered: 1, Tasks: 10, TasksDone: 4}), nil
+}
+
+func TestTheJobsTabShowsTheDriversProgressOrWhyNot(t *testing.T) {
+	c := newCluster(t, Config{})
+	p := &peer{messages: make(chan string, 1000)}
+	mux := http.NewServeMux()
+	mux.Handle(driverv1connect.NewDriverServiceHandler(&progressDriver{driverPeer{p}}))
+	p.url = rpctest.Serve(t, mux)
+	app := c.registerApp(t, p, appDesc(512, 1))
+	page := c.get(t, "/app/"+app+"?tab=jobs")
+	for _, want := range []string{`<dd id="tasks">4 of 10</dd>`, `<dd id="registered">1 of 2</dd>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the jobs tab lacks %s", want)
+		}
+	}
+	silent := c.registerApp(t, newPeer(t), appDesc(512, 1))
+	if page := c.get(t, "/app/"+silent+"?tab=jobs"); !strings.Contains(page, `<p id="progress-error">driver not reachable: `) {
+		t.Error("the jobs tab of a driver that does not answer does not say so")
+	}
+	if _, err := c.client.UnregisterApplication(context.Background(), connect.NewRequest(&masterv1.UnregisterApplicationRequest{AppId: app})); err != nil {
+		t.Fatal(err)
+	}
+	if page := c.get(t, "/app/"+app+"?tab=jobs"); !strings.Contains(page, `<p id="progress-error">the application ended: its driver is gone</p>`) {
+		t.Error("the jobs tab of an ended application asks its driver")
 	}
 }

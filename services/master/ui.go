@@ -195,6 +195,7 @@ type appPage struct {
 	Tabs        []string
 	Environment environment
 	Events      []appEvent
+	Jobs        jobs
 	Executors   []executorRow
 	Timeline    web.Timeline
 }
@@ -234,7 +235,11 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) 
 		s.site.Error(w, r, http.StatusNotFound, "no application "+id+": it never ran here, or it ended long enough ago to be forgotten")
 		return
 	}
-	s.site.Render(w, r, http.StatusOK, "app", id, v, s.appPage(st, app, active, appTab(r.URL.Query().Get("tab"))))
+	p := s.appPage(st, app, active, appTab(r.URL.Query().Get("tab")))
+	if p.Tab == "jobs" {
+		p.Jobs = s.driverProgress(r.Context(), id)
+	}
+	s.site.Render(w, r, http.StatusOK, "app", id, v, p)
 }
 
 // appPage is a's page given the cluster state st.
