@@ -489,3 +489,44 @@ func TestUIPublicOpensTheReadOnlyPagesOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestWebUIApplicationTabsShowItsEnvironmentRedactedAndItsEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short); make test runs this: it starts a cluster and Chromium")
+	}
+	t.Parallel()
+	c := startCluster(t, 1)
+	if out, errOut, err := glintWithEnv(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
+		"--executor-memory", "256m", "--total-executor-cores", "1", "--conf", "spark.authenticate.secret=s3cr3t-ui",
+		"--log-level", "warn", "pi", "4"); err != nil {
+		t.Fatalf("submit: %v\n%s\n%s", err, out, errOut)
+	}
+	s := c.waitFor(t, "pi completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
+	app := s.CompletedApps[0]
+	p := &pages{t: t, ctx: browser(t), dir: t.TempDir()}
+	p.do("open the app", chromedp.Navigate(c.master.url+"/app/"+app.ID))
+	p.login()
+	p.do("executors tab", chromedp.WaitVisible(chromedp.CSS("#executors")))
+	if n := eval[int](p, `document.querySelectorAll('#refresh').length`); n != 0 {
+		t.Error("an ended application's page refreshes itself")
+	}
+	p.do("environment tab", chromedp.Click(chromedp.CSS(`#tabs a[data-tab="environment"]`)), chromedp.WaitVisible(chromedp.CSS("#command")))
+	if cmd := eval[string](p, `document.querySelector('#command').textContent`); cmd == "" {
+		t.Error("the environment tab shows no command")
+	}
+	if html := eval[string](p, `document.documentElement.outerHTML`); strings.Contains(html, "s3cr3t-ui") {
+		t.Error("the environment tab shows the secret")
+	}
+	p.shot("app-environment")
+	p.do("events tab", chromedp.Click(chromedp.CSS(`#tabs a[data-tab="events"]`)), chromedp.WaitVisible(chromedp.CSS("#events")))
+	kinds := eval[[]string](p, `[...document.querySelectorAll('#events tr.event')].map(r => r.cells[2].textContent)`)
+	if want := 2 * len(app.Executors); len(kinds) != want || kinds[0] != "added" || kinds[len(kinds)-1] != "removed" {
+		t.Errorf("events %q, want each of the %d executors added then removed", kinds, len(app.Executors))
+	}
+	p.shot("app-events")
+	p.do("jobs tab", chromedp.Click(chromedp.CSS(`#tabs a[data-tab="jobs"]`)), chromedp.WaitVisible(chromedp.CSS("#progress-error")))
+	p.do("worker link", chromedp.Navigate(c.master.url+"/app/"+app.ID+"?tab=events"), chromedp.WaitVisible(chromedp.CSS("#events")))
+	if href := eval[string](p, `document.querySelector('#events a').href`); href != c.workers[0].url+"/" {
+		t.Errorf("the event's worker links %q, want %q", href, c.workers[0].url+"/")
+	}
+}

@@ -288,6 +288,20 @@ func (d *Driver) Ping(_ context.Context, req *connect.Request[driverv1.PingReque
 	return connect.NewResponse(&driverv1.PingResponse{}), nil
 }
 
+// GetProgress answers the master's application page with Progress when
+// appID is this driver's application.
+func (d *Driver) GetProgress(_ context.Context, req *connect.Request[driverv1.GetProgressRequest]) (*connect.Response[driverv1.GetProgressResponse], error) {
+	d.mu.Lock()
+	app := d.appID
+	d.mu.Unlock()
+	if app == "" || req.Msg.GetAppId() != app {
+		return nil, rpc.Error(fmt.Errorf("progress of application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, app))
+	}
+	p := d.Progress()
+	return connect.NewResponse(&driverv1.GetProgressResponse{
+		Executors: int32(p.Executors), Registered: int32(p.Registered), Tasks: int32(p.Tasks), TasksDone: int32(p.TasksDone)}), nil
+}
+
 // MasterChanged makes the named master the one the driver reports to (a
 // recovered master, or a newly elected leader); its answer acknowledges the
 // change (Spark's MasterChangeAcknowledged). It selects among the masters

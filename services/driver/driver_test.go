@@ -592,6 +592,25 @@ func TestOnlyTheApplicationsOwnIDIsAnsweredByPing(t *testing.T) {
 	}
 }
 
+func TestGetProgressAnswersTheDriversProgressForItsApplicationOnly(t *testing.T) {
+	a := echoApp(func(context.Context, []byte) ([]byte, error) { return nil, nil })
+	d := startDriver(t, a, nil)
+	client := asMaster(d)
+	resp, err := client.GetProgress(context.Background(), connect.NewRequest(&driverv1.GetProgressRequest{AppId: d.AppID()}))
+	if err != nil {
+		t.Fatalf("progress of its application: %v", err)
+	}
+	want := d.Progress()
+	if got := resp.Msg; int(got.GetExecutors()) != want.Executors || int(got.GetRegistered()) != want.Registered ||
+		int(got.GetTasks()) != want.Tasks || int(got.GetTasksDone()) != want.TasksDone {
+		t.Errorf("GetProgress %v, want %+v", got, want)
+	}
+	_, err = client.GetProgress(context.Background(), connect.NewRequest(&driverv1.GetProgressRequest{AppId: "app-20261129140000-9999"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("progress of another application: %v, want not_found", err)
+	}
+}
+
 func TestMessagesFromADeposedMasterAreRefused(t *testing.T) {
 	m := startMaster(t)
 	d := servicetest.Driver(t, driver.Config{

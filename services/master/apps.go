@@ -133,7 +133,7 @@ func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *app
 	e := a.addExecutor(w, cores, memoryMiB, s.now())
 	w.addExecutor(e)
 	if err := s.persistAppLocked(a); err != nil {
-		a.removeExecutor(e)
+		a.removeExecutor(e, s.now())
 		w.removeExecutor(e)
 		e.state, e.message = masterv1.ExecutorState_EXECUTOR_STATE_FAILED, fmt.Sprintf("its launch could not be kept for recovery: %v", err)
 		s.log.WarnContext(ctx, "executor not launched", "app", a.id, "executor", e.id, "reason", e.message)
@@ -185,7 +185,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	}
 	s.log.Info("executor finished", "app", a.id, "executor", e.id, "state", state.String(), "message", message)
 	s.metrics.executorEnded(e, old, failedStep)
-	a.removeExecutor(e)
+	a.removeExecutor(e, s.now())
 	e.worker.removeExecutor(e)
 	// An executor that ends without being asked — the driver released its
 	// executors as it stops, the master forgets those it kills —
@@ -217,7 +217,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 // killExecutorLocked is Spark's killExecutor: the worker is told to kill it and
 // the master forgets it at once.
 func (s *Server) killExecutorLocked(ctx context.Context, e *executorInfo) {
-	e.app.removeExecutor(e)
+	e.app.removeExecutor(e, s.now())
 	e.worker.removeExecutor(e)
 	before := e.state
 	if err := e.setState(masterv1.ExecutorState_EXECUTOR_STATE_KILLED); err != nil {

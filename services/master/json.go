@@ -84,7 +84,7 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 			ExitStatus: e.exitStatus, ScheduledAt: timestamppb.New(e.scheduledAt), Url: e.url,
 			LaunchedAt: stamp(e.launch.launched), StartedAt: stamp(e.launch.started),
 			PropsRetrievedAt: stamp(e.launch.propsRetrieved), RegisteredAt: stamp(e.launch.registered),
-			FirstTaskAt: stamp(e.launch.firstTask), Usage: e.used.proto(),
+			FirstTaskAt: stamp(e.launch.firstTask), RemovedAt: stamp(e.removedAt), Usage: e.used.proto(),
 		})
 	}
 	p.Usage = used.proto()

@@ -162,6 +162,10 @@ func (d *driverPeer) Ping(context.Context, *connect.Request[driverv1.PingRequest
 	return connect.NewResponse(&driverv1.PingResponse{}), nil
 }
 
+func (d *driverPeer) GetProgress(context.Context, *connect.Request[driverv1.GetProgressRequest]) (*connect.Response[driverv1.GetProgressResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, nil)
+}
+
 func (d *driverPeer) MasterChanged(_ context.Context, r *connect.Request[driverv1.MasterChangedRequest]) (*connect.Response[driverv1.MasterChangedResponse], error) {
 	d.record("MasterChanged %s %s", r.Msg.GetAppId(), r.Msg.GetMasterUrl())
 	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil

@@ -166,8 +166,9 @@ type executorInfo struct {
 	message     string
 	exitStatus  *int32
 	scheduledAt time.Time
-	// runningSince is when its worker reported it RUNNING.
-	runningSince time.Time
+	// runningSince is when its worker reported it RUNNING, removedAt when
+	// the master removed it from its application.
+	runningSince, removedAt time.Time
 	// url is where the executor serves, once its worker reported it.
 	url string
 	// released says its cores no longer count as its application's: its
@@ -301,11 +302,13 @@ func (a *appInfo) holdExecutor(e *executorInfo) {
 	a.liveExecutors++
 }
 
-func (a *appInfo) removeExecutor(e *executorInfo) {
+// removeExecutor removes e from a at now.
+func (a *appInfo) removeExecutor(e *executorInfo, now time.Time) {
 	if _, ok := a.executors[e.id]; !ok {
 		return
 	}
 	delete(a.executors, e.id)
+	e.removedAt = now
 	a.removed = append(a.removed, e)
 	if n := len(a.removed) - maxRemovedExecutors; n > 0 {
 		a.removed = slices.Delete(a.removed, 0, n)

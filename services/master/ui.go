@@ -190,8 +190,14 @@ type appPage struct {
 	MemoryPerExecutor                                         int64
 	TraceID, TraceURL, MetricsURL                             string
 	Active                                                    bool
-	Executors                                                 []executorRow
-	Timeline                                                  web.Timeline
+	// Tab is the tab shown, Tabs every tab; Environment is its own tab's.
+	Tab         string
+	Tabs        []string
+	Environment environment
+	Events      []appEvent
+	Jobs        jobs
+	Executors   []executorRow
+	Timeline    web.Timeline
 }
 
 type executorRow struct {
@@ -229,11 +235,15 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) 
 		s.site.Error(w, r, http.StatusNotFound, "no application "+id+": it never ran here, or it ended long enough ago to be forgotten")
 		return
 	}
-	s.site.Render(w, r, http.StatusOK, "app", id, v, s.appPage(st, app, active))
+	p := s.appPage(st, app, active, appTab(r.URL.Query().Get("tab")))
+	if p.Tab == "jobs" {
+		p.Jobs = s.driverProgress(r.Context(), id)
+	}
+	s.site.Render(w, r, http.StatusOK, "app", id, v, p)
 }
 
 // appPage is a's page given the cluster state st.
-func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.ApplicationInfo, active bool) appPage {
+func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.ApplicationInfo, active bool, tab string) appPage {
 	workerURLs := map[string]string{}
 	for _, w := range st.GetWorkers() {
 		workerURLs[w.GetId()] = w.GetWorkerUrl()
@@ -242,7 +252,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
 		DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(), Submitted: a.GetStartTime().AsTime(),
 		Duration: appDuration(a, s.now()), Cores: appCores(a), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
-		TraceID: a.GetTraceId(), Active: active,
+		TraceID: a.GetTraceId(), Active: active, Tab: tab, Tabs: appTabs, Environment: appEnvironment(a.GetDescription()),
 	}
 	if base := strings.TrimRight(s.cfg.UI.JaegerURL, "/"); base != "" && p.TraceID != "" {
 		p.TraceURL = base + "/trace/" + p.TraceID
@@ -275,6 +285,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		launches = append(launches, l)
 	}
 	p.Timeline = web.NewTimeline(launches)
+	p.Events = appEvents(a, workerURLs)
 	return p
 }
 

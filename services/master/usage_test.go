@@ -57,7 +57,7 @@ func TestAHeartbeatsUsageCountsOnlyWhatTheMasterPlacedThere(t *testing.T) {
 	}
 	// The pages show it: the executor's CPU against its cores and its
 	// peak against its limit, the worker's sum.
-	row := c.srv.appPage(st, a, true).Executors[0]
+	row := c.srv.appPage(st, a, true, "executors").Executors[0]
 	if row.CPU != "2.5 s / 2 cores" || row.MemoryPeak != "200.0 MiB / 512.0 MiB" {
 		t.Errorf("executor row CPU %q, memory %q; want 2.5 s / 2 cores and 200.0 MiB / 512.0 MiB", row.CPU, row.MemoryPeak)
 	}

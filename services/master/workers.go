@@ -55,7 +55,7 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 		executorSpanWorkerLostLocked(e, reason)
 		executorSpanStateLocked(e, e.state, msg, nil)
 		s.sendExecutorUpdated(ctx, e, true, nil)
-		e.app.removeExecutor(e)
+		e.app.removeExecutor(e, s.now())
 	}
 	w.executors = map[executorKey]*executorInfo{}
 	for _, d := range w.drivers {

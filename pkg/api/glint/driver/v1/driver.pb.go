@@ -1027,6 +1027,122 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{16}
 }
 
+type GetProgressRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProgressRequest) Reset() {
+	*x = GetProgressRequest{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProgressRequest) ProtoMessage() {}
+
+func (x *GetProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProgressRequest.ProtoReflect.Descriptor instead.
+func (*GetProgressRequest) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetProgressRequest) GetAppId() string {
+	if x != nil {
+		return x.AppId
+	}
+	return ""
+}
+
+// GetProgressResponse counts the application's executors and tasks so far.
+type GetProgressResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Executors the master gave it, and how many of them registered, ended
+	// ones included.
+	Executors  int32 `protobuf:"varint,1,opt,name=executors,proto3" json:"executors,omitempty"`
+	Registered int32 `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
+	// Tasks it asked to run, and how many of them finished.
+	Tasks         int32 `protobuf:"varint,3,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	TasksDone     int32 `protobuf:"varint,4,opt,name=tasks_done,json=tasksDone,proto3" json:"tasks_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProgressResponse) Reset() {
+	*x = GetProgressResponse{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProgressResponse) ProtoMessage() {}
+
+func (x *GetProgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProgressResponse.ProtoReflect.Descriptor instead.
+func (*GetProgressResponse) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetProgressResponse) GetExecutors() int32 {
+	if x != nil {
+		return x.Executors
+	}
+	return 0
+}
+
+func (x *GetProgressResponse) GetRegistered() int32 {
+	if x != nil {
+		return x.Registered
+	}
+	return 0
+}
+
+func (x *GetProgressResponse) GetTasks() int32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+func (x *GetProgressResponse) GetTasksDone() int32 {
+	if x != nil {
+		return x.TasksDone
+	}
+	return 0
+}
+
 type MasterChangedRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AppId     string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
@@ -1040,7 +1156,7 @@ type MasterChangedRequest struct {
 
 func (x *MasterChangedRequest) Reset() {
 	*x = MasterChangedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1168,7 @@ func (x *MasterChangedRequest) String() string {
 func (*MasterChangedRequest) ProtoMessage() {}
 
 func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[17]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1181,7 @@ func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterChangedRequest.ProtoReflect.Descriptor instead.
 func (*MasterChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{17}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MasterChangedRequest) GetAppId() string {
@@ -1097,7 +1213,7 @@ type MasterChangedResponse struct {
 
 func (x *MasterChangedResponse) Reset() {
 	*x = MasterChangedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[18]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1225,7 @@ func (x *MasterChangedResponse) String() string {
 func (*MasterChangedResponse) ProtoMessage() {}
 
 func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[18]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1238,7 @@ func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterChangedResponse.ProtoReflect.Descriptor instead.
 func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{18}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{20}
 }
 
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
@@ -1205,7 +1321,17 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x1aApplicationRemovedResponse\"$\n" +
 	"\vPingRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x0e\n" +
-	"\fPingResponse\"b\n" +
+	"\fPingResponse\"+\n" +
+	"\x12GetProgressRequest\x12\x15\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x88\x01\n" +
+	"\x13GetProgressResponse\x12\x1c\n" +
+	"\texecutors\x18\x01 \x01(\x05R\texecutors\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x02 \x01(\x05R\n" +
+	"registered\x12\x14\n" +
+	"\x05tasks\x18\x03 \x01(\x05R\x05tasks\x12\x1d\n" +
+	"\n" +
+	"tasks_done\x18\x04 \x01(\x05R\ttasksDone\"b\n" +
 	"\x14MasterChangedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +
@@ -1219,7 +1345,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x13TASK_STATE_FINISHED\x10\x03\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_KILLED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_LOST\x10\x062\x87\a\n" +
+	"\x0fTASK_STATE_LOST\x10\x062\xe1\a\n" +
 	"\rDriverService\x12m\n" +
 	"\x12RetrieveSparkProps\x12*.glint.driver.v1.RetrieveSparkPropsRequest\x1a+.glint.driver.v1.RetrieveSparkPropsResponse\x12g\n" +
 	"\x10RegisterExecutor\x12(.glint.driver.v1.RegisterExecutorRequest\x1a).glint.driver.v1.RegisterExecutorResponse\x12g\n" +
@@ -1228,7 +1354,8 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\rExecutorAdded\x12%.glint.driver.v1.ExecutorAddedRequest\x1a&.glint.driver.v1.ExecutorAddedResponse\x12d\n" +
 	"\x0fExecutorUpdated\x12'.glint.driver.v1.ExecutorUpdatedRequest\x1a(.glint.driver.v1.ExecutorUpdatedResponse\x12m\n" +
 	"\x12ApplicationRemoved\x12*.glint.driver.v1.ApplicationRemovedRequest\x1a+.glint.driver.v1.ApplicationRemovedResponse\x12C\n" +
-	"\x04Ping\x12\x1c.glint.driver.v1.PingRequest\x1a\x1d.glint.driver.v1.PingResponse\x12^\n" +
+	"\x04Ping\x12\x1c.glint.driver.v1.PingRequest\x1a\x1d.glint.driver.v1.PingResponse\x12X\n" +
+	"\vGetProgress\x12#.glint.driver.v1.GetProgressRequest\x1a$.glint.driver.v1.GetProgressResponse\x12^\n" +
 	"\rMasterChanged\x12%.glint.driver.v1.MasterChangedRequest\x1a&.glint.driver.v1.MasterChangedResponseB\xc1\x01\n" +
 	"\x13com.glint.driver.v1B\vDriverProtoP\x01Z?github.com/glint-cluster/glint/pkg/api/glint/driver/v1;driverv1\xa2\x02\x03GDX\xaa\x02\x0fGlint.Driver.V1\xca\x02\x0fGlint\\Driver\\V1\xe2\x02\x1bGlint\\Driver\\V1\\GPBMetadata\xea\x02\x11Glint::Driver::V1b\x06proto3"
 
@@ -1245,7 +1372,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -1265,20 +1392,22 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*ApplicationRemovedResponse)(nil), // 15: glint.driver.v1.ApplicationRemovedResponse
 	(*PingRequest)(nil),                // 16: glint.driver.v1.PingRequest
 	(*PingResponse)(nil),               // 17: glint.driver.v1.PingResponse
-	(*MasterChangedRequest)(nil),       // 18: glint.driver.v1.MasterChangedRequest
-	(*MasterChangedResponse)(nil),      // 19: glint.driver.v1.MasterChangedResponse
-	nil,                                // 20: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 22: glint.master.v1.ExecutorState
+	(*GetProgressRequest)(nil),         // 18: glint.driver.v1.GetProgressRequest
+	(*GetProgressResponse)(nil),        // 19: glint.driver.v1.GetProgressResponse
+	(*MasterChangedRequest)(nil),       // 20: glint.driver.v1.MasterChangedRequest
+	(*MasterChangedResponse)(nil),      // 21: glint.driver.v1.MasterChangedResponse
+	nil,                                // 22: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 24: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	20, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	22, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
 	8,  // 1: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
 	0,  // 2: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
-	21, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	22, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	21, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	21, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	23, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	24, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	23, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	23, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 7: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
 	3,  // 8: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
 	5,  // 9: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
@@ -1287,18 +1416,20 @@ var file_glint_driver_v1_driver_proto_depIdxs = []int32{
 	12, // 12: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
 	14, // 13: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
 	16, // 14: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
-	18, // 15: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
-	2,  // 16: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 17: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 18: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	9,  // 19: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	11, // 20: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	13, // 21: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	15, // 22: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	17, // 23: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
-	19, // 24: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
-	16, // [16:25] is the sub-list for method output_type
-	7,  // [7:16] is the sub-list for method input_type
+	18, // 15: glint.driver.v1.DriverService.GetProgress:input_type -> glint.driver.v1.GetProgressRequest
+	20, // 16: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
+	2,  // 17: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 18: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 19: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	9,  // 20: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	11, // 21: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	13, // 22: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	15, // 23: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	17, // 24: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	19, // 25: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
+	21, // 26: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1316,7 +1447,7 @@ func file_glint_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

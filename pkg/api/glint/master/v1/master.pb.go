@@ -2728,6 +2728,9 @@ type ExecutorInfo struct {
 	PropsRetrievedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=props_retrieved_at,json=propsRetrievedAt,proto3" json:"props_retrieved_at,omitempty"`
 	RegisteredAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	FirstTaskAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=first_task_at,json=firstTaskAt,proto3" json:"first_task_at,omitempty"`
+	// When the master removed it (it ended, or was killed); unset while it
+	// runs, and for one a recovering master adopted ended.
+	RemovedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=removed_at,json=removedAt,proto3" json:"removed_at,omitempty"`
 	// What it uses, as its worker last measured it.
 	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2872,6 +2875,13 @@ func (x *ExecutorInfo) GetRegisteredAt() *timestamppb.Timestamp {
 func (x *ExecutorInfo) GetFirstTaskAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FirstTaskAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetRemovedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RemovedAt
 	}
 	return nil
 }
@@ -3789,7 +3799,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
 	"cpuSeconds\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12*\n" +
-	"\x11memory_peak_bytes\x18\x03 \x01(\x03R\x0fmemoryPeakBytes\"\xec\x05\n" +
+	"\x11memory_peak_bytes\x18\x03 \x01(\x03R\x0fmemoryPeakBytes\"\xa7\x06\n" +
 	"\fExecutorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1b\n" +
@@ -3811,7 +3821,9 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"started_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12H\n" +
 	"\x12props_retrieved_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
-	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x12,\n" +
+	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x129\n" +
+	"\n" +
+	"removed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tremovedAt\x12,\n" +
 	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usageB\x0e\n" +
 	"\f_exit_status\"\xff\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
@@ -4052,60 +4064,61 @@ var file_glint_master_v1_master_proto_depIdxs = []int32{
 	51, // 35: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
 	51, // 36: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
 	51, // 37: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	42, // 38: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
-	5,  // 39: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 40: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	51, // 41: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	51, // 42: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	43, // 43: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	42, // 44: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
-	6,  // 45: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 46: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	51, // 47: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	42, // 48: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
-	5,  // 49: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	51, // 50: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	44, // 51: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
-	6,  // 52: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	51, // 53: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	45, // 54: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
-	8,  // 55: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 56: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	13, // 57: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	15, // 58: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	17, // 59: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	19, // 60: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	21, // 61: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	23, // 62: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	25, // 63: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	27, // 64: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	29, // 65: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	31, // 66: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	33, // 67: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	35, // 68: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	39, // 69: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	37, // 70: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 71: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	12, // 72: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	14, // 73: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	16, // 74: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	18, // 75: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	20, // 76: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	22, // 77: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	24, // 78: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	26, // 79: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	28, // 80: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	30, // 81: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	32, // 82: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	34, // 83: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	36, // 84: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	40, // 85: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	38, // 86: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	71, // [71:87] is the sub-list for method output_type
-	55, // [55:71] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	51, // 38: glint.master.v1.ExecutorInfo.removed_at:type_name -> google.protobuf.Timestamp
+	42, // 39: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 40: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 41: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	51, // 42: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	51, // 43: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	43, // 44: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	42, // 45: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 46: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	3,  // 47: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	51, // 48: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	42, // 49: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
+	5,  // 50: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	51, // 51: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	44, // 52: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	6,  // 53: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	51, // 54: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	45, // 55: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	8,  // 56: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	10, // 57: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	13, // 58: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	15, // 59: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	17, // 60: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	19, // 61: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	21, // 62: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	23, // 63: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	25, // 64: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	27, // 65: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	29, // 66: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	31, // 67: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	33, // 68: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	35, // 69: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	39, // 70: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	37, // 71: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	9,  // 72: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	12, // 73: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	14, // 74: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	16, // 75: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	18, // 76: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	20, // 77: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	22, // 78: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	24, // 79: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	26, // 80: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	28, // 81: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	30, // 82: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	32, // 83: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	34, // 84: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	36, // 85: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	40, // 86: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	38, // 87: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	72, // [72:88] is the sub-list for method output_type
+	56, // [56:72] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }

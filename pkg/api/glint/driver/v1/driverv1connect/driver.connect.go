@@ -58,6 +58,9 @@ const (
 	DriverServiceApplicationRemovedProcedure = "/glint.driver.v1.DriverService/ApplicationRemoved"
 	// DriverServicePingProcedure is the fully-qualified name of the DriverService's Ping RPC.
 	DriverServicePingProcedure = "/glint.driver.v1.DriverService/Ping"
+	// DriverServiceGetProgressProcedure is the fully-qualified name of the DriverService's GetProgress
+	// RPC.
+	DriverServiceGetProgressProcedure = "/glint.driver.v1.DriverService/GetProgress"
 	// DriverServiceMasterChangedProcedure is the fully-qualified name of the DriverService's
 	// MasterChanged RPC.
 	DriverServiceMasterChangedProcedure = "/glint.driver.v1.DriverService/MasterChanged"
@@ -83,6 +86,9 @@ type DriverServiceClient interface {
 	// Ping is the master's liveness probe: only the driver of the named
 	// application answers it.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// GetProgress is how far the named application has come, for the
+	// master's application page: only its driver answers it.
+	GetProgress(context.Context, *connect.Request[v1.GetProgressRequest]) (*connect.Response[v1.GetProgressResponse], error)
 	// MasterChanged names the master the driver reports to now (a recovered
 	// or newly elected one); answering it is the driver's acknowledgement.
 	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
@@ -147,6 +153,12 @@ func NewDriverServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(driverServiceMethods.ByName("Ping")),
 			connect.WithClientOptions(opts...),
 		),
+		getProgress: connect.NewClient[v1.GetProgressRequest, v1.GetProgressResponse](
+			httpClient,
+			baseURL+DriverServiceGetProgressProcedure,
+			connect.WithSchema(driverServiceMethods.ByName("GetProgress")),
+			connect.WithClientOptions(opts...),
+		),
 		masterChanged: connect.NewClient[v1.MasterChangedRequest, v1.MasterChangedResponse](
 			httpClient,
 			baseURL+DriverServiceMasterChangedProcedure,
@@ -166,6 +178,7 @@ type driverServiceClient struct {
 	executorUpdated    *connect.Client[v1.ExecutorUpdatedRequest, v1.ExecutorUpdatedResponse]
 	applicationRemoved *connect.Client[v1.ApplicationRemovedRequest, v1.ApplicationRemovedResponse]
 	ping               *connect.Client[v1.PingRequest, v1.PingResponse]
+	getProgress        *connect.Client[v1.GetProgressRequest, v1.GetProgressResponse]
 	masterChanged      *connect.Client[v1.MasterChangedRequest, v1.MasterChangedResponse]
 }
 
@@ -209,6 +222,11 @@ func (c *driverServiceClient) Ping(ctx context.Context, req *connect.Request[v1.
 	return c.ping.CallUnary(ctx, req)
 }
 
+// GetProgress calls glint.driver.v1.DriverService.GetProgress.
+func (c *driverServiceClient) GetProgress(ctx context.Context, req *connect.Request[v1.GetProgressRequest]) (*connect.Response[v1.GetProgressResponse], error) {
+	return c.getProgress.CallUnary(ctx, req)
+}
+
 // MasterChanged calls glint.driver.v1.DriverService.MasterChanged.
 func (c *driverServiceClient) MasterChanged(ctx context.Context, req *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
 	return c.masterChanged.CallUnary(ctx, req)
@@ -234,6 +252,9 @@ type DriverServiceHandler interface {
 	// Ping is the master's liveness probe: only the driver of the named
 	// application answers it.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// GetProgress is how far the named application has come, for the
+	// master's application page: only its driver answers it.
+	GetProgress(context.Context, *connect.Request[v1.GetProgressRequest]) (*connect.Response[v1.GetProgressResponse], error)
 	// MasterChanged names the master the driver reports to now (a recovered
 	// or newly elected one); answering it is the driver's acknowledgement.
 	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
@@ -294,6 +315,12 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(driverServiceMethods.ByName("Ping")),
 		connect.WithHandlerOptions(opts...),
 	)
+	driverServiceGetProgressHandler := connect.NewUnaryHandler(
+		DriverServiceGetProgressProcedure,
+		svc.GetProgress,
+		connect.WithSchema(driverServiceMethods.ByName("GetProgress")),
+		connect.WithHandlerOptions(opts...),
+	)
 	driverServiceMasterChangedHandler := connect.NewUnaryHandler(
 		DriverServiceMasterChangedProcedure,
 		svc.MasterChanged,
@@ -318,6 +345,8 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 			driverServiceApplicationRemovedHandler.ServeHTTP(w, r)
 		case DriverServicePingProcedure:
 			driverServicePingHandler.ServeHTTP(w, r)
+		case DriverServiceGetProgressProcedure:
+			driverServiceGetProgressHandler.ServeHTTP(w, r)
 		case DriverServiceMasterChangedProcedure:
 			driverServiceMasterChangedHandler.ServeHTTP(w, r)
 		default:
@@ -359,6 +388,10 @@ func (UnimplementedDriverServiceHandler) ApplicationRemoved(context.Context, *co
 
 func (UnimplementedDriverServiceHandler) Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.Ping is not implemented"))
+}
+
+func (UnimplementedDriverServiceHandler) GetProgress(context.Context, *connect.Request[v1.GetProgressRequest]) (*connect.Response[v1.GetProgressResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.GetProgress is not implemented"))
 }
 
 func (UnimplementedDriverServiceHandler) MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
