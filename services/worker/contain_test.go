@@ -53,7 +53,7 @@ func assertNoCgroup(t *testing.T, path string) {
 // cgroup it made when it stops.
 func TestAContainedWorkerRunsEachProcessInItsCgroupAndLeavesNone(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes")
+		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
 	}
 	cg := "/" + testCgroup(t)
 	c := startCluster(t, clusterConfig{runMaster: true, worker: Config{Cgroup: testCgroup(t)}})
@@ -97,7 +97,7 @@ func TestAContainedWorkerRunsEachProcessInItsCgroupAndLeavesNone(t *testing.T) {
 // worker and at the master.
 func TestAContainedExecutorOverItsMemoryEndsOutOfMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes")
+		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
 	}
 	c := startCluster(t, clusterConfig{worker: Config{Cgroup: testCgroup(t)}})
 	appID := c.registerApp(t, executorCommand(t, "alloc", 0), 1)
@@ -116,7 +116,7 @@ func TestAContainedExecutorOverItsMemoryEndsOutOfMemory(t *testing.T) {
 // second.
 func TestAContainedExecutorUsesAtMostItsCores(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes")
+		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
 	}
 	c := startCluster(t, clusterConfig{worker: Config{Cgroup: testCgroup(t), UsageInterval: 20 * time.Millisecond}})
 	w := c.worker
@@ -149,7 +149,7 @@ func TestAContainedExecutorUsesAtMostItsCores(t *testing.T) {
 // contained: false, and runs its executors unconfined.
 func TestAWorkerWithoutACgroupHierarchyRunsUnconfined(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes")
+		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
 	}
 	logs := &syncBuffer{}
 	c := startCluster(t, clusterConfig{worker: Config{
@@ -205,7 +205,7 @@ func workerChild() int {
 // removes its own when it stops.
 func TestAWorkerRestartedAfterSIGKILLRemovesTheCgroupsLeft(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes")
+		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
 	}
 	url := startMaster(t, master.Config{}, false)
 	c := &cluster{masterURL: url, master: newMasterClient(t, url), driverURL: startDriverStub(t)}
