@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -24,6 +25,7 @@ type masterFlags struct {
 	host               string
 	urlFile            string
 	workerTimeout      time.Duration
+	maxHeartbeatRate   float64
 	spreadOut          bool
 	maxExecutorRetries int
 	defaultCores       int
@@ -55,6 +57,7 @@ func newMasterCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.host, "host", "", "host name workers and drivers use to reach the master (default: the listen host, else this machine's host name)")
 	fl.StringVar(&f.urlFile, "url-file", "", "write the master's URL to this file once it serves")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", 60*time.Second, "spark.worker.timeout: a worker without a heartbeat for this long is DEAD")
+	fl.Float64Var(&f.maxHeartbeatRate, "max-heartbeat-rate", master.DefaultMaxHeartbeatRate, "heartbeats a second the master asks of all its workers at most, as Nomad's max_heartbeats_per_second: in a larger cluster each worker heartbeats less often than every --worker-timeout/4, and the worker timeout grows to four of its interval (0: no bound)")
 	fl.BoolVar(&f.spreadOut, "spread-out", true, "spark.deploy.spreadOut: spread executors over workers rather than fill one first")
 	fl.IntVar(&f.defaultCores, "default-cores", 0, "spark.deploy.defaultCores: cores an application that sets no --total-executor-cores may use (0: unlimited)")
 	fl.IntVar(&f.maxExecutorRetries, "max-executor-retries", 10, "spark.deploy.maxExecutorRetries: back-to-back executor failures before an app with no running executor FAILS (-1 disables)")
@@ -126,6 +129,13 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 	if f.workerTimeout <= 0 {
 		return fmt.Errorf("--worker-timeout %s: must be positive", f.workerTimeout)
 	}
+	if !(f.maxHeartbeatRate >= 0) || math.IsInf(f.maxHeartbeatRate, 0) {
+		return fmt.Errorf("--max-heartbeat-rate %g: must be a number of heartbeats a second, 0 or more (0: no bound)", f.maxHeartbeatRate)
+	}
+	heartbeatRate := f.maxHeartbeatRate
+	if heartbeatRate == 0 {
+		heartbeatRate = -1
+	}
 	if f.defaultCores != 0 {
 		if err := resources.CheckCores("--default-cores", int64(f.defaultCores)); err != nil {
 			return err
@@ -194,7 +204,7 @@ func runMaster(ctx context.Context, g *globals, f *masterFlags) error {
 
 	// Master: worker, application and driver state, and the scheduler.
 	cfg := master.Config{
-		URL: url, WorkerTimeout: f.workerTimeout, SpreadOut: f.spreadOut,
+		URL: url, WorkerTimeout: f.workerTimeout, MaxHeartbeatRate: heartbeatRate, SpreadOut: f.spreadOut,
 		MaxExecutorRetries: f.maxExecutorRetries, DefaultCores: int32(f.defaultCores),
 		Tokens: tokens, Admins: f.adminACLs, ClusterToken: cluster, MetricsAuth: f.metricsAuth, Redaction: redaction,
 		UI:          master.UIConfig{Public: f.uiPublic, JaegerURL: f.jaegerUIURL, GrafanaURL: f.grafanaURL},

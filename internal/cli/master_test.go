@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/master"
@@ -44,6 +47,15 @@ func TestSubmitTokenFilesAreNamed(t *testing.T) {
 	} {
 		if err := tc.flags.addSubmitTokens(rpc.NewTokens(), cluster); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error saying %q", tc.flags, err, tc.want)
+		}
+	}
+}
+
+func TestAHeartbeatRateThatIsNoNumberOfHeartbeatsIsRefused(t *testing.T) {
+	for _, rate := range []float64{-1, math.NaN(), math.Inf(1)} {
+		err := runMaster(context.Background(), &globals{}, &masterFlags{workerTimeout: time.Minute, maxHeartbeatRate: rate})
+		if err == nil || !strings.Contains(err.Error(), "--max-heartbeat-rate") {
+			t.Errorf("--max-heartbeat-rate %g: %v; want an error naming the flag", rate, err)
 		}
 	}
 }

@@ -30,10 +30,11 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
-	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch, HeartbeatIntervalMs: (s.cfg.WorkerTimeout / 4).Milliseconds()}
+	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
 	s.finalsLocked(ctx, m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())
 	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
 		s.workers.heartbeat(w, now)
+		resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
 		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
 			w.registration = newRegistration()
 			resp.Registration = w.registration
@@ -49,6 +50,7 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 		return nil, rpc.Error(err)
 	}
 	resp.Registration = w.registration
+	resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
 	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
 	// A kept worker it replaced at the same address is gone: the recovery
 	// may be complete.
@@ -143,7 +145,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 		}
 		s.finalsLocked(ctx, id, m.GetFinishedExecutors(), m.GetFinishedDrivers())
 		usageLocked(w, m.GetUsage())
-		resp := &masterv1.HeartbeatResponse{}
+		resp := &masterv1.HeartbeatResponse{HeartbeatIntervalMs: s.heartbeatIntervalLocked(w).Milliseconds()}
 		resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
 		return connect.NewResponse(resp), nil
 	}

@@ -20,7 +20,9 @@ import (
 func (s *Server) clusterState() *masterv1.GetClusterStateResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: s.status, Epoch: s.cfg.Epoch}
+	out := &masterv1.GetClusterStateResponse{MasterUrl: s.cfg.URL, Status: s.status, Epoch: s.cfg.Epoch,
+		WorkerTimeoutMs:     s.workerTimeoutLocked().Milliseconds(),
+		HeartbeatIntervalMs: heartbeatInterval(s.cfg.WorkerTimeout, s.cfg.MaxHeartbeatRate, s.workers.liveCount()).Milliseconds()}
 	for w := range s.workers.all() {
 		out.Workers = append(out.Workers, workerProto(w))
 	}
@@ -48,7 +50,7 @@ func workerProto(w *workerInfo) *masterv1.WorkerInfo {
 	return &masterv1.WorkerInfo{
 		Id: w.id, Host: w.host, Port: w.port, WorkerUrl: w.url, State: w.state,
 		Cores: w.cores, CoresUsed: w.coresUsed, MemoryMib: w.memoryMiB, MemoryUsedMib: w.memoryUsedMiB,
-		LastHeartbeat: timestamppb.New(w.lastHeartbeat), Usage: w.usedLocked().proto(),
+		LastHeartbeat: timestamppb.New(w.lastHeartbeat), HeartbeatIntervalMs: w.interval.Milliseconds(), Usage: w.usedLocked().proto(),
 	}
 }
 
@@ -122,6 +124,8 @@ type workerJSON struct {
 	resources.Usage
 	State         string `json:"state"`
 	LastHeartbeat int64  `json:"lastheartbeat"`
+	// HeartbeatInterval is the interval it was told, in milliseconds.
+	HeartbeatInterval int64 `json:"heartbeatinterval"`
 	usageJSON
 }
 
@@ -131,9 +135,14 @@ type masterJSON struct {
 	Status string `json:"status"`
 	// Epoch is the leadership epoch (etcd mode); Leader, on a standby, the
 	// master that leads.
-	Epoch   int64        `json:"epoch,omitempty"`
-	Leader  string       `json:"leader,omitempty"`
-	Workers []workerJSON `json:"workers"`
+	Epoch  int64  `json:"epoch,omitempty"`
+	Leader string `json:"leader,omitempty"`
+	// WorkerTimeout is how long a live worker may be silent now, and
+	// HeartbeatInterval the interval a worker registering now is told, in
+	// milliseconds: both grow with the cluster past --max-heartbeat-rate.
+	WorkerTimeout     int64        `json:"workertimeout"`
+	HeartbeatInterval int64        `json:"heartbeatinterval"`
+	Workers           []workerJSON `json:"workers"`
 	totals
 	ActiveApps       []appJSON    `json:"activeapps"`
 	CompletedApps    []appJSON    `json:"completedapps"`
@@ -236,6 +245,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, _ *http.Request) {
 func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON {
 	out := masterJSON{
 		URL: st.GetMasterUrl(), Status: st.GetStatus(), Epoch: st.GetEpoch(), Workers: []workerJSON{},
+		WorkerTimeout: st.GetWorkerTimeoutMs(), HeartbeatInterval: st.GetHeartbeatIntervalMs(),
 		ActiveApps: appsJSON(st.GetActiveApps(), now), CompletedApps: appsJSON(st.GetCompletedApps(), now),
 		ActiveDrivers: driversJSON(st.GetActiveDrivers()), CompletedDrivers: driversJSON(st.GetCompletedDrivers()),
 	}
@@ -245,7 +255,7 @@ func statusJSON(st *masterv1.GetClusterStateResponse, now time.Time) masterJSON 
 			ID: wk.GetId(), Host: wk.GetHost(), Port: wk.GetPort(), WebUIAddress: wk.GetWorkerUrl(),
 			Usage: resources.NewUsage(wk.GetCores(), wk.GetCoresUsed(), wk.GetMemoryMib(), wk.GetMemoryUsedMib()),
 			State: lifecycle.Name(wk.GetState()), LastHeartbeat: wk.GetLastHeartbeat().AsTime().UnixMilli(),
-			usageJSON: usageOf(wk.GetUsage()),
+			HeartbeatInterval: wk.GetHeartbeatIntervalMs(), usageJSON: usageOf(wk.GetUsage()),
 		})
 	}
 	return out

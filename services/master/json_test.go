@@ -71,8 +71,8 @@ func TestJSONKeepsSparksFieldNames(t *testing.T) {
 		object map[string]any
 		want   string
 	}{
-		"master":          {got, "activeapps activedrivers aliveworkers completedapps completeddrivers cores coresused memory memoryused status url workers"},
-		"worker":          {first("workers"), "cores coresfree coresused cpuseconds host id lastheartbeat memory memorybytes memoryfree memorypeakbytes memoryused port state webuiaddress"},
+		"master":          {got, "activeapps activedrivers aliveworkers completedapps completeddrivers cores coresused heartbeatinterval memory memoryused status url workers workertimeout"},
+		"worker":          {first("workers"), "cores coresfree coresused cpuseconds heartbeatinterval host id lastheartbeat memory memorybytes memoryfree memorypeakbytes memoryused port state webuiaddress"},
 		"active app":      {first("activeapps"), app0},
 		"completed app":   {first("completedapps"), app0},
 		"exited executor": {executor, "cores cpuseconds exitstatus hostport id memory memorybytes memorypeakbytes message state worker"},

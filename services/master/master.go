@@ -25,8 +25,15 @@ type Config struct {
 	// URL is the address by which workers and drivers reach this master.
 	URL string
 	// WorkerTimeout is spark.worker.timeout: a worker without a heartbeat for
-	// this long is DEAD. Default 60s. Workers heartbeat every WorkerTimeout/4.
+	// this long is DEAD. Default 60s. Workers heartbeat every WorkerTimeout/4,
+	// or less often in a cluster large enough for MaxHeartbeatRate to bind.
 	WorkerTimeout time.Duration
+	// MaxHeartbeatRate bounds the heartbeats the master asks for, per second,
+	// whatever the cluster's size, as Nomad's max_heartbeats_per_second:
+	// past it each worker is told a longer interval and the worker timeout
+	// grows with it (heartbeatInterval). Default 50; negative: unbounded,
+	// Spark's fixed WorkerTimeout/4.
+	MaxHeartbeatRate float64
 	// SpreadOut is spark.deploy.spreadOut (default true in the CLI).
 	SpreadOut bool
 	// DefaultCores is spark.deploy.defaultCores: the cores an application
@@ -135,6 +142,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.WorkerTimeout <= 0 {
 		cfg.WorkerTimeout = 60 * time.Second
+	}
+	if cfg.MaxHeartbeatRate == 0 {
+		cfg.MaxHeartbeatRate = DefaultMaxHeartbeatRate
 	}
 	if cfg.RetainedApplications <= 0 {
 		cfg.RetainedApplications = 200

@@ -25,7 +25,7 @@ type metrics struct {
 	launchFailures   *prometheus.CounterVec
 	appsEnded        *prometheus.CounterVec
 	driversEnded     *prometheus.CounterVec
-	workerTimeout    prometheus.Gauge
+	workerTimeout    *prometheus.Desc
 
 	workerTimedOut *prometheus.Desc
 	workers        *prometheus.Desc
@@ -114,10 +114,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "glint_master_drivers_ended_total",
 			Help: "Cluster-mode drivers that ended, by final state.",
 		}, []string{"state"}),
-		workerTimeout: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "glint_master_worker_timeout_seconds",
-			Help: "The worker timeout: a worker without a heartbeat for this long is declared DEAD.",
-		}),
+		workerTimeout: prometheus.NewDesc("glint_master_worker_timeout_seconds",
+			"The worker timeout: a worker without a heartbeat for this long is declared DEAD (the --worker-timeout, or longer past --max-heartbeat-rate).", nil, nil),
 		workerTimedOut: prometheus.NewDesc("glint_master_worker_timed_out_timestamp_seconds",
 			"When each worker still listed DEAD was declared so for its silence (the worker timeout).", []string{"worker"}, nil),
 		leader:       prometheus.NewDesc("glint_master_leader", "1 while this master leads the cluster (ALIVE), 0 while it recovers or stands by.", nil, nil),
@@ -157,9 +155,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	} {
 		m.executorEnds.WithLabelValues(lifecycle.Label(end.state), end.reason)
 	}
-	m.workerTimeout.Set(s.cfg.WorkerTimeout.Seconds())
 	reg.MustRegister(m.workerTimeouts, m.executorLaunches, m.scheduleDuration, m.executorStart, m.stateWrites, m.stateWriteErrors,
-		m.executorEnds, m.launchFailures, m.appsEnded, m.driversEnded, m.workerTimeout,
+		m.executorEnds, m.launchFailures, m.appsEnded, m.driversEnded,
 		&stateCollector{m: m, s: s})
 	return m
 }
@@ -207,7 +204,7 @@ type stateCollector struct {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.m.workerTimedOut, c.m.workers, c.m.workerCores, c.m.workerMemory, c.m.cores, c.m.memory,
-		c.m.heartbeatAge, c.m.apps, c.m.drivers, c.m.executors, c.m.leader} {
+		c.m.heartbeatAge, c.m.apps, c.m.drivers, c.m.executors, c.m.leader, c.m.workerTimeout} {
 		ch <- d
 	}
 }
@@ -220,6 +217,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	gauge(m.workerTimeout, s.workerTimeoutLocked().Seconds())
 	workers := map[masterv1.WorkerState]int{}
 	// Totals in 64 bits, so that no number of workers can wrap them.
 	var cores, coresUsed, memory, memoryUsed int64

@@ -24,6 +24,7 @@ type roster struct {
 	byAddr map[string]*workerInfo // live workers by host:port
 	gone   map[string]*workerInfo // DEAD workers by id
 	goneAt map[string]*workerInfo // DEAD workers by host:port
+	told   map[time.Duration]int  // live workers by the heartbeat interval they were told
 }
 
 // rosterEntry is a worker's place in the roster.
@@ -35,7 +36,7 @@ type rosterEntry struct {
 
 func newRoster() *roster {
 	return &roster{byID: map[string]*workerInfo{}, byAddr: map[string]*workerInfo{},
-		gone: map[string]*workerInfo{}, goneAt: map[string]*workerInfo{}}
+		gone: map[string]*workerInfo{}, goneAt: map[string]*workerInfo{}, told: map[time.Duration]int{}}
 }
 
 // len counts the listed workers, DEAD ones included.
@@ -84,6 +85,41 @@ func (r *roster) heartbeat(w *workerInfo, now time.Time) {
 	r.live.MoveToBack(w.roster.elem)
 }
 
+// liveCount counts the workers that are not DEAD.
+func (r *roster) liveCount() int { return r.live.Len() }
+
+// tell records that live w was told to heartbeat every interval.
+func (r *roster) tell(w *workerInfo, interval time.Duration) {
+	if w.interval == interval {
+		return
+	}
+	r.untell(w)
+	w.interval = interval
+	r.told[interval]++
+}
+
+// untell forgets the interval w was told.
+func (r *roster) untell(w *workerInfo) {
+	if w.interval == 0 {
+		return
+	}
+	if r.told[w.interval]--; r.told[w.interval] == 0 {
+		delete(r.told, w.interval)
+	}
+	w.interval = 0
+}
+
+// longestInterval is the longest heartbeat interval a live worker was told;
+// 0 when none was. The intervals told are whole quarters of the worker
+// timeout (heartbeatInterval), so there are few of them.
+func (r *roster) longestInterval() time.Duration {
+	var longest time.Duration
+	for i := range r.told {
+		longest = max(longest, i)
+	}
+	return longest
+}
+
 // oldestHeartbeat returns the live worker heard from least recently.
 func (r *roster) oldestHeartbeat() (*workerInfo, bool) {
 	if e := r.live.Front(); e != nil {
@@ -95,6 +131,7 @@ func (r *roster) oldestHeartbeat() (*workerInfo, bool) {
 // bury moves live w among the DEAD, died at now; it stays listed until culled.
 func (r *roster) bury(w *workerInfo, now time.Time) {
 	r.live.Remove(w.roster.elem)
+	r.untell(w)
 	delete(r.byID, w.id)
 	if r.byAddr[w.address()] == w {
 		delete(r.byAddr, w.address())

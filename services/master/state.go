@@ -89,6 +89,8 @@ type workerInfo struct {
 	memoryUsedMiB int64
 	state         masterv1.WorkerState
 	lastHeartbeat time.Time
+	// interval is the heartbeat interval it was last told (0: none yet).
+	interval time.Duration
 	// timedOut is when the master declared it DEAD for its silence.
 	timedOut  time.Time
 	executors map[executorKey]*executorInfo

@@ -74,7 +74,7 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 }
 
 // checkWorkerTimeouts is Spark's timeOutDeadWorkers: a worker without a
-// heartbeat for WorkerTimeout is removed, and a DEAD one stays listed for
+// heartbeat for the worker timeout (workerTimeoutLocked) is removed, and a DEAD one stays listed for
 // DeadWorkerPersistence × WorkerTimeout after it died — (persistence+1) ×
 // WorkerTimeout after its last heartbeat when it timed out, as in Spark. It
 // looks only at the workers it removes or culls.
@@ -82,9 +82,10 @@ func (s *Server) checkWorkerTimeouts(ctx context.Context) {
 	s.mu.Lock()
 	defer s.scheduleAndUnlock(ctx)
 	now := s.now()
+	timeout := s.workerTimeoutLocked()
 	for {
 		w, ok := s.workers.oldestHeartbeat()
-		if !ok || s.silentFor(now, w.lastHeartbeat) <= s.cfg.WorkerTimeout {
+		if !ok || s.silentFor(now, w.lastHeartbeat) <= timeout {
 			break
 		}
 		s.metrics.workerTimeouts.Inc()

@@ -30,6 +30,11 @@ const (
 	// defaultHeartbeatInterval is used when a master names no interval
 	// (Spark: spark.worker.timeout / 4).
 	defaultHeartbeatInterval = 15 * time.Second
+	// minHeartbeatInterval and maxHeartbeatInterval bound the interval a
+	// master names: none makes the worker call it in a tight loop or stay
+	// silent for more than a day.
+	minHeartbeatInterval = 10 * time.Millisecond
+	maxHeartbeatInterval = 24 * time.Hour
 	// heartbeatFailuresToReconnect consecutive failed heartbeats make the worker
 	// treat its master as disconnected and register again.
 	heartbeatFailuresToReconnect = 3
@@ -133,10 +138,7 @@ func (s *Server) registerOnce(ctx context.Context) (time.Duration, error) {
 		s.log.Info("registered with master", "worker", s.id, "master", active, "duplicate", resp.Msg.GetDuplicate())
 		s.killUnknown(resp.Msg.GetUnknownExecutors(), resp.Msg.GetUnknownDriverIds())
 		s.redecommission()
-		interval := time.Duration(resp.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
-		if interval <= 0 {
-			interval = defaultHeartbeatInterval
-		}
+		interval := heartbeatInterval(resp.Msg.GetHeartbeatIntervalMs())
 		s.heard(sent, interval)
 		return interval, nil
 	}
@@ -269,6 +271,11 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 			return fmt.Sprintf("master %s asked the worker to register again", url)
 		case err == nil:
 			failures = 0
+			if next := heartbeatInterval(resp.Msg.GetHeartbeatIntervalMs()); next != interval {
+				// The cluster grew or shrank past the master's heartbeat rate.
+				interval = next
+				ticker.Reset(interval)
+			}
 			s.heard(sent, interval)
 			s.acknowledged(req.GetFinishedExecutors(), req.GetFinishedDrivers())
 			s.metrics.masterConnected.Set(1)
@@ -286,6 +293,16 @@ func (s *Server) heartbeat(ctx context.Context, interval time.Duration) string {
 			}
 		}
 	}
+}
+
+// heartbeatInterval is the interval a master named in ms: the default when
+// it named none, within the bounds otherwise.
+func heartbeatInterval(ms int64) time.Duration {
+	if ms <= 0 {
+		return defaultHeartbeatInterval
+	}
+	ms = min(ms, maxHeartbeatInterval.Milliseconds())
+	return max(time.Duration(ms)*time.Millisecond, minHeartbeatInterval)
 }
 
 // heard records that the active master answered a registration or

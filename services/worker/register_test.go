@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -163,5 +166,46 @@ func TestCommandsWaitOutARegistrationInFlight(t *testing.T) {
 				t.Errorf("awaitActiveLocked = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestAWorkerHeartbeatsAtTheIntervalItsMasterTellsItAsTheClusterGrows(t *testing.T) {
+	// At 10 heartbeats a second and a 400 ms timeout, one worker heartbeats
+	// every 100 ms and 101 workers every 10.1 s.
+	c := startCluster(t, clusterConfig{master: master.Config{WorkerTimeout: 400 * time.Millisecond, MaxHeartbeatRate: 10}})
+	heardWithin := func() time.Duration {
+		c.worker.mu.Lock()
+		defer c.worker.mu.Unlock()
+		return c.worker.heardWithin
+	}
+	if got := heardWithin(); got != 200*time.Millisecond {
+		t.Fatalf("alone, the worker counts on its master's answer for %v, want 2 × 100 ms", got)
+	}
+	for port := int32(9001); port <= 9100; port++ {
+		if _, err := c.master.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
+			WorkerId: fmt.Sprintf("worker-20261202000000-127.0.0.1-%d", port), Host: "127.0.0.1", Port: port,
+			Cores: 1, MemoryMib: 64, WorkerUrl: "http://127.0.0.1:1",
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tooltest.Eventually(t, "the worker heartbeats every 10.1 s", func() bool { return heardWithin() == 2*10100*time.Millisecond })
+	// Its ticker follows: in ten of its old intervals the master hears no
+	// heartbeat from it (it heard about ten before it grew).
+	before := c.masterWorker(t, c.worker.ID()).GetLastHeartbeat().AsTime()
+	time.Sleep(time.Second)
+	if after := c.masterWorker(t, c.worker.ID()).GetLastHeartbeat().AsTime(); !after.Equal(before) {
+		t.Fatalf("the worker told 10.1 s heartbeated %v after its previous heartbeat", after.Sub(before))
+	}
+}
+
+func TestTheIntervalAMasterNamesIsBounded(t *testing.T) {
+	for ms, want := range map[int64]time.Duration{
+		0: defaultHeartbeatInterval, -5: defaultHeartbeatInterval, 1: minHeartbeatInterval, 250: 250 * time.Millisecond,
+		210_000: 210 * time.Second, math.MaxInt64: maxHeartbeatInterval,
+	} {
+		if got := heartbeatInterval(ms); got != want {
+			t.Errorf("heartbeatInterval(%d) = %v, want %v", ms, got, want)
+		}
 	}
 }

@@ -730,7 +730,9 @@ type RegisterWorkerResponse struct {
 	MasterUrl string                 `protobuf:"bytes,1,opt,name=master_url,json=masterUrl,proto3" json:"master_url,omitempty"`
 	// True when this worker id was already registered and alive.
 	Duplicate bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	// How often the worker must heartbeat (worker timeout / 4).
+	// How often the worker must heartbeat: worker timeout / 4, or longer in a
+	// cluster whose heartbeats would otherwise exceed the master's
+	// --max-heartbeat-rate.
 	HeartbeatIntervalMs int64 `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// Executors and drivers the worker reported that the master does not know: kill them.
 	UnknownExecutors []*RunningExecutor `protobuf:"bytes,4,rep,name=unknown_executors,json=unknownExecutors,proto3" json:"unknown_executors,omitempty"`
@@ -1008,8 +1010,12 @@ type HeartbeatResponse struct {
 	// (it killed them, or gave up on their launch): kill them.
 	UnknownExecutors []*RunningExecutor `protobuf:"bytes,2,rep,name=unknown_executors,json=unknownExecutors,proto3" json:"unknown_executors,omitempty"`
 	UnknownDriverIds []string           `protobuf:"bytes,3,rep,name=unknown_driver_ids,json=unknownDriverIds,proto3" json:"unknown_driver_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The interval to heartbeat at from now on, as in RegisterWorkerResponse:
+	// it grows with the cluster so that heartbeats arrive at the master's
+	// --max-heartbeat-rate at most.
+	HeartbeatIntervalMs int64 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1061,6 +1067,13 @@ func (x *HeartbeatResponse) GetUnknownDriverIds() []string {
 		return x.UnknownDriverIds
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetHeartbeatIntervalMs() int64 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
 }
 
 type WorkerDecommissioningRequest struct {
@@ -2426,9 +2439,14 @@ type GetClusterStateResponse struct {
 	ActiveDrivers    []*DriverInfo          `protobuf:"bytes,6,rep,name=active_drivers,json=activeDrivers,proto3" json:"active_drivers,omitempty"`
 	CompletedDrivers []*DriverInfo          `protobuf:"bytes,7,rep,name=completed_drivers,json=completedDrivers,proto3" json:"completed_drivers,omitempty"`
 	// The master's leadership epoch (etcd mode; 0 otherwise).
-	Epoch         int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Epoch int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// How long a live worker may be silent before it is DEAD now: the
+	// --worker-timeout, or four of the longest interval a live worker was told.
+	WorkerTimeoutMs int64 `protobuf:"varint,9,opt,name=worker_timeout_ms,json=workerTimeoutMs,proto3" json:"worker_timeout_ms,omitempty"`
+	// The heartbeat interval a worker registering now is told.
+	HeartbeatIntervalMs int64 `protobuf:"varint,10,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GetClusterStateResponse) Reset() {
@@ -2517,6 +2535,20 @@ func (x *GetClusterStateResponse) GetEpoch() int64 {
 	return 0
 }
 
+func (x *GetClusterStateResponse) GetWorkerTimeoutMs() int64 {
+	if x != nil {
+		return x.WorkerTimeoutMs
+	}
+	return 0
+}
+
+func (x *GetClusterStateResponse) GetHeartbeatIntervalMs() int64 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
 // WorkerInfo is one worker as the master sees it.
 type WorkerInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2530,6 +2562,8 @@ type WorkerInfo struct {
 	MemoryMib     int64                  `protobuf:"varint,8,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	MemoryUsedMib int64                  `protobuf:"varint,9,opt,name=memory_used_mib,json=memoryUsedMib,proto3" json:"memory_used_mib,omitempty"`
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// The heartbeat interval it was last told (0: none yet, or DEAD).
+	HeartbeatIntervalMs int64 `protobuf:"varint,11,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// What its executors and drivers use, summed.
 	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2634,6 +2668,13 @@ func (x *WorkerInfo) GetLastHeartbeat() *timestamppb.Timestamp {
 		return x.LastHeartbeat
 	}
 	return nil
+}
+
+func (x *WorkerInfo) GetHeartbeatIntervalMs() int64 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
 }
 
 func (x *WorkerInfo) GetUsage() *Usage {
@@ -3681,13 +3722,14 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vcpu_seconds\x18\x04 \x01(\x01R\n" +
 	"cpuSeconds\x12!\n" +
 	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12*\n" +
-	"\x11memory_peak_bytes\x18\x06 \x01(\x03R\x0fmemoryPeakBytes\"\xb0\x01\n" +
+	"\x11memory_peak_bytes\x18\x06 \x01(\x03R\x0fmemoryPeakBytes\"\xe4\x01\n" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
 	"reregister\x12M\n" +
 	"\x11unknown_executors\x18\x02 \x03(\v2 .glint.master.v1.RunningExecutorR\x10unknownExecutors\x12,\n" +
-	"\x12unknown_driver_ids\x18\x03 \x03(\tR\x10unknownDriverIds\";\n" +
+	"\x12unknown_driver_ids\x18\x03 \x03(\tR\x10unknownDriverIds\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x04 \x01(\x03R\x13heartbeatIntervalMs\";\n" +
 	"\x1cWorkerDecommissioningRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x1f\n" +
 	"\x1dWorkerDecommissioningResponse\"8\n" +
@@ -3766,7 +3808,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\rregistered_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
 	"\rfirst_task_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\"\x1e\n" +
 	"\x1cReportExecutorLaunchResponse\"\x18\n" +
-	"\x16GetClusterStateRequest\"\xb7\x03\n" +
+	"\x16GetClusterStateRequest\"\x97\x04\n" +
 	"\x17GetClusterStateResponse\x12\x1d\n" +
 	"\n" +
 	"master_url\x18\x01 \x01(\tR\tmasterUrl\x12\x16\n" +
@@ -3777,7 +3819,10 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x0ecompleted_apps\x18\x05 \x03(\v2 .glint.master.v1.ApplicationInfoR\rcompletedApps\x12B\n" +
 	"\x0eactive_drivers\x18\x06 \x03(\v2\x1b.glint.master.v1.DriverInfoR\ractiveDrivers\x12H\n" +
 	"\x11completed_drivers\x18\a \x03(\v2\x1b.glint.master.v1.DriverInfoR\x10completedDrivers\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x84\x03\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\x12*\n" +
+	"\x11worker_timeout_ms\x18\t \x01(\x03R\x0fworkerTimeoutMs\x122\n" +
+	"\x15heartbeat_interval_ms\x18\n" +
+	" \x01(\x03R\x13heartbeatIntervalMs\"\xb8\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3793,7 +3838,8 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"memory_mib\x18\b \x01(\x03R\tmemoryMib\x12&\n" +
 	"\x0fmemory_used_mib\x18\t \x01(\x03R\rmemoryUsedMib\x12A\n" +
 	"\x0elast_heartbeat\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12,\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x122\n" +
+	"\x15heartbeat_interval_ms\x18\v \x01(\x03R\x13heartbeatIntervalMs\x12,\n" +
 	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usage\"w\n" +
 	"\x05Usage\x12\x1f\n" +
 	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
