@@ -153,6 +153,9 @@ func startBinary(t testing.TB, bin, name string, env []string, args ...string) *
 // waiting until it serves.
 func spawn(t testing.TB, bin, name string, env []string, args ...string) *proc {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short is the fast loop (make test-short): this test starts processes (glint %s); make test runs it", name)
+	}
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)

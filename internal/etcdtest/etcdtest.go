@@ -28,6 +28,9 @@ func Start(t testing.TB) string {
 // etcd that goes away); it is stopped when the test ends in any case.
 func StartStoppable(t testing.TB) (string, func()) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this test runs an etcd member; make test runs it")
+	}
 	ports := tooltest.FreePorts(t, 2)
 	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
 	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])}

@@ -133,6 +133,9 @@ func runChild(mode string) int {
 // testBinary is the path of the test binary, argv[0] of every child.
 func testBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this test starts executor or driver processes; make test runs it")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
