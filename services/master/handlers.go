@@ -582,8 +582,12 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 	if req.Msg.GetStopping() {
 		a.executorLimit, a.driverStopping = 0, true
 	}
-	s.persistAppLocked(a)
 	s.needSchedule = true
+	if err := s.persistAppLocked(a); err != nil {
+		// The limit holds, and is kept again until kept; the driver, told
+		// it was not kept, asks again.
+		return nil, rpc.Error(fmt.Errorf("request executors for %s: %w", a.id, err))
+	}
 	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil
 }
 

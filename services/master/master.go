@@ -131,6 +131,9 @@ type Server struct {
 	deposed chan struct{}
 	// resumedAt is when the master last ran again after a stall (resumed).
 	resumedAt time.Time
+	// unkept names what the Store refused to keep (persist's what), until
+	// kept again (keepUnkeptLocked).
+	unkept map[string]struct{}
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)
@@ -167,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		unkept:  map[string]struct{}{},
 		cfg:     cfg,
 		log:     cfg.Logger,
 		tracer:  telemetry.Tracer(cfg.TracerProvider),
@@ -237,6 +241,7 @@ func (s *Server) Run(ctx context.Context) error {
 				s.resumed(stalled)
 			}
 			last = time.Now()
+			s.keepUnkept()
 			s.checkWorkerTimeouts(ctx)
 			s.checkDrivers(ctx)
 		}

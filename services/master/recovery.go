@@ -400,8 +400,9 @@ func (s *Server) sortedDriversLocked() []*driverInfo {
 // The persist functions keep each state change in the Store, if any. A
 // failed write is logged and counted, and returned: a registration it
 // would have kept is refused (Unavailable), so its client retries; other
-// changes run on. A write refused because this master no longer leads
-// deposes it (depose).
+// changes run on, and what the write was to keep is kept again, as it is
+// then, every check interval until the store takes it (keepUnkept). A
+// write refused because this master no longer leads deposes it (depose).
 
 func (s *Server) persist(what string, write func(Store) error) error {
 	if s.cfg.Store == nil {
@@ -411,10 +412,12 @@ func (s *Server) persist(what string, write func(Store) error) error {
 	err := write(s.cfg.Store)
 	s.metrics.stateWrites.Observe(time.Since(began).Seconds())
 	if err == nil {
+		delete(s.unkept, what)
 		return nil
 	}
 	s.metrics.stateWriteErrors.Inc()
 	s.log.Error("keep state for recovery", "what", what, "err", err)
+	s.unkept[what] = struct{}{}
 	if errors.Is(err, ErrDeposed) {
 		s.deposeLocked()
 	}

@@ -1,0 +1,77 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+)
+
+// refusingStore is a Store that refuses every write while refuse is set, as
+// an etcd without a quorum or a full disk would.
+type refusingStore struct {
+	Store
+	refuse atomic.Bool
+}
+
+var errRefused = errors.New("etcdserver: request timed out")
+
+func (s *refusingStore) PutApplication(p *masterv1.PersistedApplication) error {
+	if s.refuse.Load() {
+		return errRefused
+	}
+	return s.Store.PutApplication(p)
+}
+
+func (s *refusingStore) DeleteApplication(id string) error {
+	if s.refuse.Load() {
+		return errRefused
+	}
+	return s.Store.DeleteApplication(id)
+}
+
+func keptApp(t *testing.T, st Store, id string) *masterv1.PersistedApplication {
+	t.Helper()
+	r, err := st.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range r.Applications {
+		if a.GetId() == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// TestAChangeTheStoreRefusedIsKeptOnceItAnswersAgain: a driver's executor
+// limit is a change the master makes whether or not the store kept it. The
+// driver is told it was not kept, and the master keeps it once the store
+// answers, rather than leaving the store with the limit before it — which a
+// master leading next would recover.
+func TestAChangeTheStoreRefusedIsKeptOnceItAnswersAgain(t *testing.T) {
+	st := &refusingStore{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{Store: st})
+	app := c.registerApp(t, newPeer(t), appDesc(512, 1))
+	st.refuse.Store(true)
+	_, err := c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: app, RequestedTotal: 3}))
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("RequestExecutors while the store refuses writes: %v, want unavailable", err)
+	}
+	c.srv.keepUnkept()
+	if got := keptApp(t, st, app).GetExecutorLimit(); got == 3 {
+		t.Fatal("the limit was kept while the store refused it")
+	}
+	st.refuse.Store(false)
+	c.srv.keepUnkept()
+	if got := keptApp(t, st, app).GetExecutorLimit(); got != 3 {
+		t.Fatalf("kept executor limit %d once the store answered, want 3", got)
+	}
+	if n := len(c.srv.unkept); n != 0 {
+		t.Fatalf("%d things left to keep, want none", n)
+	}
+}
