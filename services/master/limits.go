@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"slices"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/fault"
@@ -95,6 +96,15 @@ func (r *retained[T]) add(v T, size, maxCount, maxBytes int) []T {
 	}
 	r.items, r.sizes, r.bytes = append(r.items, v), append(r.sizes, size), r.bytes+size
 	return dropped
+}
+
+// find returns the entry that match accepts, if any.
+func (r *retained[T]) find(match func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(r.items, match); i >= 0 {
+		return r.items[i], true
+	}
+	var none T
+	return none, false
 }
 
 // drop drops the n oldest entries, appending them to dropped.

@@ -37,16 +37,16 @@ func (s *Server) keepLocked(what string) error {
 		if a, ok := s.apps[id]; ok {
 			return s.persistAppLocked(a)
 		}
-		if i := slices.IndexFunc(s.completedApps.items, func(a *appInfo) bool { return a.id == id }); i >= 0 {
-			return s.persistCompletedAppLocked(s.completedApps.items[i])
+		if a, ok := s.completedApps.find(func(a *appInfo) bool { return a.id == id }); ok {
+			return s.persistCompletedAppLocked(a)
 		}
 		return s.forgetAppLocked(&appInfo{id: id})
 	case "driver":
 		if d, ok := s.drivers[id]; ok {
 			return s.persistDriverLocked(d)
 		}
-		if i := slices.IndexFunc(s.completedDrivers.items, func(d *driverInfo) bool { return d.id == id }); i >= 0 {
-			return s.persistCompletedDriverLocked(s.completedDrivers.items[i])
+		if d, ok := s.completedDrivers.find(func(d *driverInfo) bool { return d.id == id }); ok {
+			return s.persistCompletedDriverLocked(d)
 		}
 		return s.forgetDriverLocked(&driverInfo{id: id})
 	}
