@@ -84,12 +84,12 @@ chromium:
 
 ## test: everything — lint, generated code, every test on real processes and sockets,
 ## make bench's harness once in its quick mode (proof that it works, no numbers judged),
-## and the chaos soak for a minute in each mode (its summary tables; its progress log's
-## end when it fails).
+## and the chaos soak for a minute in each mode (its summary tables; when it fails, its
+## progress log's end and then the tables, so the verdict is the last thing printed).
 test: tools chromium lint check-generate
 	$(GO) test -count=1 -race -timeout 12m ./...
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && $(GO) run ./cmd/glint-bench -quick -out $$tmp/results.json > /dev/null 2>$$tmp/log || { cat $$tmp/log; exit 1; }
-	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && SOAK_MINUTES=1 SOAK_MODE=both $(GO) run ./cmd/glint-soak 2>$$tmp/log || { tail -n 60 $$tmp/log; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && SOAK_MINUTES=1 SOAK_MODE=both $(GO) run ./cmd/glint-soak > $$tmp/out 2>$$tmp/log || { tail -n 60 $$tmp/log; cat $$tmp/out; exit 1; }; cat $$tmp/out
 
 ## test-short: the fast loop.
 test-short:
