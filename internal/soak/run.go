@@ -463,6 +463,7 @@ func (r *run) runJob(ctx context.Context, j Job) {
 		return
 	}
 	res := Result{TimedOut: timedOut, ExitCode: exitCode(err), Stdout: stdout.String(), Stderr: stderr.String()}
+	r.keepOutput(j.Name, res)
 	rec := JobRecord{Job: j}
 	if j.Deploy == DeployClient {
 		res.Succeeded = !timedOut && res.ExitCode == 0
@@ -488,6 +489,22 @@ func (r *run) runJob(ctx context.Context, j Job) {
 	rec.Result = res
 	r.addJob(rec)
 	r.logf("job %s: exit %d after %s", j.Name, res.ExitCode, time.Since(start).Round(100*time.Millisecond))
+}
+
+// keepOutput writes what glint submit printed for job name to the run's
+// jobs directory (name.stdout, name.stderr), kept with the run's other
+// files when the soak keeps them.
+func (r *run) keepOutput(name string, res Result) {
+	dir := filepath.Join(r.cfg.Dir, "jobs")
+	err := os.MkdirAll(dir, 0o755)
+	for ext, text := range map[string]string{"stdout": res.Stdout, "stderr": res.Stderr} {
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+"."+ext), []byte(text), 0o644)
+		}
+	}
+	if err != nil {
+		r.logf("job %s: keep its output: %v", name, err)
+	}
 }
 
 // waitChainEnd waits until the last driver of id's chain is in a final

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -251,6 +252,36 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()), causedByApp)
 	}
 	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
+}
+
+// ExecutorsRecovered removes every executor the driver holds that the
+// recovered master did not find: one lost while no master led (its worker
+// died, or restarted, before the recovered master heard from it) has no
+// master to report its end, and its tasks would wait for it forever. Their
+// tasks are queued again without counting as failures. Executors the
+// master will launch have ids from next_executor_id on, and are kept.
+func (d *Driver) ExecutorsRecovered(ctx context.Context, req *connect.Request[driverv1.ExecutorsRecoveredRequest]) (*connect.Response[driverv1.ExecutorsRecoveredResponse], error) {
+	m := req.Msg
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkMasterLocked(m.GetAppId(), m.GetEpoch()); err != nil {
+		return nil, rpc.Error(err)
+	}
+	found := make(map[int32]bool, len(m.GetExecutorIds()))
+	for _, id := range m.GetExecutorIds() {
+		found[id] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(d.executors)) {
+		e := d.executors[id]
+		if e.removed || found[id] || id >= m.GetNextExecutorId() {
+			continue
+		}
+		e.state = masterv1.ExecutorState_EXECUTOR_STATE_LOST
+		e.timeline.Ended = time.Now()
+		e.timeline.EndMessage = "the recovered master found it on no worker"
+		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d lost while no master led: %s", id, e.timeline.EndMessage), false)
+	}
+	return connect.NewResponse(&driverv1.ExecutorsRecoveredResponse{}), nil
 }
 
 // ApplicationRemoved ends every job: the master removed the application.

@@ -635,3 +635,67 @@ func TestMessagesFromADeposedMasterAreRefused(t *testing.T) {
 		t.Fatalf("MasterChanged from epoch 6 after epoch 7: %v, want failed_precondition", err)
 	}
 }
+
+func TestExecutorsTheRecoveredMasterDidNotFindAreRemovedAndTheirTasksRunElsewhere(t *testing.T) {
+	// Executor 0 ended while no master led, so no master reports its end:
+	// the recovered master's account of what it found is how the driver
+	// learns it, and its task runs again without counting as a failure.
+	started := make(chan struct{}, 1)
+	var calls atomic.Int32
+	a := echoApp(func(ctx context.Context, in []byte) ([]byte, error) {
+		if calls.Add(1) == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // the first attempt hangs: its executor says nothing more
+			return nil, ctx.Err()
+		}
+		return in, nil
+	})
+	d := startDriver(t, a, map[string]string{"spark.task.maxFailures": "1"})
+	startExecutor(t, d, a, 0, 1)
+	res := make(chan error, 1)
+	go func() {
+		_, err := d.RunTasks(context.Background(), "task", inputs(1))
+		res <- err
+	}()
+	<-started
+	startExecutor(t, d, a, 1, 1)
+	client := asMaster(d)
+	recovered := func(ids []int32, next int32) {
+		t.Helper()
+		if _, err := client.ExecutorsRecovered(context.Background(), connect.NewRequest(&driverv1.ExecutorsRecoveredRequest{
+			AppId: d.AppID(), ExecutorIds: ids, NextExecutorId: next})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := func() bool {
+		for _, tl := range d.Timelines() {
+			if tl.ExecutorID == 0 {
+				return !tl.Ended.IsZero()
+			}
+		}
+		t.Fatal("executor 0 has no timeline")
+		return false
+	}
+	// Found, or under an id the master has yet to give: kept.
+	recovered([]int32{0, 1}, 2)
+	recovered([]int32{1}, 0)
+	if ended() {
+		t.Fatal("an executor the master found, or one it has yet to give the id of, was removed")
+	}
+	recovered([]int32{1}, 2)
+	if !ended() {
+		t.Error("executor 0, which the recovered master did not find, is not ended")
+	}
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Errorf("job: %v; want the task rerun on executor 1 without counting a failure", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job did not end after the recovered master did not find executor 0")
+	}
+	_, err := client.ExecutorsRecovered(context.Background(), connect.NewRequest(&driverv1.ExecutorsRecoveredRequest{AppId: "app-20261129140000-9999", NextExecutorId: 2}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("an account of another application's executors: %v, want not_found", err)
+	}
+}

@@ -44,6 +44,7 @@ func fuzzDriver(f *testing.F, token func(*driver.Driver) string) {
 			&driverv1.RegisterExecutorRequest{ExecutorId: 1, Hostname: "127.0.0.1", Cores: 2, ExecutorUrl: "http://127.0.0.1:3"},
 			&driverv1.StatusUpdateRequest{ExecutorId: 1, Updates: []*driverv1.TaskStatus{{TaskId: 7, State: driverv1.TaskState_TASK_STATE_FINISHED}}},
 			&driverv1.ExecutorUpdatedRequest{ExecutorId: 1, State: masterv1.ExecutorState_EXECUTOR_STATE_LOST, WorkerLost: true},
+			&driverv1.ExecutorsRecoveredRequest{ExecutorIds: []int32{0, 2}, NextExecutorId: 3},
 		},
 		Codes: []connect.Code{connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
 			connect.CodeAlreadyExists, connect.CodeResourceExhausted, connect.CodePermissionDenied},

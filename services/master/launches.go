@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -375,6 +376,18 @@ func (s *Server) sendExecutorUpdated(ctx context.Context, e *executorInfo, worke
 	s.postToDriver(appContext(ctx, a), a, func(ctx context.Context) {
 		if _, err := a.client.ExecutorUpdated(ctx, connect.NewRequest(req)); err != nil {
 			s.log.Warn("tell driver executor updated", "app", a.id, "executor", e.id, "err", err)
+		}
+	})
+}
+
+// sendExecutorsRecovered tells a's driver which of its executors this
+// master adopted while it recovered, before it launches any other: the
+// driver removes those it holds that ended while no master led.
+func (s *Server) sendExecutorsRecovered(ctx context.Context, a *appInfo) {
+	req := &driverv1.ExecutorsRecoveredRequest{Epoch: s.cfg.Epoch, AppId: a.id, ExecutorIds: slices.Sorted(maps.Keys(a.executors)), NextExecutorId: a.nextExecID}
+	s.postToDriver(ctx, a, func(ctx context.Context) {
+		if _, err := a.client.ExecutorsRecovered(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Warn("tell driver the executors recovered", "app", a.id, "err", err)
 		}
 	})
 }

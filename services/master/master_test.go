@@ -171,6 +171,11 @@ func (d *driverPeer) MasterChanged(_ context.Context, r *connect.Request[driverv
 	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
 }
 
+func (d *driverPeer) ExecutorsRecovered(_ context.Context, r *connect.Request[driverv1.ExecutorsRecoveredRequest]) (*connect.Response[driverv1.ExecutorsRecoveredResponse], error) {
+	d.record("ExecutorsRecovered %s %v next=%d", r.Msg.GetAppId(), r.Msg.GetExecutorIds(), r.Msg.GetNextExecutorId())
+	return connect.NewResponse(&driverv1.ExecutorsRecoveredResponse{}), nil
+}
+
 func (d *driverPeer) ApplicationRemoved(_ context.Context, r *connect.Request[driverv1.ApplicationRemovedRequest]) (*connect.Response[driverv1.ApplicationRemovedResponse], error) {
 	d.record("ApplicationRemoved %s %s", r.Msg.GetAppId(), r.Msg.GetMessage())
 	return connect.NewResponse(&driverv1.ApplicationRemovedResponse{}), nil

@@ -376,6 +376,9 @@ func (s *Server) completeRecoveryLocked(ctx context.Context) {
 		}
 		s.lostDriverLocked(ctx, d, fmt.Sprintf("its worker %s did not re-register while the master recovered", d.recoveredOn))
 	}
+	for _, a := range s.appQueue {
+		s.sendExecutorsRecovered(ctx, a)
+	}
 	s.unknownWorkers, s.unknownApps = 0, 0
 	s.status = statusAlive
 	s.needSchedule = true

@@ -96,6 +96,12 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 		t.Fatalf("executors to kill %v, want %s: the oversized one and the one of an application never kept", unknown, want)
 	}
 	waitFor(t, "the master ALIVE", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
+	// The driver hears which of its executors were found before it hears
+	// of a new one: the others ended while no master could say so.
+	dp.expect(t, "ExecutorsRecovered "+app+" [0] next=4")
+	if m := dp.expect(t, "ExecutorAdded "); m != "ExecutorAdded "+app+"/4" {
+		t.Errorf("after the recovered executors the driver heard %q, want executor 4 added", m)
+	}
 	// Executor 0 was adopted; 1 to 3 ended while the master was down, so
 	// three new executors take their cores, under ids never given before.
 	wp.expectAll(t, "LaunchExecutor "+app+"/4", "LaunchExecutor "+app+"/5", "LaunchExecutor "+app+"/6")

@@ -1241,6 +1241,114 @@ func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
 	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{20}
 }
 
+type ExecutorsRecoveredRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AppId string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	// The executors the recovered master adopted.
+	ExecutorIds []int32 `protobuf:"varint,2,rep,packed,name=executor_ids,json=executorIds,proto3" json:"executor_ids,omitempty"`
+	// The id the master gives the application's next executor.
+	NextExecutorId int32 `protobuf:"varint,3,opt,name=next_executor_id,json=nextExecutorId,proto3" json:"next_executor_id,omitempty"`
+	// The sending master's leadership epoch (etcd mode; 0 otherwise): a peer
+	// refuses a command older than the newest epoch it has seen.
+	Epoch         int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutorsRecoveredRequest) Reset() {
+	*x = ExecutorsRecoveredRequest{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutorsRecoveredRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutorsRecoveredRequest) ProtoMessage() {}
+
+func (x *ExecutorsRecoveredRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutorsRecoveredRequest.ProtoReflect.Descriptor instead.
+func (*ExecutorsRecoveredRequest) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ExecutorsRecoveredRequest) GetAppId() string {
+	if x != nil {
+		return x.AppId
+	}
+	return ""
+}
+
+func (x *ExecutorsRecoveredRequest) GetExecutorIds() []int32 {
+	if x != nil {
+		return x.ExecutorIds
+	}
+	return nil
+}
+
+func (x *ExecutorsRecoveredRequest) GetNextExecutorId() int32 {
+	if x != nil {
+		return x.NextExecutorId
+	}
+	return 0
+}
+
+func (x *ExecutorsRecoveredRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type ExecutorsRecoveredResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutorsRecoveredResponse) Reset() {
+	*x = ExecutorsRecoveredResponse{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutorsRecoveredResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutorsRecoveredResponse) ProtoMessage() {}
+
+func (x *ExecutorsRecoveredResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutorsRecoveredResponse.ProtoReflect.Descriptor instead.
+func (*ExecutorsRecoveredResponse) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{22}
+}
+
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_glint_driver_v1_driver_proto_rawDesc = "" +
@@ -1337,7 +1445,13 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\n" +
 	"master_url\x18\x02 \x01(\tR\tmasterUrl\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x17\n" +
-	"\x15MasterChangedResponse*\xb5\x01\n" +
+	"\x15MasterChangedResponse\"\x95\x01\n" +
+	"\x19ExecutorsRecoveredRequest\x12\x15\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12!\n" +
+	"\fexecutor_ids\x18\x02 \x03(\x05R\vexecutorIds\x12(\n" +
+	"\x10next_executor_id\x18\x03 \x01(\x05R\x0enextExecutorId\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\"\x1c\n" +
+	"\x1aExecutorsRecoveredResponse*\xb5\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TASK_STATE_LAUNCHING\x10\x01\x12\x16\n" +
@@ -1345,7 +1459,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x13TASK_STATE_FINISHED\x10\x03\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_KILLED\x10\x05\x12\x13\n" +
-	"\x0fTASK_STATE_LOST\x10\x062\xe1\a\n" +
+	"\x0fTASK_STATE_LOST\x10\x062\xd0\b\n" +
 	"\rDriverService\x12m\n" +
 	"\x12RetrieveSparkProps\x12*.glint.driver.v1.RetrieveSparkPropsRequest\x1a+.glint.driver.v1.RetrieveSparkPropsResponse\x12g\n" +
 	"\x10RegisterExecutor\x12(.glint.driver.v1.RegisterExecutorRequest\x1a).glint.driver.v1.RegisterExecutorResponse\x12g\n" +
@@ -1356,7 +1470,8 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x12ApplicationRemoved\x12*.glint.driver.v1.ApplicationRemovedRequest\x1a+.glint.driver.v1.ApplicationRemovedResponse\x12C\n" +
 	"\x04Ping\x12\x1c.glint.driver.v1.PingRequest\x1a\x1d.glint.driver.v1.PingResponse\x12X\n" +
 	"\vGetProgress\x12#.glint.driver.v1.GetProgressRequest\x1a$.glint.driver.v1.GetProgressResponse\x12^\n" +
-	"\rMasterChanged\x12%.glint.driver.v1.MasterChangedRequest\x1a&.glint.driver.v1.MasterChangedResponseB\xc1\x01\n" +
+	"\rMasterChanged\x12%.glint.driver.v1.MasterChangedRequest\x1a&.glint.driver.v1.MasterChangedResponse\x12m\n" +
+	"\x12ExecutorsRecovered\x12*.glint.driver.v1.ExecutorsRecoveredRequest\x1a+.glint.driver.v1.ExecutorsRecoveredResponseB\xc1\x01\n" +
 	"\x13com.glint.driver.v1B\vDriverProtoP\x01Z?github.com/glint-cluster/glint/pkg/api/glint/driver/v1;driverv1\xa2\x02\x03GDX\xaa\x02\x0fGlint.Driver.V1\xca\x02\x0fGlint\\Driver\\V1\xe2\x02\x1bGlint\\Driver\\V1\\GPBMetadata\xea\x02\x11Glint::Driver::V1b\x06proto3"
 
 var (
@@ -1372,7 +1487,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -1396,18 +1511,20 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*GetProgressResponse)(nil),        // 19: glint.driver.v1.GetProgressResponse
 	(*MasterChangedRequest)(nil),       // 20: glint.driver.v1.MasterChangedRequest
 	(*MasterChangedResponse)(nil),      // 21: glint.driver.v1.MasterChangedResponse
-	nil,                                // 22: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 24: glint.master.v1.ExecutorState
+	(*ExecutorsRecoveredRequest)(nil),  // 22: glint.driver.v1.ExecutorsRecoveredRequest
+	(*ExecutorsRecoveredResponse)(nil), // 23: glint.driver.v1.ExecutorsRecoveredResponse
+	nil,                                // 24: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 25: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 26: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	22, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	24, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
 	8,  // 1: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
 	0,  // 2: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
-	23, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	24, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	23, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	23, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	25, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	26, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	25, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	25, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
 	1,  // 7: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
 	3,  // 8: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
 	5,  // 9: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
@@ -1418,18 +1535,20 @@ var file_glint_driver_v1_driver_proto_depIdxs = []int32{
 	16, // 14: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
 	18, // 15: glint.driver.v1.DriverService.GetProgress:input_type -> glint.driver.v1.GetProgressRequest
 	20, // 16: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
-	2,  // 17: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 18: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 19: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	9,  // 20: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	11, // 21: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	13, // 22: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	15, // 23: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	17, // 24: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
-	19, // 25: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
-	21, // 26: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
+	22, // 17: glint.driver.v1.DriverService.ExecutorsRecovered:input_type -> glint.driver.v1.ExecutorsRecoveredRequest
+	2,  // 18: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 19: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 20: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	9,  // 21: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	11, // 22: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	13, // 23: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	15, // 24: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	17, // 25: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	19, // 26: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
+	21, // 27: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
+	23, // 28: glint.driver.v1.DriverService.ExecutorsRecovered:output_type -> glint.driver.v1.ExecutorsRecoveredResponse
+	18, // [18:29] is the sub-list for method output_type
+	7,  // [7:18] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1447,7 +1566,7 @@ func file_glint_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

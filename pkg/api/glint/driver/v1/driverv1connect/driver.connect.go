@@ -64,6 +64,9 @@ const (
 	// DriverServiceMasterChangedProcedure is the fully-qualified name of the DriverService's
 	// MasterChanged RPC.
 	DriverServiceMasterChangedProcedure = "/glint.driver.v1.DriverService/MasterChanged"
+	// DriverServiceExecutorsRecoveredProcedure is the fully-qualified name of the DriverService's
+	// ExecutorsRecovered RPC.
+	DriverServiceExecutorsRecoveredProcedure = "/glint.driver.v1.DriverService/ExecutorsRecovered"
 )
 
 // DriverServiceClient is a client for the glint.driver.v1.DriverService service.
@@ -92,6 +95,11 @@ type DriverServiceClient interface {
 	// MasterChanged names the master the driver reports to now (a recovered
 	// or newly elected one); answering it is the driver's acknowledgement.
 	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
+	// ExecutorsRecovered is a recovered master's account of the application's
+	// executors once its recovery completed: those it found on the workers
+	// that re-registered. Every other executor the driver holds under an id
+	// below next_executor_id ended while no master could report it.
+	ExecutorsRecovered(context.Context, *connect.Request[v1.ExecutorsRecoveredRequest]) (*connect.Response[v1.ExecutorsRecoveredResponse], error)
 }
 
 // NewDriverServiceClient constructs a client for the glint.driver.v1.DriverService service. By
@@ -165,6 +173,12 @@ func NewDriverServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(driverServiceMethods.ByName("MasterChanged")),
 			connect.WithClientOptions(opts...),
 		),
+		executorsRecovered: connect.NewClient[v1.ExecutorsRecoveredRequest, v1.ExecutorsRecoveredResponse](
+			httpClient,
+			baseURL+DriverServiceExecutorsRecoveredProcedure,
+			connect.WithSchema(driverServiceMethods.ByName("ExecutorsRecovered")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -180,6 +194,7 @@ type driverServiceClient struct {
 	ping               *connect.Client[v1.PingRequest, v1.PingResponse]
 	getProgress        *connect.Client[v1.GetProgressRequest, v1.GetProgressResponse]
 	masterChanged      *connect.Client[v1.MasterChangedRequest, v1.MasterChangedResponse]
+	executorsRecovered *connect.Client[v1.ExecutorsRecoveredRequest, v1.ExecutorsRecoveredResponse]
 }
 
 // RetrieveSparkProps calls glint.driver.v1.DriverService.RetrieveSparkProps.
@@ -232,6 +247,11 @@ func (c *driverServiceClient) MasterChanged(ctx context.Context, req *connect.Re
 	return c.masterChanged.CallUnary(ctx, req)
 }
 
+// ExecutorsRecovered calls glint.driver.v1.DriverService.ExecutorsRecovered.
+func (c *driverServiceClient) ExecutorsRecovered(ctx context.Context, req *connect.Request[v1.ExecutorsRecoveredRequest]) (*connect.Response[v1.ExecutorsRecoveredResponse], error) {
+	return c.executorsRecovered.CallUnary(ctx, req)
+}
+
 // DriverServiceHandler is an implementation of the glint.driver.v1.DriverService service.
 type DriverServiceHandler interface {
 	// RetrieveSparkProps returns the application's properties to a starting executor.
@@ -258,6 +278,11 @@ type DriverServiceHandler interface {
 	// MasterChanged names the master the driver reports to now (a recovered
 	// or newly elected one); answering it is the driver's acknowledgement.
 	MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error)
+	// ExecutorsRecovered is a recovered master's account of the application's
+	// executors once its recovery completed: those it found on the workers
+	// that re-registered. Every other executor the driver holds under an id
+	// below next_executor_id ended while no master could report it.
+	ExecutorsRecovered(context.Context, *connect.Request[v1.ExecutorsRecoveredRequest]) (*connect.Response[v1.ExecutorsRecoveredResponse], error)
 }
 
 // NewDriverServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -327,6 +352,12 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(driverServiceMethods.ByName("MasterChanged")),
 		connect.WithHandlerOptions(opts...),
 	)
+	driverServiceExecutorsRecoveredHandler := connect.NewUnaryHandler(
+		DriverServiceExecutorsRecoveredProcedure,
+		svc.ExecutorsRecovered,
+		connect.WithSchema(driverServiceMethods.ByName("ExecutorsRecovered")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/glint.driver.v1.DriverService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DriverServiceRetrieveSparkPropsProcedure:
@@ -349,6 +380,8 @@ func NewDriverServiceHandler(svc DriverServiceHandler, opts ...connect.HandlerOp
 			driverServiceGetProgressHandler.ServeHTTP(w, r)
 		case DriverServiceMasterChangedProcedure:
 			driverServiceMasterChangedHandler.ServeHTTP(w, r)
+		case DriverServiceExecutorsRecoveredProcedure:
+			driverServiceExecutorsRecoveredHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -396,4 +429,8 @@ func (UnimplementedDriverServiceHandler) GetProgress(context.Context, *connect.R
 
 func (UnimplementedDriverServiceHandler) MasterChanged(context.Context, *connect.Request[v1.MasterChangedRequest]) (*connect.Response[v1.MasterChangedResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.MasterChanged is not implemented"))
+}
+
+func (UnimplementedDriverServiceHandler) ExecutorsRecovered(context.Context, *connect.Request[v1.ExecutorsRecoveredRequest]) (*connect.Response[v1.ExecutorsRecoveredResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("glint.driver.v1.DriverService.ExecutorsRecovered is not implemented"))
 }
