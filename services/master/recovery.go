@@ -40,7 +40,9 @@ const (
 // answered or is known to be gone (it refused the connection, or a new
 // worker registered at its address), or a worker timeout passed, it removes
 // the silent ones, relaunches supervised drivers whose worker did not come
-// back, and becomes ALIVE. Meanwhile it schedules nothing and refuses
+// back, tells each driver which of its executors it found (the driver
+// removes the others: they ended while no master could report it), and
+// becomes ALIVE. Meanwhile it schedules nothing and refuses
 // submissions (Unavailable); clients retry.
 
 // errRecovering refuses what must wait until the master recovered.
