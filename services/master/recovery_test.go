@@ -36,7 +36,20 @@ func keptCluster(t *testing.T, dir string, wp, dp *peer, supervisedDriver bool) 
 		wp.expect(t, "LaunchDriver ")
 	}
 	app = c.registerApp(t, dp, appDesc(512, 1))
-	wp.expect(t, "LaunchExecutor "+app+"/0")
+	// Every executor the cores allow is launched and told to the driver
+	// before the master stops, so nothing this master sends reaches the
+	// peers after the next one starts.
+	executors := 4
+	if supervisedDriver {
+		executors = 3
+	}
+	var launches, added []string
+	for id := range executors {
+		launches = append(launches, fmt.Sprintf("LaunchExecutor %s/%d ", app, id))
+		added = append(added, fmt.Sprintf("ExecutorAdded %s/%d", app, id))
+	}
+	wp.expectAll(t, launches...)
+	dp.expectAll(t, added...)
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
 	if err := st.Close(); err != nil {
