@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"github.com/glint-cluster/glint/internal/fakeclock"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -221,24 +222,58 @@ func TestASupervisedDriverStoppedWithItsWorkerIsRelaunched(t *testing.T) {
 func TestAMasterThatStalledGivesItsWorkersAWholeTimeout(t *testing.T) {
 	c := newCluster(t, Config{WorkerTimeout: time.Minute})
 	worker := c.registerWorker(t, newPeer(t), 7078, 2, 4096)
-	alive := func() bool {
-		for _, w := range c.srv.clusterState().GetWorkers() {
-			if w.GetId() == worker {
-				return lifecycle.Name(w.GetState()) == "ALIVE"
-			}
-		}
-		return false
-	}
 	c.clock.Advance(2 * time.Minute)
 	c.srv.resumed(2 * time.Minute)
 	c.srv.checkWorkerTimeouts(context.Background())
-	if !alive() {
+	if !c.alive(worker) {
 		t.Fatal("a worker was timed out as its master woke from a stall")
 	}
 	c.clock.Advance(61 * time.Second)
 	c.srv.checkWorkerTimeouts(context.Background())
-	if alive() {
+	if c.alive(worker) {
 		t.Fatal("a worker silent for a whole timeout after the master resumed is still ALIVE")
+	}
+}
+
+// alive reports whether the master holds worker ALIVE.
+func (c *cluster) alive(worker string) bool {
+	for _, w := range c.srv.clusterState().GetWorkers() {
+		if w.GetId() == worker {
+			return lifecycle.Name(w.GetState()) == "ALIVE"
+		}
+	}
+	return false
+}
+
+// slowStore is a Store whose application writes take a minute of the
+// cluster's clock, as etcd's do when it lost its quorum.
+type slowStore struct {
+	Store
+	clock *fakeclock.Clock
+}
+
+func (s *slowStore) PutApplication(p *masterv1.PersistedApplication) error {
+	s.clock.Advance(time.Minute)
+	return s.Store.PutApplication(p)
+}
+
+// TestAMasterThatWaitedOnItsStoreGivesItsWorkersAWholeTimeout: while a
+// state write holds the master, no heartbeat is heard; the worker is timed
+// out only after a whole timeout more.
+func TestAMasterThatWaitedOnItsStoreGivesItsWorkersAWholeTimeout(t *testing.T) {
+	st := &slowStore{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{WorkerTimeout: 40 * time.Second, Store: st})
+	st.clock = c.clock
+	worker := c.registerWorker(t, newPeer(t), 7078, 2, 4096)
+	c.registerApp(t, newPeer(t), appDesc(512, 1))
+	c.srv.checkWorkerTimeouts(context.Background())
+	if !c.alive(worker) {
+		t.Fatal("a worker was timed out as its master waited on its store")
+	}
+	c.clock.Advance(41 * time.Second)
+	c.srv.checkWorkerTimeouts(context.Background())
+	if c.alive(worker) {
+		t.Fatal("a worker silent for a whole timeout after the slow write is still ALIVE")
 	}
 }
 

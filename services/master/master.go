@@ -256,8 +256,15 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) resumed(stalled time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.resumedLocked("did not run", stalled)
+}
+
+// resumedLocked records that the master could hear nobody for stalled,
+// because of what it did: from now, each worker and driver gets a whole
+// timeout to be heard from again.
+func (s *Server) resumedLocked(did string, stalled time.Duration) {
 	s.resumedAt = s.now()
-	s.log.Warn("the master did not run for a while; workers and drivers get a whole timeout to be heard from again",
+	s.log.Warn("the master "+did+" for a while; workers and drivers get a whole timeout to be heard from again",
 		"stalled", stalled.Round(time.Millisecond), "timeout", s.cfg.WorkerTimeout)
 }
 

@@ -408,14 +408,22 @@ func (s *Server) sortedDriversLocked() []*driverInfo {
 // changes run on, and what the write was to keep is kept again, as it is
 // then, every check interval until the store takes it (keepUnkept). A
 // write refused because this master no longer leads deposes it (depose).
+// A write that held the master past a heartbeat interval kept it from
+// hearing anyone: each worker and driver gets a whole timeout again.
 
 func (s *Server) persist(what string, write func(Store) error) error {
 	if s.cfg.Store == nil {
 		return nil
 	}
-	began := time.Now()
+	began := s.now()
 	err := write(s.cfg.Store)
-	s.metrics.stateWrites.Observe(time.Since(began).Seconds())
+	took := s.now().Sub(began)
+	s.metrics.stateWrites.Observe(took.Seconds())
+	if took > s.cfg.WorkerTimeout/4 {
+		// Every handler waited on mu meanwhile: the heartbeats that came
+		// were not heard.
+		s.resumedLocked("waited on its store", took)
+	}
 	if err == nil {
 		delete(s.unkept, what)
 		return nil
