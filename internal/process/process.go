@@ -176,7 +176,7 @@ func (g *Globals) Root(root *cobra.Command) *cobra.Command {
 	fl := root.PersistentFlags()
 	fl.StringVar(&g.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&g.TokenFile, "token-file", os.Getenv(child.TokenFileEnv),
-		"file holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+child.TokenFileEnv+"; without either, on a loopback address, the machine's cluster token in the user's config directory, which a master or worker makes; make one with `glint token`)")
+		"`file` holding this process's token: the cluster token for master and worker, a submit token for clients (default $"+child.TokenFileEnv+"; without either, on a loopback address, the machine's cluster token in the user's config directory, which a master or worker makes; make one with \"glint token\")")
 	fl.StringVar(&g.TLS.Cert, "tls-cert-file", os.Getenv(child.TLSCertFileEnv),
 		"this process's TLS certificate (PEM): every listener and client speaks TLS (default $"+child.TLSCertFileEnv+")")
 	fl.StringVar(&g.TLS.Key, "tls-key-file", os.Getenv(child.TLSKeyFileEnv),
