@@ -93,8 +93,8 @@ func TestAContainedWorkerRunsEachProcessInItsCgroupAndLeavesNone(t *testing.T) {
 }
 
 // An executor that allocates past its memory limit is killed by the kernel
-// and ends FAILED with "out of memory" and its limit in its message, at the
-// worker and at the master.
+// and ends FAILED with its limit and peak in its message, at the worker and
+// at the master.
 func TestAContainedExecutorOverItsMemoryEndsOutOfMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
@@ -102,7 +102,7 @@ func TestAContainedExecutorOverItsMemoryEndsOutOfMemory(t *testing.T) {
 	c := startCluster(t, clusterConfig{worker: Config{Cgroup: testCgroup(t)}})
 	appID := c.registerApp(t, executorCommand(t, "alloc", 0), 1)
 	e := c.worker.waitFinishedExecutor(t, appID, 0)
-	const want = "out of memory: killed at its memory limit of 128.0 MiB"
+	const want = "killed: memory limit 128.0 MiB exceeded (peak "
 	if e.State != "FAILED" || !strings.HasPrefix(e.Message, want) || !strings.Contains(e.Message, "signal 9") {
 		t.Errorf("executor ended %s %q, want FAILED %q…killed by signal 9", e.State, e.Message, want)
 	}

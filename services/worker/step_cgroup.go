@@ -9,6 +9,7 @@ import (
 
 	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/resources"
 )
 
 // cgroupStep makes the process's cgroup under the worker's (Config.Cgroup):
@@ -48,10 +49,8 @@ func (s *Server) limits(cores int32, memoryMiB int64) contain.Limits {
 }
 
 // oomMessage is the end of a process the kernel killed at its group's
-// memory limit, in words that name it: "out of memory", "memory limit".
+// memory limit, in words that name it: "killed: memory limit 1.0 GiB
+// exceeded (peak 1.0 GiB)", then how it exited.
 func oomMessage(limit int64, st contain.Stat, e exit) string {
-	return fmt.Sprintf("out of memory: killed at its memory limit of %s (peak %s); %v", mib(limit), mib(st.PeakBytes), e)
+	return fmt.Sprintf("killed: memory limit %s exceeded (peak %s); %v", resources.FormatBytes(limit), resources.FormatBytes(st.PeakBytes), e)
 }
-
-// mib shows bytes in MiB.
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
