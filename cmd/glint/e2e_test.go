@@ -322,17 +322,20 @@ type masterJSON struct {
 }
 
 type appJSON struct {
-	ID            string `json:"id"`
-	Name          string `json:"name"`
-	TraceID       string `json:"traceid"`
-	State         string `json:"state"`
-	StatusMessage string `json:"statusmessage"`
-	DriverURL     string `json:"driverurl"`
-	Executors     []struct {
-		ID     int    `json:"id"`
-		State  string `json:"state"`
-		Worker string `json:"worker"`
-	} `json:"executors"`
+	ID            string         `json:"id"`
+	Name          string         `json:"name"`
+	TraceID       string         `json:"traceid"`
+	State         string         `json:"state"`
+	StatusMessage string         `json:"statusmessage"`
+	DriverURL     string         `json:"driverurl"`
+	Executors     []executorJSON `json:"executors"`
+}
+
+type executorJSON struct {
+	ID      int    `json:"id"`
+	State   string `json:"state"`
+	Worker  string `json:"worker"`
+	Message string `json:"message"`
 }
 
 func (s masterJSON) alive() int {

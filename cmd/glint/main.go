@@ -1,6 +1,6 @@
 // Command glint runs every Glint process — master, worker, executor, driver —
 // and the client commands submit, status, kill, demo, trace and health, with
-// the built-in applications pi, wordcount, sleep, hold and busy.
+// the built-in applications pi, wordcount, sleep, hold, busy, alloc and spin.
 package main
 
 import (

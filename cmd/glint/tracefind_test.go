@@ -168,11 +168,7 @@ func TestAWorkersLossIsInTheApplicationsTrace(t *testing.T) {
 	}
 	c.waitFor(t, "an executor lost", func(s masterJSON) bool {
 		return slices.ContainsFunc(s.ActiveApps, func(a appJSON) bool {
-			return slices.ContainsFunc(a.Executors, func(e struct {
-				ID     int    `json:"id"`
-				State  string `json:"state"`
-				Worker string `json:"worker"`
-			}) bool {
+			return slices.ContainsFunc(a.Executors, func(e executorJSON) bool {
 				return e.State == "LOST"
 			})
 		})

@@ -40,6 +40,21 @@ type usageState struct {
 	} `json:"activeapps"`
 }
 
+// contained reports whether the cluster's first worker places its
+// executors in cgroups.
+func (c *testCluster) contained(t *testing.T) bool {
+	t.Helper()
+	resp := getPage(t, c.client, c.workers[0].url+"/json")
+	defer resp.Body.Close()
+	var w struct {
+		Contained bool `json:"contained"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
+		t.Fatal(err)
+	}
+	return w.Contained
+}
+
 func (c *testCluster) usage(t *testing.T) usageState {
 	t.Helper()
 	resp := getPage(t, c.client, c.master.url+"/json")
@@ -139,5 +154,57 @@ func TestMeasuredUsageReachesMetricsStatusAndTheUI(t *testing.T) {
 	}
 	if out, err := wait(); err != nil {
 		t.Fatalf("busy: %v\n%s", err, out)
+	}
+}
+
+// alloc in executors whose memory limit is below what a task touches: each
+// executor its task runs in is killed at its own limit and ends FAILED
+// saying so, and no other executor fails with it; spin's tasks
+// each burn a core for the time asked and the application says so.
+func TestAllocPastItsMemoryLimitEndsItsExecutorOutOfMemoryAndSpinBurnsCores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short); make test runs this: it starts a cluster")
+	}
+	t.Parallel()
+	c := startSizedCluster(t, nil, 1, 2, nil)
+	if !c.contained(t) {
+		t.Skip("the worker runs its executors unconfined here (no writable cgroup hierarchy): no memory limit to exceed")
+	}
+	out, errOut, err := runGlint(t, "submit", "--master", c.master.url, "--name", "alloc", "--executor-cores", "1",
+		"--total-executor-cores", "2", "--executor-memory", "128m", "--log-level", "warn", "alloc", "512m", "1")
+	if err == nil {
+		t.Fatalf("alloc 512m in 128m executors succeeded:\n%s", out)
+	}
+	s := c.waitFor(t, "the alloc application ended", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
+	a := s.CompletedApps[0]
+	var first string
+	for _, e := range a.Executors {
+		if e.ID == 0 || e.ID == 1 {
+			if strings.HasPrefix(e.Message, "killed: memory limit ") && strings.Contains(e.Message, " exceeded (peak ") && e.State == "FAILED" {
+				first = e.Message
+				break
+			}
+		}
+	}
+	if first == "" {
+		t.Fatalf("no executor of %s ended FAILED \"killed: memory limit … exceeded (peak …)\": %+v\n%s", a.ID, a.Executors, errOut)
+	}
+	t.Logf("%s ended %s %q; its first executor to run alloc: %q", a.ID, a.State, a.StatusMessage, first)
+	// No executor failed with another's end: each that failed ran the task
+	// past its own limit (the rest were killed as the application ended).
+	for _, e := range a.Executors {
+		if e.State == "FAILED" && !strings.HasPrefix(e.Message, "killed: memory limit ") {
+			t.Errorf("executor %d of %s FAILED with %q, not by its own memory limit", e.ID, a.ID, e.Message)
+		}
+	}
+	page := scrape(t, c.master.url)
+	if n, ok := sample(t, page, "glint_master_executor_ends_total", map[string]string{"state": "failed", "reason": "oom"}); !ok || n < 1 {
+		t.Errorf("glint_master_executor_ends_total{state=FAILED,reason=oom} %v (present %v), want at least 1", n, ok)
+	}
+
+	out, errOut, err = runGlint(t, "submit", "--master", c.master.url, "--name", "spin", "--executor-cores", "1",
+		"--total-executor-cores", "2", "--log-level", "warn", "spin", "0.5", "2")
+	if err != nil || !strings.Contains(out, "Spun 2 tasks for 500ms each") {
+		t.Fatalf("spin 0.5 2: %v\n%s%s", err, out, errOut)
 	}
 }

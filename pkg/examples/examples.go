@@ -22,7 +22,7 @@ import (
 
 // Apps returns the built-in applications.
 func Apps() []*app.App {
-	return []*app.App{Pi(), WordCount(), Sleep(), Hold(), Busy()}
+	return []*app.App{Pi(), WordCount(), Sleep(), Hold(), Busy(), Alloc(), Spin()}
 }
 
 // samplesPerSlice is SparkPi's 100000 points per slice.
@@ -187,11 +187,9 @@ func Sleep() *app.App {
 			if err != nil || d < 0 {
 				return fmt.Errorf("sleep: DURATION %q must be a non-negative duration such as 5s", args[0])
 			}
-			tasks := 1
-			if len(args) == 2 {
-				if tasks, err = strconv.Atoi(args[1]); err != nil || tasks < 1 || tasks > 10_000 {
-					return fmt.Errorf("sleep: TASKS %q must be an integer from 1 to 10000", args[1])
-				}
+			tasks, err := parseTasks("sleep", args[1:])
+			if err != nil {
+				return err
 			}
 			inputs := make([][]byte, tasks)
 			for i := range inputs {
@@ -238,12 +236,9 @@ func Hold() *app.App {
 			if len(args) < 1 || len(args) > 3 || args[0] == "" {
 				return fmt.Errorf("hold: want FILE [TASKS [THEN]]")
 			}
-			tasks := 1
-			if len(args) >= 2 {
-				var err error
-				if tasks, err = strconv.Atoi(args[1]); err != nil || tasks < 1 || tasks > 10_000 {
-					return fmt.Errorf("hold: TASKS %q must be an integer from 1 to 10000", args[1])
-				}
+			tasks, err := parseTasks("hold", args[1:2])
+			if err != nil {
+				return err
 			}
 			inputs := make([][]byte, tasks)
 			for i := range inputs {
@@ -266,6 +261,22 @@ func Hold() *app.App {
 			},
 		},
 	}
+}
+
+// maxTasks bounds the tasks of one built-in application's job.
+const maxTasks = 10_000
+
+// parseTasks is an application's optional TASKS argument, the first of
+// args: 1 when there is none.
+func parseTasks(name string, args []string) (int, error) {
+	if len(args) == 0 {
+		return 1, nil
+	}
+	tasks, err := strconv.Atoi(args[0])
+	if err != nil || tasks < 1 || tasks > maxTasks {
+		return 0, fmt.Errorf("%s: TASKS %q must be an integer from 1 to %d", name, args[0], maxTasks)
+	}
+	return tasks, nil
 }
 
 // waitForFile returns once path exists, or with ctx's error.
