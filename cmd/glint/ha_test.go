@@ -30,7 +30,6 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
-	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 
@@ -675,11 +674,7 @@ func startEtcdProcess(t *testing.T) (string, int) {
 		}
 	})
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	cli, err := etcd.New([]string{endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cli.Close)
+	cli := etcdtest.Client(t, endpoint)
 	waitUntil(t, "the etcd member serving", func() bool {
 		select {
 		case <-done:
@@ -688,7 +683,7 @@ func startEtcdProcess(t *testing.T) (string, int) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := cli.GetPrefix(ctx, "/")
+		_, err := cli.Get(ctx, "/")
 		return err == nil
 	})
 	return endpoint, cmd.Process.Pid

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/glint-cluster/glint/internal/process"
-	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -75,12 +75,12 @@ func newMasterCommand(g *globals) *cobra.Command {
 }
 
 // etcdClient connects to --etcd-endpoints.
-func (f *masterFlags) etcdClient() (*etcd.Client, error) {
+func (f *masterFlags) etcdClient() (*clientv3.Client, error) {
 	endpoints, err := rpc.ParseURLs(f.etcdEndpoints)
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}
-	cli, err := etcd.New(endpoints)
+	cli, err := master.NewEtcdClient(endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glint-cluster/glint/pkg/etcd"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // polled is one master's answers in a round, with its /json.
@@ -54,7 +54,7 @@ const etcdReadTimeout = 500 * time.Millisecond
 // elected returns the master etcd has elected — the value of the oldest
 // key of the masters' election ("" when there is none) — as the first
 // member that answers a linearizable read says; false when none answered.
-func elected(ctx context.Context, members []*etcd.Client) (string, bool) {
+func elected(ctx context.Context, members []*clientv3.Client) (string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, etcdReadTimeout)
 	defer cancel()
 	type answer struct {
@@ -64,16 +64,16 @@ func elected(ctx context.Context, members []*etcd.Client) (string, bool) {
 	answers := make(chan answer, len(members))
 	for _, m := range members {
 		go func() {
-			kvs, err := m.GetPrefix(ctx, etcdPrefix+"/leader/")
+			resp, err := m.Get(ctx, etcdPrefix+"/leader/", clientv3.WithPrefix())
 			if err != nil {
 				answers <- answer{}
 				return
 			}
 			var leader string
 			var rev int64 = -1
-			for _, kv := range kvs {
-				if rev < 0 || int64(kv.CreateRevision) < rev {
-					leader, rev = string(kv.Value), int64(kv.CreateRevision)
+			for _, kv := range resp.Kvs {
+				if rev < 0 || kv.CreateRevision < rev {
+					leader, rev = string(kv.Value), kv.CreateRevision
 				}
 			}
 			answers <- answer{leader, true}

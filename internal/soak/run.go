@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
-
-	"github.com/glint-cluster/glint/pkg/etcd"
 )
 
 // Config is one run of the soak in one mode.
@@ -72,7 +72,7 @@ type run struct {
 	c       *cluster
 	token   string
 	view    *View
-	etcd    []*etcd.Client
+	etcd    []*clientv3.Client
 	tearing atomic.Bool
 	start   time.Time
 
@@ -121,7 +121,7 @@ func (r *run) run(ctx context.Context) error {
 	}
 	r.token = strings.TrimSpace(string(token))
 	for _, u := range c.etcdURLs {
-		cli, err := etcd.New([]string{u})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{u}, DialTimeout: etcdReadTimeout, Logger: zap.NewNop()})
 		if err != nil {
 			return err
 		}

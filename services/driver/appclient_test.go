@@ -18,7 +18,6 @@ import (
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
-	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/master"
@@ -37,13 +36,8 @@ func startStandby(t *testing.T, tokens *rpc.Tokens) string {
 	if err := concurrency.NewElection(s, "/glint-test/leader").Campaign(context.Background(), "http://leader.example:7077"); err != nil {
 		t.Fatal(err)
 	}
-	cli, err := etcd.New([]string{endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cli.Close)
 	ln, url := servicetest.Listen(t)
-	h, err := master.NewHA(master.HAConfig{Master: master.Config{URL: url, Tokens: tokens}, Etcd: cli, Prefix: "/glint-test", LeaseTTL: 5 * time.Second})
+	h, err := master.NewHA(master.HAConfig{Master: master.Config{URL: url, Tokens: tokens}, Etcd: etcdtest.Client(t, endpoint), Prefix: "/glint-test", LeaseTTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

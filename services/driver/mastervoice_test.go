@@ -18,7 +18,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
-	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/master"
@@ -266,11 +265,7 @@ func TestAMasterThatTakesOverSpeaksToTheDriverWithTheTokenItKept(t *testing.T) {
 		{"restarted from its file", false, restartFromFile},
 		{"restarted from its file, named otherwise by the driver", true, restartFromFile},
 		{"elected on etcd", false, func(t *testing.T, ln1, ln2 net.Listener) (func(), func()) {
-			cli, err := etcd.New([]string{etcdtest.Start(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(cli.Close)
+			cli := etcdtest.Client(t, etcdtest.Start(t))
 			ha := func(ln net.Listener) func() {
 				h, err := master.NewHA(master.HAConfig{Master: master.Config{URL: "http://" + ln.Addr().String(), WorkerTimeout: workerTimeout},
 					Etcd: cli, Prefix: "/glint-voice", LeaseTTL: 5 * time.Second})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,10 +15,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
-	"github.com/glint-cluster/glint/pkg/etcd"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -31,8 +33,9 @@ type HAConfig struct {
 	// Master configures the master it runs once elected; its Store and
 	// Epoch are set then.
 	Master Config
-	// Etcd is the client of the etcd cluster; Prefix the keys' prefix.
-	Etcd   *etcd.Client
+	// Etcd is the client of the etcd cluster (NewEtcdClient); Prefix the
+	// keys' prefix.
+	Etcd   *clientv3.Client
 	Prefix string
 	// LeaseTTL is how long a leader that stopped renewing its lease (it
 	// died, paused or lost etcd) leads on; a standby takes over after it.
@@ -43,7 +46,7 @@ type HAConfig struct {
 // every call gets Unavailable, /json says STANDBY, /readyz is 503. Once
 // elected, with the election's revision as its epoch, it recovers the state
 // kept in etcd and leads — but answers as the leader only while its lease
-// is known to be held (etcd.Session.Held, looked at on every request): a
+// is known to be held (lease.Held, looked at on every request): a
 // leader that was paused past its lease, or cut off from etcd for as long,
 // answers as a standby from its first request on, and steps down by ending
 // Run with an error once its session ends (the process exits, its
@@ -59,11 +62,11 @@ type HA struct {
 	leader string // the leader's URL, as the standby last saw it
 }
 
-// leadership is an elected master's handler and the session whose lease
-// holds its leadership.
+// leadership is an elected master's handler and the lease that holds its
+// leadership.
 type leadership struct {
 	handler http.Handler
-	session *etcd.Session
+	lease   *lease
 }
 
 // masterServicePath is where the Connect service's procedures are served.
@@ -116,7 +119,7 @@ func standbyAccess() rpc.Access {
 // master sends carries its epoch, which the workers and drivers fence.
 func (h *HA) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l := h.leading.Load(); l != nil && l.session.Held() {
+		if l := h.leading.Load(); l != nil && l.lease.Held() {
 			l.handler.ServeHTTP(w, r)
 			return
 		}
@@ -164,84 +167,114 @@ func (h *HA) serveStandbyJSON(w http.ResponseWriter, _ *http.Request) {
 // leadership is lost (an error).
 func (h *HA) Run(ctx context.Context) error {
 	log := h.cfg.Master.Logger
-	election := h.cfg.Prefix + "/leader"
-	observing, stopObserving := context.WithCancel(ctx)
-	defer stopObserving()
-	go h.observe(observing, election)
-
 	log.Info("standing by for election", "prefix", h.cfg.Prefix)
-	session, won, err := h.elect(ctx, election)
+	held, election, err := h.elect(ctx)
 	if err != nil {
 		return nil // asked to stop
 	}
-	stopObserving()
-	epoch := int64(won.Rev)
+	epoch := election.Rev()
 	cfg := h.cfg.Master
 	cfg.Epoch = epoch
-	cfg.Store = NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, string(won.Key), epoch)
+	cfg.Store = NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, election.Key(), epoch)
 	m, err := New(cfg)
 	if err != nil {
-		return errors.Join(err, session.Close())
+		return errors.Join(err, held.Close())
 	}
 	log.Info("elected leader", "epoch", epoch, "status", m.clusterState().GetStatus())
-	h.mu.Lock()
-	h.leader = ""
-	h.mu.Unlock()
-	h.leading.Store(&leadership{handler: m.Handler(), session: session})
+	h.setLeader("")
+	h.leading.Store(&leadership{handler: m.Handler(), lease: held})
 
-	// The master leads while the session holds: it stops when the lease may
+	// The master leads while the lease holds: it stops when the lease may
 	// have lapsed, or when asked to.
-	err = m.Run(session.Context())
-	if ctx.Err() == nil && session.Context().Err() != nil {
+	err = m.Run(held.Context())
+	if ctx.Err() == nil && held.Context().Err() != nil {
 		return errors.Join(err, fmt.Errorf("master: lost the leadership of epoch %d (its etcd lease lapsed); stepping down", epoch))
 	}
 	// Leave at once (revoking the lease deletes the leader's key), so a
 	// standby takes over without waiting out the lease.
-	return errors.Join(err, session.Close())
+	return errors.Join(err, held.Close())
 }
 
 // electionRetry is how long a standby that could not stand for election
 // (etcd unreachable, its lease lapsed while waiting) waits to try again.
 const electionRetry = time.Second
 
-// elect stands for election until this master leads, with a session whose
-// lease holds the leadership, or ctx ends (its error).
-func (h *HA) elect(ctx context.Context, election string) (*etcd.Session, etcd.Leader, error) {
+// elect stands for election until this master leads, with the lease that
+// holds the leadership, or ctx ends (its error).
+func (h *HA) elect(ctx context.Context) (*lease, *concurrency.Election, error) {
 	for {
-		session, err := etcd.NewSession(ctx, h.cfg.Etcd, h.cfg.LeaseTTL)
+		held, err := newLease(ctx, h.cfg.Etcd, h.cfg.LeaseTTL)
 		if err == nil {
-			var won etcd.Leader
-			if won, err = h.cfg.Etcd.Campaign(session.Context(), election, session.Lease(), h.cfg.Master.URL); err == nil {
-				return session, won, nil
+			election := concurrency.NewElection(held.session, h.cfg.Prefix+"/leader")
+			if err = h.campaign(held, election); err == nil {
+				return held, election, nil
 			}
 			// If etcd cannot be told, the lease lapses by itself.
-			_ = session.Close()
+			_ = held.Close()
 		}
 		if ctx.Err() != nil {
-			return nil, etcd.Leader{}, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		h.cfg.Master.Logger.Warn("cannot stand for election; trying again", "err", err, "in", electionRetry)
 		select {
 		case <-ctx.Done():
-			return nil, etcd.Leader{}, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-time.After(electionRetry):
 		}
 	}
 }
 
+// campaign waits until election elects this master while held holds,
+// keeping the leader's URL for the standby's answers meanwhile. Campaign,
+// stopped while etcd cannot be reached, resigns with the client's context
+// and waits for etcd: it runs aside, so that a standby stops without it.
+func (h *HA) campaign(held *lease, election *concurrency.Election) error {
+	observing, stopObserving := context.WithCancel(held.Context())
+	defer stopObserving()
+	go h.observe(observing, election)
+	won := make(chan error, 1)
+	go func() { won <- election.Campaign(held.Context(), h.cfg.Master.URL) }()
+	select {
+	case err := <-won:
+		return err
+	case <-held.Context().Done():
+		return errors.New("campaign: the lease ended")
+	}
+}
+
 // observe keeps the leader's URL for a standby's answers, following the
 // election again after a break until ctx ends.
-func (h *HA) observe(ctx context.Context, election string) {
+func (h *HA) observe(ctx context.Context, election *concurrency.Election) {
 	for ctx.Err() == nil {
-		err := h.cfg.Etcd.Observe(ctx, election, func(leader string) {
-			h.mu.Lock()
-			h.leader = leader
-			h.mu.Unlock()
-		})
-		h.cfg.Master.Logger.Debug("observe the election", "err", err)
+		for resp := range election.Observe(ctx) {
+			h.setLeader(leaderURL(resp.Kvs[0].Value))
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(electionRetry):
 		}
 	}
+}
+
+func (h *HA) setLeader(leader string) {
+	h.mu.Lock()
+	h.leader = leader
+	h.mu.Unlock()
+}
+
+// maxLeaderURLBytes bounds a leader's URL as read from etcd.
+const maxLeaderURLBytes = 1024
+
+// leaderURL is the value of a leader's election key as a standby shows it
+// (callers are told it, /json says it): a URL of a host, not too long, or
+// "" (not known) — etcd's bytes are anyone's who can write there.
+func leaderURL(value []byte) string {
+	if len(value) > maxLeaderURLBytes {
+		return ""
+	}
+	u, err := url.Parse(string(value))
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return string(value)
 }

@@ -186,3 +186,37 @@ func TestALeaderCutOffFromEtcdAnswersAsAStandbyOnceItsLeaseMayHaveLapsed(t *test
 		t.Errorf("a call to a leader whose lease may have lapsed: %v, want unavailable", err)
 	}
 }
+
+// A standby shows the leader's URL as etcd holds it only when it is one:
+// etcd's bytes are anyone's who can write there, and callers are told them.
+func TestAStandbyShowsOnlyALeaderURLReadFromEtcd(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	s, err := concurrency.NewSession(etcdtest.Client(t, endpoint), concurrency.WithTTL(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	other := concurrency.NewElection(s, "/glint-test/leader")
+	if err := other.Campaign(context.Background(), "http://leader.example:7077"); err != nil {
+		t.Fatal(err)
+	}
+	h := startHA(t, endpoint, HAConfig{Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
+	waitFor(t, "the standby seeing the leader", func() bool { return h.leaderName() == "http://leader.example:7077" })
+	if err := other.Proclaim(context.Background(), "http://a:1\nforged: line"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the standby no longer naming a leader", func() bool { return h.leaderName() == "not known yet" })
+
+	for value, want := range map[string]string{
+		"http://10.0.0.1:7077":        "http://10.0.0.1:7077",
+		"https://master-0.glint:7077": "https://master-0.glint:7077",
+		"":                            "",
+		"not a url":                   "",
+		"http://a:1\nforged: line":    "",
+		"http://" + strings.Repeat("a", 1100) + ":1": "",
+	} {
+		if got := leaderURL([]byte(value)); got != want {
+			t.Errorf("leaderURL(%.40q) = %q, want %q", value, got, want)
+		}
+	}
+}

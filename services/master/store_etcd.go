@@ -7,14 +7,47 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/etcd"
 )
 
-// etcdTimeout bounds one store operation.
-const etcdTimeout = 10 * time.Second
+const (
+	// etcdTimeout bounds one store operation.
+	etcdTimeout = 10 * time.Second
+	// etcdDialTimeout bounds a connection to one etcd member.
+	etcdDialTimeout = 5 * time.Second
+	// etcdPingInterval is how long a connection to an etcd member may be
+	// silent before it is pinged, and etcdPingTimeout how long the ping
+	// may take before the connection is dropped for another member's: a
+	// paused member takes requests and never answers.
+	etcdPingInterval = 2 * time.Second
+	etcdPingTimeout  = time.Second
+	// maxEtcdAnswerBytes bounds one answer read from etcd (the whole state,
+	// loaded at once); each record is bounded again before it is parsed.
+	maxEtcdAnswerBytes = 64 << 20
+)
+
+// NewEtcdClient returns a client of the etcd cluster at endpoints (http://
+// or https:// URLs of client ports; https is checked against the system's
+// roots) for HA and EtcdStore. It connects in the background: a member that
+// is away is tried again, and calls wait for one that answers.
+func NewEtcdClient(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          etcdDialTimeout,
+		DialKeepAliveTime:    etcdPingInterval,
+		DialKeepAliveTimeout: etcdPingTimeout,
+		MaxCallRecvMsgSize:   maxEtcdAnswerBytes,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
+}
 
 // ErrDeposed says a write was refused because the writer no longer leads.
 var ErrDeposed = errors.New("this master no longer leads (its election key is gone)")
@@ -24,7 +57,7 @@ var ErrDeposed = errors.New("this master no longer leads (its election key is go
 // election key still exists with the revision it won with, so a deposed
 // leader — paused, partitioned, not yet aware — cannot change the state.
 type EtcdStore struct {
-	cli       *etcd.Client
+	cli       *clientv3.Client
 	prefix    string
 	leaderKey string
 	leaderRev int64
@@ -34,7 +67,7 @@ var _ Store = (*EtcdStore)(nil)
 
 // NewEtcdStore keeps state under prefix, fenced by the election key
 // leaderKey created at leaderRev.
-func NewEtcdStore(cli *etcd.Client, prefix, leaderKey string, leaderRev int64) *EtcdStore {
+func NewEtcdStore(cli *clientv3.Client, prefix, leaderKey string, leaderRev int64) *EtcdStore {
 	return &EtcdStore{cli: cli, prefix: strings.TrimSuffix(prefix, "/") + "/state/", leaderKey: leaderKey, leaderRev: leaderRev}
 }
 
@@ -42,12 +75,12 @@ func NewEtcdStore(cli *etcd.Client, prefix, leaderKey string, leaderRev int64) *
 func (e *EtcdStore) Load() (*Recovered, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
 	defer cancel()
-	kvs, err := e.cli.GetPrefix(ctx, e.prefix)
+	resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("load state from etcd: %w", err)
 	}
 	r := &Recovered{Counters: &masterv1.PersistedCounters{}}
-	for _, kv := range kvs {
+	for _, kv := range resp.Kvs {
 		kind, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), e.prefix), "/")
 		var err error
 		switch kind {
@@ -80,14 +113,14 @@ func appendRecord[T any, P interface {
 }
 
 // commit applies op if the writer still leads.
-func (e *EtcdStore) commit(op etcd.Op) error {
+func (e *EtcdStore) commit(op clientv3.Op) error {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
 	defer cancel()
-	applied, err := e.cli.IfCreatedAt(ctx, e.leaderKey, e.leaderRev, op)
+	resp, err := e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(e.leaderKey), "=", e.leaderRev)).Then(op).Commit()
 	if err != nil {
-		return err
+		return fmt.Errorf("etcd: %w", err)
 	}
-	if !applied {
+	if !resp.Succeeded {
 		return ErrDeposed
 	}
 	return nil
@@ -98,11 +131,11 @@ func (e *EtcdStore) put(kind, id string, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	return e.commit(etcd.Put(e.prefix+kind+"/"+id, v))
+	return e.commit(clientv3.OpPut(e.prefix+kind+"/"+id, string(v)))
 }
 
 func (e *EtcdStore) delete(kind, id string) error {
-	return e.commit(etcd.Delete(e.prefix + kind + "/" + id))
+	return e.commit(clientv3.OpDelete(e.prefix + kind + "/" + id))
 }
 
 func (e *EtcdStore) PutWorker(w *masterv1.PersistedWorker) error {

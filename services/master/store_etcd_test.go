@@ -3,26 +3,28 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
-	"github.com/glint-cluster/glint/pkg/etcd"
 )
 
-// glintEtcd is Glint's own client of the etcd at endpoint. The tests elect
-// with etcd's Go client (concurrency.Election) and write with Glint's, so
-// they also show the two interoperate.
-func glintEtcd(t testing.TB, endpoint string) *etcd.Client {
+// glintEtcd is the master's client of the etcd at endpoint (NewEtcdClient),
+// closed when the test ends.
+func glintEtcd(t testing.TB, endpoint string) *clientv3.Client {
 	t.Helper()
-	cli, err := etcd.New([]string{endpoint})
+	cli, err := NewEtcdClient([]string{endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cli.Close)
+	t.Cleanup(func() { cli.Close() })
 	return cli
 }
 
@@ -67,6 +69,26 @@ func TestADeposedLeadersWritesAreRefusedByEtcd(t *testing.T) {
 	}
 	if len(rec.Workers) != 1 || rec.Workers[0].GetId() != "w1" || len(rec.Applications) != 1 {
 		t.Fatalf("kept %v, want worker w1 and the application", rec)
+	}
+}
+
+// The state is read back from etcd in one answer, bounded: records that
+// together pass maxEtcdAnswerBytes are refused, not read into memory.
+func TestAStateOverTheAnswerBoundIsRefused(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	raw := etcdtest.Client(t, endpoint)
+	// etcd takes requests of up to 1.5 MiB: records of 1 MiB each.
+	record, err := proto.Marshal(&masterv1.PersistedApplication{DriverUrl: strings.Repeat("x", 1<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxEtcdAnswerBytes/len(record) + 1 {
+		if _, err := raw.Put(context.Background(), fmt.Sprintf("/glint-test/state/applications/app-%d", i), string(record)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewEtcdStore(glintEtcd(t, endpoint), "/glint-test", "/glint-test/leader/x", 1).Load(); err == nil || !strings.Contains(err.Error(), "larger than max") {
+		t.Fatalf("loading a state of over %d bytes: %v, want it refused", maxEtcdAnswerBytes, err)
 	}
 }
 

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The executor's binary starts on every launch: it links nothing of the
+// master, etcd's client or an OTLP exporter package (its spans go through
+// its worker's relay).
+func TestTheExecutorLinksNoMasterEtcdOrExporter(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range []string{"github.com/glint-cluster/glint/services/master", "go.etcd.io/etcd/", "go.opentelemetry.io/otel/exporters/"} {
+			if strings.HasPrefix(pkg, banned) {
+				t.Errorf("glint-executor links %s", pkg)
+			}
+		}
+	}
+}
