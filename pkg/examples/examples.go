@@ -236,7 +236,7 @@ func Hold() *app.App {
 			if len(args) < 1 || len(args) > 3 || args[0] == "" {
 				return fmt.Errorf("hold: want FILE [TASKS [THEN]]")
 			}
-			tasks, err := parseTasks("hold", args[1:2])
+			tasks, err := parseTasks("hold", args[1:min(2, len(args))])
 			if err != nil {
 				return err
 			}
