@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -21,9 +20,9 @@ import (
 )
 
 // registerApplicationLocked admits a validated application (Spark's
-// registerApplication) of the caller c unless the master keeps as many as
-// it may.
-func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string) (*appInfo, error) {
+// registerApplication) of the caller c once the store keeps it, unless the
+// master holds as many as it may; kept gets the write's outcome.
+func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string) (*appInfo, <-chan error, error) {
 	// A driver whose registration was answered but the answer lost (a
 	// timeout, a failover) registers again with the same token: it gets the
 	// application it has, not a second one — from a recovering master too,
@@ -32,16 +31,23 @@ func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *
 	for _, a := range s.appQueue {
 		if a.appToken == appToken && a.driverURL == driverURL && appToken != "" && s.status != statusDeposed {
 			if err := c.mayActOnApp("register", a); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			s.log.InfoContext(ctx, "registration repeated", "app", a.id, "driver_url", driverURL)
 			s.acknowledgeLocked(ctx, a)
-			return a, nil
+			kept := make(chan error, 1)
+			kept <- nil
+			return a, kept, nil
+		}
+	}
+	for _, a := range s.pendingApps {
+		if a.appToken == appToken && appToken != "" {
+			return nil, nil, fmt.Errorf("register application: %w: its first registration, %s, is being kept; ask again", fault.ErrUnavailable, a.id)
 		}
 	}
 	size := proto.Size(desc)
-	if err := s.admitLocked("register application", len(s.apps), MaxActiveApps, size); err != nil {
-		return nil, err
+	if err := s.admitLocked("register application", len(s.apps)+len(s.pendingApps), MaxActiveApps, size); err != nil {
+		return nil, nil, err
 	}
 	now := s.now()
 	a := s.newApp(ids.App(now, s.nextAppNumber), desc, driverURL, driverID, appToken, masterToken, now, telemetry.Caller(ctx))
@@ -50,16 +56,27 @@ func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *
 		a.executorLimit = int(desc.GetInitialExecutorLimit())
 	}
 	s.nextAppNumber++
-	if err := errors.Join(s.persistCountersLocked(), s.persistAppLocked(a)); err != nil {
-		return nil, fmt.Errorf("register application: %w", err)
-	}
-	s.apps[a.id] = a
-	s.appQueue = append(s.appQueue, a)
-	s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "owner", a.owner, "driver_url", driverURL)
-	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
+	// The application is admitted once kept: a master that leads next
+	// knows every application a driver was told it has.
+	s.pendingApps[a.id] = a
 	s.activeBytes += size
-	s.needSchedule = true
-	return a, nil
+	s.keepLocked("counters")
+	kept := make(chan error, 1)
+	s.keepLocked("application "+a.id, func(err error) {
+		delete(s.pendingApps, a.id)
+		if err != nil {
+			s.activeBytes -= size
+			kept <- fmt.Errorf("register application: %w", err)
+			return
+		}
+		s.apps[a.id] = a
+		s.appQueue = append(s.appQueue, a)
+		s.log.InfoContext(ctx, "registered application", "app", a.id, "name", desc.GetName(), "owner", a.owner, "driver_url", driverURL)
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(a.id))
+		s.needSchedule = true
+		kept <- nil
+	})
+	return a, kept, nil
 }
 
 // unlimitedExecutors is the executor limit of an application whose driver
@@ -106,9 +123,9 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 	for _, e := range a.executors {
 		s.killExecutorLocked(ctx, e)
 	}
-	s.persistCompletedAppLocked(a)
+	s.keepLocked("application " + a.id)
 	for _, o := range dropped {
-		s.forgetAppLocked(o)
+		s.keepLocked("application " + o.id)
 	}
 	if d, ok := s.drivers[a.driverID]; ok && state == masterv1.ApplicationState_APPLICATION_STATE_FINISHED {
 		s.unconfirmed[d.id] = append(s.unconfirmed[d.id], a)
@@ -132,15 +149,27 @@ func (s *Server) removeApplicationLocked(ctx context.Context, a *appInfo, state 
 func (s *Server) launchExecutorLocked(ctx context.Context, w *workerInfo, a *appInfo, cores int32, memoryMiB int64) {
 	e := a.addExecutor(w, cores, memoryMiB, s.now())
 	w.addExecutor(e)
-	if err := s.persistAppLocked(a); err != nil {
-		a.removeExecutor(e, s.now())
-		w.removeExecutor(e)
-		e.state, e.message = masterv1.ExecutorState_EXECUTOR_STATE_FAILED, fmt.Sprintf("its launch could not be kept for recovery: %v", err)
-		s.log.WarnContext(ctx, "executor not launched", "app", a.id, "executor", e.id, "reason", e.message)
-		a.quickFailures++
-		s.backOffLocked(a)
-		return
-	}
+	s.keepLocked("application "+a.id, func(err error) {
+		if a.executors[e.id] != e || e.state != masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING {
+			return // ended before its launch was kept: it was not sent
+		}
+		if err != nil {
+			a.removeExecutor(e, s.now())
+			w.removeExecutor(e)
+			e.state, e.message = masterv1.ExecutorState_EXECUTOR_STATE_FAILED, fmt.Sprintf("its launch could not be kept for recovery: %v", err)
+			s.log.WarnContext(ctx, "executor not launched", "app", a.id, "executor", e.id, "reason", e.message)
+			a.quickFailures++
+			s.backOffLocked(a)
+			s.needSchedule = true // to say why it waits
+			return
+		}
+		s.sendExecutorLocked(ctx, w, e)
+	})
+}
+
+// sendExecutorLocked sends the launch of e, kept, to w and tells the driver.
+func (s *Server) sendExecutorLocked(ctx context.Context, w *workerInfo, e *executorInfo) {
+	a, cores, memoryMiB := e.app, e.cores, e.memoryMiB
 	if a.state == masterv1.ApplicationState_APPLICATION_STATE_WAITING {
 		if err := a.setState(masterv1.ApplicationState_APPLICATION_STATE_RUNNING); err != nil {
 			s.log.Warn("launch executor", "err", err)

@@ -39,8 +39,8 @@ func (s *Server) decommission(ctx context.Context, id, reason string) (bool, err
 	if err := ids.ValidateWorker(id); err != nil {
 		return false, err
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	w, ok := s.workers.alive(id)
 	if !ok {
 		return false, fmt.Errorf("decommission worker %s: %w", id, fault.ErrNotFound)

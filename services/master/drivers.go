@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,9 +17,9 @@ import (
 )
 
 // submitDriverLocked queues a validated driver (Spark's RequestSubmitDriver)
-// of owner for the client's submission id (empty: none), kept with it, or
-// says why it could not keep it.
-func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription, owner, submission string) (*driverInfo, error) {
+// of owner for the client's submission id (empty: none) once it is kept
+// with it; kept then runs, under mu, with the write's outcome.
+func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDescription, owner, submission string, kept func(*driverInfo, error)) *driverInfo {
 	now := s.now()
 	d := &driverInfo{
 		id: ids.Driver(now, s.nextDriverNumber), desc: desc, size: proto.Size(desc), owner: owner, submission: submission,
@@ -32,19 +31,29 @@ func (s *Server) submitDriverLocked(ctx context.Context, desc *masterv1.DriverDe
 		d.submitToken = rpc.NewToken()
 	}
 	s.nextDriverNumber++
-	if err := errors.Join(s.persistCountersLocked(), s.persistDriverLocked(d)); err != nil {
-		return nil, fmt.Errorf("submit driver: %w", err)
-	}
-	if d.submitToken != "" {
-		s.cfg.Tokens.AddNamed(rpc.Submit, d.id, d.submitToken)
-	}
-	s.drivers[d.id] = d
-	s.waitingDrivers = append(s.waitingDrivers, d)
+	// The driver is queued once kept: a master that leads next knows every
+	// driver a client was told it has.
+	s.pendingDrivers[d.id] = d
 	s.activeBytes += d.size
-	s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
-	trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
-	s.needSchedule = true
-	return d, nil
+	s.keepLocked("counters")
+	s.keepLocked("driver "+d.id, func(err error) {
+		delete(s.pendingDrivers, d.id)
+		if err != nil {
+			s.activeBytes -= d.size
+			kept(d, fmt.Errorf("submit driver: %w", err))
+			return
+		}
+		if d.submitToken != "" {
+			s.cfg.Tokens.AddNamed(rpc.Submit, d.id, d.submitToken)
+		}
+		s.drivers[d.id] = d
+		s.waitingDrivers = append(s.waitingDrivers, d)
+		s.log.InfoContext(ctx, "submitted driver", "driver", d.id, "name", desc.GetName())
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(d.id))
+		s.needSchedule = true
+		kept(d, nil)
+	})
+	return d
 }
 
 // launchDriverLocked is Spark's launchDriver: d runs on w, which gets
@@ -60,11 +69,16 @@ func (s *Server) launchDriverLocked(ctx context.Context, w *workerInfo, d *drive
 	}
 	d.message = ""
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
-	if err := s.persistDriverLocked(d); err != nil {
-		s.requeueDriverLocked(ctx, d, fmt.Sprintf("its launch on worker %s could not be kept for recovery: %v", w.id, err))
-		return
-	}
-	s.sendLaunchDriver(s.startDriverSpanLocked(ctx, w, d), w, d)
+	s.keepLocked("driver "+d.id, func(err error) {
+		if d.worker != w || d.state != masterv1.DriverState_DRIVER_STATE_RUNNING || s.drivers[d.id] != d {
+			return // ended or moved before its launch was kept: it was not sent
+		}
+		if err != nil {
+			s.requeueDriverLocked(ctx, d, fmt.Sprintf("its launch on worker %s could not be kept for recovery: %v", w.id, err))
+			return
+		}
+		s.sendLaunchDriver(s.startDriverSpanLocked(ctx, w, d), w, d)
+	})
 }
 
 // requeueDriverLocked puts d, whose launch failed, back among the waiting
@@ -84,7 +98,7 @@ func (s *Server) requeueDriverLocked(ctx context.Context, d *driverInfo, reason 
 	d.message = fmt.Sprintf("%s; launching it again in %s", reason, wait)
 	endDriverSpanLocked(d, masterv1.DriverState_DRIVER_STATE_SUBMITTED, d.message)
 	s.log.InfoContext(ctx, "driver back among the waiting", "driver", d.id, "reason", reason, "in", wait)
-	s.persistDriverLocked(d)
+	s.keepLocked("driver " + d.id)
 	s.waitingDrivers = append(s.waitingDrivers, d)
 	time.AfterFunc(wait, s.wake)
 	s.needSchedule = true
@@ -123,14 +137,18 @@ func (s *Server) appFinishedBy(d *driverInfo) bool {
 }
 
 // relaunchDriverLocked restarts a supervised driver under a new id (SPARK-19900).
+// d ends once its relaunch is kept (or could not be).
 func (s *Server) relaunchDriverLocked(ctx context.Context, d *driverInfo) {
-	n, err := s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc, d.owner, "")
-	if err != nil {
-		s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("its worker was lost and it could not be relaunched: %v", err))
-		return
-	}
-	d.relaunchedAs = n.id
-	s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
+	s.submitDriverLocked(telemetry.ContextWithSpanContextOf(ctx, d.trace), d.desc, d.owner, "", func(n *driverInfo, err error) {
+		switch {
+		case s.drivers[d.id] != d:
+		case err != nil:
+			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_ERROR, fmt.Sprintf("its worker was lost and it could not be relaunched: %v", err))
+		default:
+			d.relaunchedAs = n.id
+			s.removeDriverLocked(ctx, d, masterv1.DriverState_DRIVER_STATE_RELAUNCHING, fmt.Sprintf("its worker was lost; relaunched as %s", n.id))
+		}
+	})
 }
 
 // removeDriverLocked is Spark's removeDriver; apps the driver registered end with it.
@@ -149,9 +167,9 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.activeBytes -= d.size
 	dropped := s.completedDrivers.add(d, proto.Size(s.driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
-	s.persistCompletedDriverLocked(d)
+	s.keepLocked("driver " + d.id)
 	for _, o := range dropped {
-		s.forgetDriverLocked(o)
+		s.keepLocked("driver " + o.id)
 	}
 	if d.worker != nil {
 		d.worker.removeDriver(d)
@@ -203,7 +221,7 @@ func (s *Server) confirmAppEndLocked(a *appInfo, d *driverInfo) {
 			}
 			s.log.Info("application failed with its driver", "app", a.id, "driver", d.id, "message", a.statusMessage)
 			if slices.Contains(s.completedApps.items, a) {
-				s.persistCompletedAppLocked(a)
+				s.keepLocked("application " + a.id)
 			}
 		}
 	}

@@ -27,39 +27,44 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
-	now := s.now()
-	resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
-	s.finalsLocked(ctx, m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())
-	if w, ok := s.workers.alive(m.GetWorkerId()); ok {
-		s.workers.heartbeat(w, now)
-		resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
-		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
-			w.registration = newRegistration()
-			resp.Registration = w.registration
-			resp.UnknownExecutors, resp.UnknownDriverIds = s.adoptLocked(ctx, w, m)
-			return connect.NewResponse(resp), nil
+	return answerKept(ctx, s, func() (*masterv1.RegisterWorkerResponse, <-chan error, error) {
+		now := s.now()
+		resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
+		s.finalsLocked(ctx, m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())
+		if w, ok := s.workers.alive(m.GetWorkerId()); ok {
+			s.workers.heartbeat(w, now)
+			resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
+			if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+				w.registration = newRegistration()
+				resp.Registration = w.registration
+				resp.UnknownExecutors, resp.UnknownDriverIds = s.adoptLocked(ctx, w, m)
+				return resp, nil, nil
+			}
+			resp.Duplicate, resp.Registration = true, w.registration
+			return resp, nil, nil
 		}
-		resp.Duplicate, resp.Registration = true, w.registration
-		return connect.NewResponse(resp), nil
-	}
-	w := newWorkerInfo(m.GetWorkerId(), m.GetHost(), m.GetPort(), url, m.GetCores(), m.GetMemoryMib(), now)
-	w.registration = newRegistration()
-	if err := s.registerWorkerLocked(ctx, w); err != nil {
-		return nil, rpc.Error(err)
-	}
-	resp.Registration = w.registration
-	resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
-	s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
-	// A kept worker it replaced at the same address is gone: the recovery
-	// may be complete.
-	s.maybeCompleteRecoveryLocked(ctx)
-	// What the worker still runs from before it re-registered is unknown to this
-	// master now: the worker kills it (SPARK-13604).
-	resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
-	s.needSchedule = true
-	return connect.NewResponse(resp), nil
+		w := newWorkerInfo(m.GetWorkerId(), m.GetHost(), m.GetPort(), url, m.GetCores(), m.GetMemoryMib(), now)
+		w.registration = newRegistration()
+		kept := make(chan error, 1)
+		err := s.registerWorkerLocked(ctx, w, func(err error) {
+			if err != nil {
+				kept <- err
+				return
+			}
+			resp.Registration = w.registration
+			resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
+			s.log.Info("registered worker", "worker", w.id, "address", w.address(), "cores", w.cores, "memory_mib", w.memoryMiB)
+			// A kept worker it replaced at the same address is gone: the
+			// recovery may be complete.
+			s.maybeCompleteRecoveryLocked(ctx)
+			// What the worker still runs from before it re-registered is
+			// unknown to this master now: the worker kills it (SPARK-13604).
+			resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
+			s.needSchedule = true
+			kept <- nil
+		})
+		return resp, kept, err
+	})
 }
 
 // newRegistration is a worker's registration: random, so that a master
@@ -134,8 +139,8 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 		checkFinals(id, m.GetFinishedExecutors(), m.GetFinishedDrivers()), checkUsage(id, m.GetUsage())); err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	if w, ok := s.workers.alive(id); ok {
 		s.workers.heartbeat(w, s.now())
 		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
@@ -163,17 +168,17 @@ func (s *Server) RegisterApplication(ctx context.Context, req *connect.Request[m
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
-	c := s.callerLocked(ctx)
-	if err := s.mayRegisterForDriverLocked(c, m.GetDriverId()); err != nil {
-		return nil, rpc.Error(err)
-	}
-	a, err := s.registerApplicationLocked(ctx, c, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken(), m.GetMasterToken())
-	if err != nil {
-		return nil, rpc.Error(err)
-	}
-	return connect.NewResponse(&masterv1.RegisterApplicationResponse{AppId: a.id, MasterUrl: s.cfg.URL}), nil
+	return answerKept(ctx, s, func() (*masterv1.RegisterApplicationResponse, <-chan error, error) {
+		c := s.callerLocked(ctx)
+		if err := s.mayRegisterForDriverLocked(c, m.GetDriverId()); err != nil {
+			return nil, nil, err
+		}
+		a, kept, err := s.registerApplicationLocked(ctx, c, m.GetDescription(), driverURL, m.GetDriverId(), m.GetAppToken(), m.GetMasterToken())
+		if err != nil {
+			return nil, nil, err
+		}
+		return &masterv1.RegisterApplicationResponse{AppId: a.id, MasterUrl: s.cfg.URL}, kept, nil
+	})
 }
 
 func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error) {
@@ -228,8 +233,8 @@ func (s *Server) UnregisterApplication(ctx context.Context, req *connect.Request
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	a, err := s.ownAppLocked(ctx, "unregister", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -256,8 +261,8 @@ func driverEnd(m *masterv1.UnregisterApplicationRequest) (masterv1.ApplicationSt
 
 // KillApplication ends an application and kills its executors.
 func (s *Server) KillApplication(ctx context.Context, req *connect.Request[masterv1.KillApplicationRequest]) (*connect.Response[masterv1.KillApplicationResponse], error) {
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	a, err := s.ownAppLocked(ctx, "kill", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -289,8 +294,8 @@ func (s *Server) ExecutorStateChanged(ctx context.Context, req *connect.Request[
 	if err := validateExecutorReport(req.Msg); err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	if err := s.executorReportLocked(ctx, req.Msg); err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -354,8 +359,8 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 	if err := validateDriverReport(req.Msg); err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	if err := s.driverReportLocked(ctx, req.Msg); err != nil {
 		return nil, rpc.Error(err)
 	}
@@ -464,30 +469,49 @@ func (s *Server) SubmitDriver(ctx context.Context, req *connect.Request[masterv1
 	); err != nil {
 		return nil, rpc.Error(fmt.Errorf("submit driver %.256q: %w", d.GetName(), err))
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
-	c := s.callerLocked(ctx)
-	if c.driver != "" {
-		return nil, rpc.Error(fmt.Errorf("submit driver: %w: driver %s's token acts only on that driver", errNotYours, c.driver))
-	}
-	if prev := s.submittedLocked(submission); prev != nil {
-		if err := c.mayActOnDriver("submit again", prev); err != nil {
-			return nil, rpc.Error(err)
+	return answerKept(ctx, s, func() (*masterv1.SubmitDriverResponse, <-chan error, error) {
+		c := s.callerLocked(ctx)
+		if c.driver != "" {
+			return nil, nil, fmt.Errorf("submit driver: %w: driver %s's token acts only on that driver", errNotYours, c.driver)
 		}
-		if !proto.Equal(prev.desc, d) {
-			return nil, rpc.Error(fmt.Errorf("submit driver: submission id %s made %s: %w: that driver's description differs", submission, prev.id, fault.ErrAlreadyExists))
+		if prev := s.submittedLocked(submission); prev != nil {
+			if err := c.mayActOnDriver("submit again", prev); err != nil {
+				return nil, nil, err
+			}
+			if !proto.Equal(prev.desc, d) {
+				return nil, nil, fmt.Errorf("submit driver: submission id %s made %s: %w: that driver's description differs", submission, prev.id, fault.ErrAlreadyExists)
+			}
+			trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(prev.id))
+			return &masterv1.SubmitDriverResponse{DriverId: prev.id}, nil, nil
 		}
-		trace.SpanFromContext(ctx).SetAttributes(telemetry.DriverID.String(prev.id))
-		return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: prev.id}), nil
+		for _, p := range s.pendingDrivers {
+			if submission != "" && p.submission == submission {
+				return nil, nil, fmt.Errorf("submit driver: %w: submission id %s made %s, which is being kept; ask again", fault.ErrUnavailable, submission, p.id)
+			}
+		}
+		if err := s.admitLocked("submit driver", len(s.drivers)+len(s.pendingDrivers), MaxActiveDrivers, proto.Size(d)); err != nil {
+			return nil, nil, err
+		}
+		kept := make(chan error, 1)
+		driver := s.submitDriverLocked(ctx, d, c.name, submission, func(_ *driverInfo, err error) { kept <- err })
+		return &masterv1.SubmitDriverResponse{DriverId: driver.id}, kept, nil
+	})
+}
+
+// answerKept answers a call whose change is kept before it is answered:
+// locked runs under mu and returns the answer and, when it made a change
+// to keep first, the channel of that write's outcome.
+func answerKept[T any](ctx context.Context, s *Server, locked func() (*T, <-chan error, error)) (*connect.Response[T], error) {
+	marks := s.lockKept()
+	msg, kept, err := locked()
+	s.unlockKept(ctx, marks)
+	if err == nil && kept != nil {
+		err = waitKept(ctx, kept)
 	}
-	if err := s.admitLocked("submit driver", len(s.drivers), MaxActiveDrivers, proto.Size(d)); err != nil {
-		return nil, rpc.Error(err)
-	}
-	driver, err := s.submitDriverLocked(ctx, d, c.name, submission)
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	return connect.NewResponse(&masterv1.SubmitDriverResponse{DriverId: driver.id}), nil
+	return connect.NewResponse(msg), nil
 }
 
 // maxSubmissionID is the longest submission id a master keeps.
@@ -529,8 +553,8 @@ func (s *Server) submittedLocked(submission string) *driverInfo {
 
 // KillDriver kills a waiting driver at once, or tells its worker to kill it.
 func (s *Server) KillDriver(ctx context.Context, req *connect.Request[masterv1.KillDriverRequest]) (*connect.Response[masterv1.KillDriverResponse], error) {
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	d, err := s.activeDriverLocked(req.Msg.GetDriverId())
 	if err != nil {
 		return nil, rpc.Error(err)
@@ -572,29 +596,33 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 	if n := req.Msg.GetRequestedTotal(); n < 0 || n > MaxExecutorLimit {
 		return nil, rpc.Error(fmt.Errorf("request executors: %w: requested_total %d: want 0 to %d", fault.ErrInvalidArgument, n, MaxExecutorLimit))
 	}
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
-	a, err := s.ownAppLocked(ctx, "request executors for", req.Msg.GetAppId())
-	if err != nil {
-		return nil, rpc.Error(err)
-	}
-	a.executorLimit = int(req.Msg.GetRequestedTotal())
-	if req.Msg.GetStopping() {
-		a.executorLimit, a.driverStopping = 0, true
-	}
-	s.needSchedule = true
-	if err := s.persistAppLocked(a); err != nil {
+	return answerKept(ctx, s, func() (*masterv1.RequestExecutorsResponse, <-chan error, error) {
+		a, err := s.ownAppLocked(ctx, "request executors for", req.Msg.GetAppId())
+		if err != nil {
+			return nil, nil, err
+		}
+		a.executorLimit = int(req.Msg.GetRequestedTotal())
+		if req.Msg.GetStopping() {
+			a.executorLimit, a.driverStopping = 0, true
+		}
+		s.needSchedule = true
 		// The limit holds, and is kept again until kept; the driver, told
 		// it was not kept, asks again.
-		return nil, rpc.Error(fmt.Errorf("request executors for %s: %w", a.id, err))
-	}
-	return connect.NewResponse(&masterv1.RequestExecutorsResponse{}), nil
+		kept := make(chan error, 1)
+		s.keepLocked("application "+a.id, func(err error) {
+			if err != nil {
+				err = fmt.Errorf("request executors for %s: %w", a.id, err)
+			}
+			kept <- err
+		})
+		return &masterv1.RequestExecutorsResponse{}, kept, nil
+	})
 }
 
 // KillExecutors kills the named executors of an application.
 func (s *Server) KillExecutors(ctx context.Context, req *connect.Request[masterv1.KillExecutorsRequest]) (*connect.Response[masterv1.KillExecutorsResponse], error) {
-	s.mu.Lock()
-	defer s.scheduleAndUnlock(ctx)
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
 	a, err := s.ownAppLocked(ctx, "kill executors of", req.Msg.GetAppId())
 	if err != nil {
 		return nil, rpc.Error(err)

@@ -26,6 +26,11 @@ import (
 // send callback that changes state under mu releases mu with it.
 func (s *Server) scheduleAndUnlock(ctx context.Context) {
 	defer s.mu.Unlock()
+	s.passLocked(ctx)
+}
+
+// passLocked makes the schedule pass asked for, if one was.
+func (s *Server) passLocked(ctx context.Context) {
 	if s.needSchedule {
 		s.needSchedule = false
 		s.scheduleLocked(ctx)

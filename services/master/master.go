@@ -131,9 +131,22 @@ type Server struct {
 	deposed chan struct{}
 	// resumedAt is when the master last ran again after a stall (resumed).
 	resumedAt time.Time
-	// unkept names what the Store refused to keep (persist's what), until
-	// kept again (keepUnkeptLocked).
+	// unkept names what the Store refused to keep (keepLocked's what),
+	// until kept again (keepUnkept).
 	unkept map[string]struct{}
+	// dirty names what changed and waits for the keeper (keep.go), with
+	// what waits for its write; keeperWake wakes the keeper.
+	dirty      map[string][]func(error)
+	keeperWake chan struct{}
+	// marks counts the writes asked for; barriers are closed once the
+	// keeper made the writes asked for before each (unlockKept).
+	marks    uint64
+	barriers []chan struct{}
+	// pendingWorkers, pendingApps and pendingDrivers are registrations
+	// admitted once kept.
+	pendingWorkers map[string]*workerInfo
+	pendingApps    map[string]*appInfo
+	pendingDrivers map[string]*driverInfo
 }
 
 var _ masterv1connect.MasterServiceHandler = (*Server)(nil)
@@ -170,18 +183,23 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		unkept:  map[string]struct{}{},
-		cfg:     cfg,
-		log:     cfg.Logger,
-		tracer:  telemetry.Tracer(cfg.TracerProvider),
-		http:    rpc.NewHTTPClient(),
-		site:    newSite(cfg),
-		ctx:     ctx,
-		cancel:  cancel,
-		workers: newRoster(),
-		apps:    map[string]*appInfo{},
-		drivers: map[string]*driverInfo{},
-		status:  statusAlive,
+		unkept:         map[string]struct{}{},
+		dirty:          map[string][]func(error){},
+		keeperWake:     make(chan struct{}, 1),
+		pendingWorkers: map[string]*workerInfo{},
+		pendingApps:    map[string]*appInfo{},
+		pendingDrivers: map[string]*driverInfo{},
+		cfg:            cfg,
+		log:            cfg.Logger,
+		tracer:         telemetry.Tracer(cfg.TracerProvider),
+		http:           rpc.NewHTTPClient(),
+		site:           newSite(cfg),
+		ctx:            ctx,
+		cancel:         cancel,
+		workers:        newRoster(),
+		apps:           map[string]*appInfo{},
+		drivers:        map[string]*driverInfo{},
+		status:         statusAlive,
 
 		unconfirmed: map[string][]*appInfo{},
 		deposed:     make(chan struct{}),
@@ -195,6 +213,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.recoverLocked(rec)
 	}
+	go s.keeper(ctx)
 	return s, nil
 }
 
@@ -256,15 +275,8 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) resumed(stalled time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.resumedLocked("did not run", stalled)
-}
-
-// resumedLocked records that the master could hear nobody for stalled,
-// because of what it did: from now, each worker and driver gets a whole
-// timeout to be heard from again.
-func (s *Server) resumedLocked(did string, stalled time.Duration) {
 	s.resumedAt = s.now()
-	s.log.Warn("the master "+did+" for a while; workers and drivers get a whole timeout to be heard from again",
+	s.log.Warn("the master did not run for a while; workers and drivers get a whole timeout to be heard from again",
 		"stalled", stalled.Round(time.Millisecond), "timeout", s.cfg.WorkerTimeout)
 }
 

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -94,7 +93,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 		if superseded[p.GetId()] {
 			s.log.Warn("dropping a kept driver that its submission made again: the write that kept it failed, or seemed to, and the client's retry made the later one",
 				"driver", p.GetId(), "submission", p.GetSubmissionId())
-			_ = s.persist("driver "+p.GetId(), func(st Store) error { return st.DeleteDriver(p.GetId()) })
+			s.keepLocked("driver " + p.GetId())
 			continue
 		}
 		d := &driverInfo{
@@ -180,7 +179,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 	for _, c := range apps {
 		a := &appInfo{id: c.GetId(), state: c.GetState(), driverID: c.GetDriverId(), owner: c.GetOwner(), shown: c}
 		for _, o := range s.completedApps.add(a, proto.Size(c), s.cfg.RetainedApplications, s.cfg.RetainedBytes) {
-			s.forgetAppLocked(o)
+			s.keepLocked("application " + o.id)
 		}
 	}
 	var drivers []*masterv1.PersistedDriver
@@ -196,7 +195,7 @@ func (s *Server) recoverCompletedLocked(rec *Recovered) {
 		c := p.GetCompleted()
 		d := &driverInfo{id: c.GetId(), state: c.GetState(), owner: c.GetOwner(), shown: c, submission: p.GetSubmissionId()}
 		for _, o := range s.completedDrivers.add(d, proto.Size(c), s.cfg.RetainedDrivers, s.cfg.RetainedBytes) {
-			s.forgetDriverLocked(o)
+			s.keepLocked("driver " + o.id)
 		}
 	}
 }
@@ -344,7 +343,7 @@ func (s *Server) lostLaunchLocked(ctx context.Context, d *driverInfo, w *workerI
 	d.recoveredOn, d.launched = "", false
 	d.message = fmt.Sprintf("its launch on worker %s was lost with the master that sent it; launching it again", w.id)
 	s.log.InfoContext(ctx, "driver back among the waiting", "driver", d.id, "reason", d.message)
-	s.persistDriverLocked(d)
+	s.keepLocked("driver " + d.id)
 	s.waitingDrivers = append(s.waitingDrivers, d)
 	s.needSchedule = true
 }
@@ -400,115 +399,6 @@ func (s *Server) sortedDriversLocked() []*driverInfo {
 			}
 		}
 	}, func(a, b *driverInfo) int { return cmp.Compare(a.id, b.id) })
-}
-
-// The persist functions keep each state change in the Store, if any. A
-// failed write is logged and counted, and returned: a registration it
-// would have kept is refused (Unavailable), so its client retries; other
-// changes run on, and what the write was to keep is kept again, as it is
-// then, every check interval until the store takes it (keepUnkept). A
-// write refused because this master no longer leads deposes it (depose).
-// A write that held the master past a heartbeat interval kept it from
-// hearing anyone: each worker and driver gets a whole timeout again.
-
-func (s *Server) persist(what string, write func(Store) error) error {
-	if s.cfg.Store == nil {
-		return nil
-	}
-	began := s.now()
-	err := write(s.cfg.Store)
-	took := s.now().Sub(began)
-	s.metrics.stateWrites.Observe(took.Seconds())
-	if took > s.cfg.WorkerTimeout/4 {
-		// Every handler waited on mu meanwhile: the heartbeats that came
-		// were not heard.
-		s.resumedLocked("waited on its store", took)
-	}
-	if err == nil {
-		delete(s.unkept, what)
-		return nil
-	}
-	s.metrics.stateWriteErrors.Inc()
-	s.log.Error("keep state for recovery", "what", what, "err", err)
-	s.unkept[what] = struct{}{}
-	if errors.Is(err, ErrDeposed) {
-		s.deposeLocked()
-	}
-	return fmt.Errorf("%w: keep %s: %w", fault.ErrUnavailable, what, err)
-}
-
-// deposeLocked stops a master that learned it no longer leads: it
-// schedules and admits nothing more, and Run returns an error.
-func (s *Server) deposeLocked() {
-	if s.status == statusDeposed {
-		return
-	}
-	s.status = statusDeposed
-	close(s.deposed)
-}
-
-func (s *Server) persistWorkerLocked(w *workerInfo) error {
-	return s.persist("worker "+w.id, func(st Store) error {
-		return st.PutWorker(&masterv1.PersistedWorker{Id: w.id, Host: w.host, Port: w.port, WorkerUrl: w.url, Cores: w.cores, MemoryMib: w.memoryMiB})
-	})
-}
-
-func (s *Server) forgetWorkerLocked(w *workerInfo) error {
-	return s.persist("worker "+w.id, func(st Store) error { return st.DeleteWorker(w.id) })
-}
-
-func (s *Server) persistAppLocked(a *appInfo) error {
-	p := &masterv1.PersistedApplication{
-		Id: a.id, Description: a.desc, DriverUrl: a.driverURL, DriverId: a.driverID, AppToken: a.appToken, MasterToken: a.masterToken,
-		Owner: a.owner, CoresPeak: a.coresPeak,
-		StartTime: timestamppb.New(a.startTime), NextExecutorId: a.nextExecID, Traceparent: formatTraceparent(a.trace),
-	}
-	if a.executorLimit != unlimitedExecutors {
-		p.ExecutorLimit = proto.Int32(int32(min(a.executorLimit, 1<<31-1)))
-	}
-	return s.persist("application "+a.id, func(st Store) error { return st.PutApplication(p) })
-}
-
-// persistCompletedAppLocked keeps a as it is shown, without its token, in
-// place of the active application: a master that recovers still answers for
-// it, until it drops out of the completed list (forgetAppLocked).
-func (s *Server) persistCompletedAppLocked(a *appInfo) error {
-	return s.persist("application "+a.id, func(st Store) error {
-		return st.PutApplication(&masterv1.PersistedApplication{Id: a.id, Completed: s.appProto(a)})
-	})
-}
-
-func (s *Server) forgetAppLocked(a *appInfo) error {
-	return s.persist("application "+a.id, func(st Store) error { return st.DeleteApplication(a.id) })
-}
-
-func (s *Server) persistDriverLocked(d *driverInfo) error {
-	p := &masterv1.PersistedDriver{
-		Id: d.id, Description: d.desc, SubmitTime: timestamppb.New(d.submitTime), SubmitToken: d.submitToken, Owner: d.owner,
-		Traceparent: formatTraceparent(d.trace), SubmissionId: d.submission,
-	}
-	if d.worker != nil {
-		p.WorkerId = d.worker.id
-	}
-	return s.persist("driver "+d.id, func(st Store) error { return st.PutDriver(p) })
-}
-
-// persistCompletedDriverLocked keeps d as it is shown, without its token,
-// in place of the active driver, as persistCompletedAppLocked does for
-// applications.
-func (s *Server) persistCompletedDriverLocked(d *driverInfo) error {
-	return s.persist("driver "+d.id, func(st Store) error {
-		return st.PutDriver(&masterv1.PersistedDriver{Id: d.id, SubmissionId: d.submission, Completed: s.driverProto(d)})
-	})
-}
-
-func (s *Server) forgetDriverLocked(d *driverInfo) error {
-	return s.persist("driver "+d.id, func(st Store) error { return st.DeleteDriver(d.id) })
-}
-
-func (s *Server) persistCountersLocked() error {
-	p := &masterv1.PersistedCounters{NextAppNumber: int32(s.nextAppNumber), NextDriverNumber: int32(s.nextDriverNumber)}
-	return s.persist("counters", func(st Store) error { return st.PutCounters(p) })
 }
 
 // formatTraceparent and parseTraceparent keep a span context as W3C's

@@ -142,6 +142,11 @@ func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {
 	c.srv.mu.Lock()
 	c.srv.completeRecoveryLocked(context.Background())
 	c.srv.mu.Unlock()
+	// The supervised driver is relaunched once its relaunch is kept.
+	waitFor(t, "the driver relaunched", func() bool {
+		ds := c.srv.clusterState().GetActiveDrivers()
+		return len(ds) == 1 && lifecycle.Name(ds[0].GetState()) == "SUBMITTED"
+	})
 	st := c.srv.clusterState()
 	if st.GetStatus() != statusAlive {
 		t.Fatalf("status %s after recovery ended, want ALIVE", st.GetStatus())

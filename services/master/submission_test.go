@@ -164,6 +164,7 @@ func TestADriverKeptByAWriteThatSeemedToFailNeverRuns(t *testing.T) {
 	if len(active) != 1 || active[0].GetId() != answered {
 		t.Fatalf("the recovered master keeps %v, want %s alone (the driver its client was answered with)", active, answered)
 	}
+	c.kept(t)
 	c.srv.mu.Lock()
 	err = c.srv.cfg.Store.Close()
 	c.srv.mu.Unlock()

@@ -34,6 +34,18 @@ func (s *refusingStore) DeleteApplication(id string) error {
 	return s.Store.DeleteApplication(id)
 }
 
+// kept waits until the master's keeper made every write asked for so far:
+// it writes in order, so a write asked for now is made after them.
+func (c *cluster) kept(t *testing.T) {
+	t.Helper()
+	c.srv.mu.Lock()
+	kept := c.srv.keptChanLocked("counters")
+	c.srv.mu.Unlock()
+	if err := <-kept; err != nil {
+		t.Fatalf("keep the counters: %v", err)
+	}
+}
+
 func keptApp(t *testing.T, st Store, id string) *masterv1.PersistedApplication {
 	t.Helper()
 	r, err := st.Load()
@@ -63,11 +75,13 @@ func TestAChangeTheStoreRefusedIsKeptOnceItAnswersAgain(t *testing.T) {
 		t.Fatalf("RequestExecutors while the store refuses writes: %v, want unavailable", err)
 	}
 	c.srv.keepUnkept()
+	c.kept(t)
 	if got := keptApp(t, st, app).GetExecutorLimit(); got == 3 {
 		t.Fatal("the limit was kept while the store refused it")
 	}
 	st.refuse.Store(false)
 	c.srv.keepUnkept()
+	c.kept(t)
 	if got := keptApp(t, st, app).GetExecutorLimit(); got != 3 {
 		t.Fatalf("kept executor limit %d once the store answered, want 3", got)
 	}

@@ -9,9 +9,15 @@ import (
 	"github.com/glint-cluster/glint/pkg/fault"
 )
 
-// registerWorkerLocked admits w unless an ALIVE worker holds its address
-// (Spark's registerWorker) or MaxWorkers are listed.
-func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error {
+// registerWorkerLocked admits w once kept, unless an ALIVE worker holds
+// its address (Spark's registerWorker) or MaxWorkers are listed; kept then
+// runs, under mu, with the write's outcome, w admitted if it was kept.
+func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo, kept func(error)) error {
+	for _, p := range s.pendingWorkers {
+		if p.id == w.id || p.address() == w.address() {
+			return fmt.Errorf("register worker %s: %w: %s's registration at %s is being kept; ask again", w.id, fault.ErrUnavailable, p.id, p.address())
+		}
+	}
 	s.workers.unlistDeadAt(w.address())
 	if old, ok := s.workers.at(w.address()); ok {
 		if old.state != masterv1.WorkerState_WORKER_STATE_UNKNOWN {
@@ -20,13 +26,19 @@ func (s *Server) registerWorkerLocked(ctx context.Context, w *workerInfo) error 
 		}
 		s.removeWorkerLocked(ctx, old, "replaced by a new worker at the same address")
 	}
-	if n := s.workers.len(); n >= MaxWorkers {
+	if n := s.workers.len() + len(s.pendingWorkers); n >= MaxWorkers {
 		return fmt.Errorf("register worker %s: %w: %d workers are listed, the limit is %d", w.id, fault.ErrResourceExhausted, n, MaxWorkers)
 	}
-	if err := s.persistWorkerLocked(w); err != nil {
-		return fmt.Errorf("register worker %s: %w", w.id, err)
-	}
-	s.workers.add(w)
+	s.pendingWorkers[w.id] = w
+	s.keepLocked("worker "+w.id, func(err error) {
+		delete(s.pendingWorkers, w.id)
+		if err != nil {
+			kept(fmt.Errorf("register worker %s: %w", w.id, err))
+			return
+		}
+		s.workers.add(w)
+		kept(nil)
+	})
 	return nil
 }
 
@@ -42,7 +54,7 @@ func (s *Server) removeWorkerLocked(ctx context.Context, w *workerInfo, reason s
 		s.log.Warn("remove worker", "err", err)
 	}
 	s.workers.bury(w, s.now())
-	s.forgetWorkerLocked(w)
+	s.keepLocked("worker " + w.id)
 	for _, e := range w.executors {
 		msg := fmt.Sprintf("worker %s lost: %s", w.id, reason)
 		before := e.state
