@@ -44,11 +44,11 @@ type benchCluster struct {
 	cpuAtStart time.Duration
 }
 
-// benchGroup is identical clusters that take turns. One run's clusters differ
-// from one another by a few percent, whatever is measured on them (two
-// identical clusters' launches were 0.93–1.04× each other's in one run:
-// where the scheduler keeps their processes), so rows that compare two kinds
-// of cluster, or a cluster with the floor, take turns over several of each.
+// benchGroup is identical clusters that take turns. One run's identical
+// clusters differ from one another, whatever is measured on them (where the
+// scheduler keeps their processes), by as much as a row's target allows, so
+// rows that compare two kinds of cluster, or a cluster with the floor, take
+// turns over several of each.
 type benchGroup struct {
 	clusters []*benchCluster
 	turn     int
@@ -455,8 +455,7 @@ func idleExecutorRSS(t testing.TB, c *benchCluster) {
 
 // buildFloor builds cmd/glint-floor, the floor's child, statically linked as
 // glint is: linked dynamically, a child pays the loader and libc's start-up
-// at each exec (1.0–1.3 ms of the floor's 3.4–4.2 ms on this project's test
-// machine), which a Go child does not need.
+// at each exec, a large part of the floor, which a Go child does not need.
 func buildFloor(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "glint-floor")
 	if out, err := staticBuild(bin, "../glint-floor").CombinedOutput(); err != nil {
@@ -467,9 +466,9 @@ func buildFloor(t testing.TB) string {
 
 // inTurns runs each of kinds rounds times: every round runs each once, in an
 // order of its own drawn from order. Measured in a fixed order, a kind always
-// came after the same other (an A/A run of row 7a, two groups of identical
-// untraced clusters, gave 1.00–1.04×: the second of a pair ran slower), and a
-// size of row 3 ran all its repetitions in one stretch of the machine's drift.
+// came after the same other (in an A/A run of row 7a, two groups of
+// identical untraced clusters, the second of a pair ran slower), and a size
+// of row 3 ran all its repetitions in one stretch of the machine's drift.
 func inTurns(order *rand.Rand, rounds int, kinds []func()) {
 	for range rounds {
 		for _, i := range order.Perm(len(kinds)) {
@@ -483,10 +482,10 @@ func inTurns(order *rand.Rand, rounds int, kinds []func()) {
 // executor's memory) and 9 (the launch claiming a prestarted executor).
 // Floor, untraced, traced and warm launches take turns in rounds (inTurns),
 // so the ratios hold when the machine's speed drifts, and the rounds are
-// split over epochs, each on new clusters of each kind: one run's clusters
-// differ from one another by up to 15% (three identical clusters' launch
-// p50s in one run: 6.57, 7.29 and 7.58 ms), so a row measured on a few
-// clusters compares those clusters as much as what they run.
+// split over epochs, each on new clusters of each kind: one run's identical
+// clusters differ from one another by far more than their launches'
+// sampling error, so a row measured on a few clusters compares those
+// clusters as much as what they run.
 func TestBenchLaunch(t *testing.T) {
 	launches, epochs, quick := 600, 20, benchtable.Start(t)
 	if quick {

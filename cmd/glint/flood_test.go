@@ -39,8 +39,8 @@ const (
 // While it arrives, a new client's connection waits in the listen queue
 // behind the flood's that the master has not accepted yet (up to the
 // kernel's somaxconn, 4,096 here), so its bound is floodArrivalBound. The
-// master's peak RSS stays under floodRSSBound: about 15 MiB at rest, and
-// 468 MiB was measured with nothing bounding connections.
+// master's peak RSS stays under floodRSSBound: far above what it holds at
+// rest, far below what it reached with nothing bounding connections.
 const (
 	floodAnswerBound  = time.Second
 	floodArrivalBound = 5 * time.Second

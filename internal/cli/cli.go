@@ -41,9 +41,9 @@ var commands = map[string]func(*globals) *cobra.Command{
 func newExecutorCommand(g *globals) *cobra.Command { return process.NewExecutorCommand(g.Globals) }
 
 // newRoot returns the glint command for args. When args begin with a
-// subcommand's name only that one is made: making the others' flags is a
-// tenth of a millisecond and more of every executor's start, and the page
-// faults of their code more still.
+// subcommand's name only that one is made: making the other subcommands'
+// flags would add to every executor's start, and the page faults of their
+// code more still.
 func newRoot(apps *app.Registry, args []string, stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{&process.Globals{Apps: apps, Stdout: stdout, Stderr: stderr}}
 	root := g.Root(&cobra.Command{

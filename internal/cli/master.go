@@ -120,9 +120,8 @@ func (f *masterFlags) openStore() (master.Store, error) {
 // heap is mostly what it knows of the cluster, and every heartbeat's garbage
 // was collected by marking all of it again. With 10,000 workers and 1,000
 // waiting applications (make bench's row 6), 200 instead of Go's 100 took
-// 15–40% less of the master's CPU per heartbeat (76 and 80 against 66 and
-// 46 ms per 1,000) for 81–83 MiB of memory instead of 65–66; 400 took no
-// less CPU than 200, and 134 MiB.
+// clearly less of the master's CPU per heartbeat for somewhat more memory;
+// 400 took no less CPU than 200, and much more memory.
 const masterGCPercent = 200
 
 func runMaster(ctx context.Context, g *globals, f *masterFlags) error {

@@ -89,8 +89,8 @@ func (s *signals) close() {
 // default. Every command watches them before it runs (Root) but the
 // executor, which watches them once its registration is sent, or a call to
 // its driver is to be tried again: installing the handlers (starting the
-// runtime's signal thread) was 0.3–0.6 ms of a cold executor's start, a
-// twentieth of its launch, and until then it has nothing to finish.
+// runtime's signal thread) is a part of a cold executor's start worth
+// putting off, and until then it has nothing to finish.
 func WatchSignals(ctx context.Context) {
 	if s, ok := ctx.Value(signalsKey{}).(*signals); ok {
 		s.watch()

@@ -122,6 +122,6 @@ func DriverIDFlag(fs *pflag.FlagSet, id *string) {
 // per core at an executor, so that one LaunchTask and one StatusUpdate carry
 // a batch of them; the executor refuses a LaunchTask that would pass it.
 // Tasks that brief queue at most some 64 ms of work per core, and enough
-// that a core still has work while its next batch is on its way (16 slots
-// gave 20,000 no-op tasks/s on four one-core executors, 64 gave 45,000).
+// that a core still has work while its next batch is on its way (with fewer
+// slots, cores sat idle between batches: make bench's row 4).
 const TaskSlotsPerCore = 64

@@ -162,8 +162,9 @@ type v1Group struct {
 // start forks cmd from the launcher thread once that thread moved into
 // the group (v1 places threads, through its tasks files), so the process
 // starts in the group. The thread moves back to its own cgroups once start
-// returned, off the launch's path: a move is a few hundred microseconds
-// to milliseconds of the kernel's (BenchmarkStart).
+// returned, off the launch's path: a move waits on the kernel, which takes
+// the threadgroup rwsem for writing and so waits for an RCU grace period
+// (BenchmarkStart).
 func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
 	return launcher().run(func(tid int, home homeOf) (func() error, error) {
 		back, err := home(g.h)

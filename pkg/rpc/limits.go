@@ -91,8 +91,8 @@ func (capDeadline) WrapStreamingHandler(next connect.StreamingHandlerFunc) conne
 }
 
 // compressMinBytes is the smallest answer a handler gzips: below it,
-// resetting a gzip writer costs more than the bytes it saves (it was a tenth
-// of the CPU of task dispatch, whose answers are empty).
+// resetting a gzip writer costs more than the bytes it saves (task dispatch,
+// whose answers are empty, paid it on every answer).
 const compressMinBytes = 1 << 10
 
 // limitOptions bound what a Connect handler reads and waits for:

@@ -58,8 +58,8 @@ func (m *Mailbox) Post(ctx context.Context, send func(context.Context)) {
 // posted with PostAlongside around it (launches of different executors):
 // it waits for the messages posted before it, but not for those of them on
 // their way that were posted with PostAlongside, up to MaxAlongside at
-// once. A worker that took one launch at a time took 16 one-core
-// executors' launches ~5 ms apart on a loaded machine: each a round trip.
+// once. A worker given one launch at a time received an application's
+// executors' launches a round trip apart, each waiting for the one before.
 func (m *Mailbox) PostAlongside(ctx context.Context, send func(context.Context)) {
 	m.post(ctx, send, true)
 }

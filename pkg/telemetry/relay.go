@@ -23,7 +23,7 @@ import (
 // and the worker sends the frames on with its own next export. An executor
 // lives for an application, often for seconds; exporting its handful of
 // spans itself took a connection to the collector and an HTTP client of its
-// own, about half of what tracing cost it.
+// own, much of what tracing cost it.
 const RelayFDEnv = "GLINT_SPANS_FD"
 
 const (

@@ -116,8 +116,8 @@ func (s *Site) Render(w http.ResponseWriter, r *http.Request, status int, name, 
 		_, _ = w.Write(buf.Bytes())
 		return
 	}
-	// A page of a thousand workers is mostly repeated markup: gzip makes it
-	// about a twentieth of its size.
+	// A page of a thousand workers is mostly repeated markup, which gzip
+	// shrinks many times over.
 	h.Set("Content-Encoding", "gzip")
 	w.WriteHeader(status)
 	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level never fails

@@ -12,9 +12,8 @@ import (
 
 // driverClient calls the four DriverService procedures an executor calls.
 // The generated client makes a connect.Client for each of the service's
-// nine, which was a third of an executor's making on its launch's path
-// (40 µs and 257 allocations in a warm process, 70–300 µs in a prestarted
-// executor just claimed).
+// nine, which was a large part of an executor's making on its launch's
+// path, in a warm process and more so in a prestarted executor just claimed.
 type driverClient struct {
 	retrieveSparkProps *connect.Client[driverv1.RetrieveSparkPropsRequest, driverv1.RetrieveSparkPropsResponse]
 	registerExecutor   *connect.Client[driverv1.RegisterExecutorRequest, driverv1.RegisterExecutorResponse]

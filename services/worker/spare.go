@@ -22,9 +22,8 @@ const spareDirPrefix = ".spare-"
 // it into place (place), so that the launch makes neither directory nor
 // files before its process starts: root becomes the directory of a new
 // application (the launch's parent), and dir, in it, the launch's. Making a
-// directory is what costs on ext4 (it allocates an inode: 0.15 ms at the
-// median, 0.4 ms at the 90th percentile on this project's test machine), a
-// rename a tenth of that.
+// directory is what costs on ext4 (it allocates an inode); a rename costs
+// far less.
 type launchDir struct {
 	root, dir      string
 	stdout, stderr *os.File
@@ -112,8 +111,8 @@ func removeStaleDirs(workDir string) error {
 
 // spare keeps one launchDir ready for the next launch that starts a process:
 // making the application's directory, the process's and two files is four
-// file-system operations, up to a millisecond on a loaded machine, where
-// moving them into place is two renames. A launch takes it (take); the next is
+// file-system operations, slow on a loaded machine, where moving them into
+// place is two renames. A launch takes it (take); the next is
 // made once that launch's process started (fill). Methods of a nil *spare do
 // nothing: every launch makes its own.
 type spare struct {

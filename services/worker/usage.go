@@ -17,8 +17,8 @@ import (
 
 // defaultUsageInterval is how often the worker measures what its executors
 // and drivers use: often enough for a dashboard's 15 s scrape, rare enough
-// that one sample (a pass over /proc) costs well under a millisecond of CPU
-// per second (BenchmarkProcSourceMeasure).
+// that one sample (a pass over /proc) costs a negligible share of a core
+// (BenchmarkProcSourceMeasure).
 const defaultUsageInterval = 5 * time.Second
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
