@@ -1,7 +1,3 @@
-// Package worker is Glint's Worker: it registers with a master, heartbeats, and
-// runs the executors and cluster-mode drivers the master places on it as real
-// operating-system processes, reporting their states back as Spark's standalone
-// Worker does.
 package worker
 
 import (
