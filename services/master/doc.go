@@ -21,9 +21,11 @@
 //   - probes.go: driver liveness (Ping).
 //   - owners.go: who may act on what: Spark's ACLs, always on, by token name.
 //   - limits.go: how much state peers may make the master keep.
-//   - store.go, store_file.go, store_etcd.go, recovery.go, unkept.go: what is
-//     kept for recovery, in bbolt or etcd, and how a restarted master takes it back.
-//   - ha.go: a master under etcd leader election.
+//   - keep.go: the keeper, which writes state changes with the lock released.
+//   - store.go, store_file.go, store_etcd.go, recovery.go: what is kept for
+//     recovery, in bbolt or etcd, and how a restarted master takes it back.
+//   - ha.go, lease.go: a master under etcd leader election (etcd's clientv3
+//     concurrency election), and the lease it leads under.
 //   - handlers.go: validation and the Connect handlers.
 //   - state.go: states, transition tables and the records of workers,
 //     applications, executors and drivers.
@@ -135,11 +137,16 @@
 //
 // # Recovery and high availability
 //
-// With a Store (--recovery-mode file or etcd) every state change is written
-// before it is answered. Executors are not kept: the workers report them. A
+// With a Store (--recovery-mode file or etcd) every state change is kept by
+// the keeper (keep.go) with the lock released: a change names the record it
+// changed, and the keeper writes each record named, as it is then, once per
+// batch and runs under the lock what waited for it. A launch is sent, and a
+// registration or submission admitted and answered, only once kept; a call
+// that changed kept state is answered after its writes; a heartbeat never
+// waits on the store. Executors are not kept: the workers report them. A
 // failed write refuses a registration or submission (Unavailable) and holds a
 // launch back; other changes stand and are written again, as they are then, at
-// every check until kept (unkept.go). A registration repeated with the same
+// every check until kept (keepUnkept). A registration repeated with the same
 // application token and driver URL gets the application it made, and a
 // SubmitDriver repeating a submission id gets the driver it made, so a lost
 // answer never makes two.
@@ -157,7 +164,7 @@
 // MasterService call Unavailable before any token check, so the caller tries
 // the next master, and names the leader only to a token it accepts. The elected
 // master's epoch is its election revision. It answers as the leader only while
-// its lease is held (etcd.Session.Held, checked on every request), and steps
+// its lease is held (lease.Held, checked on every request), and steps
 // down when its session ends. Each etcd write is a transaction fenced on the
 // election key's revision: a write etcd refuses deposes the master. Every
 // command to a worker or driver carries the epoch, and they refuse one older
