@@ -13,7 +13,6 @@
 //     and a timeout sweep look only at the workers they change.
 //   - apps.go: applications and their executors, and Spark's maxExecutorRetries rule.
 //   - drivers.go: cluster-mode drivers: submit, launch, relaunch, remove.
-//   - schedule.go: Spark's schedule() as a pure function of a Snapshot.
 //   - launches.go: the schedule pass, its spans, and every message sent to
 //     workers and drivers.
 //   - decommission.go: WorkerDecommissioning, the operator's DecommissionWorker,
@@ -81,7 +80,7 @@
 //
 // # Scheduling
 //
-// schedule places waiting drivers first, then executors, FIFO over the active
+// The schedule package places waiting drivers first, then executors, FIFO over the active
 // applications, with Spark's spread-out and consolidate modes, cores per
 // executor, memory per executor, maximum cores and the executor limit.
 // DefaultCores caps an application that sets no maximum. An application with

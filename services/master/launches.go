@@ -19,6 +19,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/services/master/schedule"
 )
 
 // scheduleAndUnlock ends an event: when its changes set needSchedule it makes
@@ -43,30 +44,30 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 	if s.status != statusAlive {
 		return
 	}
-	snap := Snapshot{SpreadOut: s.cfg.SpreadOut}
+	snap := schedule.Snapshot{SpreadOut: s.cfg.SpreadOut}
 	now := s.now()
 	for _, d := range s.waitingDrivers {
 		if now.Before(d.relaunchAfter) {
 			continue // backing off after its launch failed
 		}
-		snap.Drivers = append(snap.Drivers, DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
+		snap.Drivers = append(snap.Drivers, schedule.DriverDemand{ID: d.id, Cores: d.desc.GetCores(), MemoryMiB: d.desc.GetMemoryMib()})
 	}
 	for _, a := range s.appQueue {
 		if now.Before(a.relaunchAfter) {
 			continue // backing off after its executors failed
 		}
-		snap.Apps = append(snap.Apps, AppDemand{
+		snap.Apps = append(snap.Apps, schedule.AppDemand{
 			ID: a.id, CoresLeft: a.coresLeft(), CoresPerExecutor: a.desc.GetCoresPerExecutor(),
 			MemoryPerExecutorMiB: a.desc.GetMemoryPerExecutorMib(), ExecutorsLeft: a.executorLimit - a.liveExecutors,
 		})
 	}
 	// A pass without demand — most passes, as every registration and
 	// executor end asks for one — does not look at the workers.
-	if len(snap.Drivers) > 0 || slices.ContainsFunc(snap.Apps, AppDemand.wantsExecutors) {
-		snap.Workers = make([]WorkerSlot, 0, s.workers.len())
+	if len(snap.Drivers) > 0 || slices.ContainsFunc(snap.Apps, schedule.AppDemand.WantsExecutors) {
+		snap.Workers = make([]schedule.WorkerSlot, 0, s.workers.len())
 		for w := range s.workers.all() {
 			if w.state == masterv1.WorkerState_WORKER_STATE_ALIVE {
-				snap.Workers = append(snap.Workers, WorkerSlot{
+				snap.Workers = append(snap.Workers, schedule.WorkerSlot{
 					ID: w.id, Cores: w.cores, MemoryMiB: w.memoryMiB,
 					CoresFree: w.cores - w.coresUsed, MemoryFreeMiB: w.memoryMiB - w.memoryUsedMiB,
 				})
@@ -74,7 +75,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		}
 	}
 	started := time.Now()
-	plan := schedule(snap, s.cfg.Rand)
+	plan := schedule.Schedule(snap, s.cfg.Rand)
 	ended := time.Now()
 	// The pass's exemplar is the trace of the first application it served.
 	exemplar := trace.SpanContextFromContext(ctx)

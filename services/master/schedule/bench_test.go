@@ -1,4 +1,4 @@
-package master
+package schedule
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ func BenchmarkSchedule(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			b.ReportAllocs()
 			for b.Loop() {
-				schedule(s, rng)
+				Schedule(s, rng)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package master
+package schedule
 
 import (
 	"fmt"
@@ -160,7 +160,7 @@ func TestScheduleIsTheReference(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				s := gen.Draw(t, "snapshot")
 				seed1, seed2 := rapid.Uint64().Draw(t, "seed1"), rapid.Uint64().Draw(t, "seed2")
-				got := schedule(s, rand.New(rand.NewPCG(seed1, seed2)))
+				got := Schedule(s, rand.New(rand.NewPCG(seed1, seed2)))
 				want := referenceSchedule(s, rand.New(rand.NewPCG(seed1, seed2)))
 				if !slices.Equal(got.Drivers, want.Drivers) {
 					t.Fatalf("drivers = %+v, want %+v", got.Drivers, want.Drivers)

@@ -1,4 +1,4 @@
-package master
+package schedule
 
 import (
 	"math/rand/v2"
@@ -31,8 +31,8 @@ type AppDemand struct {
 	ExecutorsLeft int
 }
 
-// wantsExecutors reports whether a may be given an executor.
-func (a AppDemand) wantsExecutors() bool {
+// WantsExecutors reports whether a may be given an executor.
+func (a AppDemand) WantsExecutors() bool {
 	return a.CoresLeft >= max(a.CoresPerExecutor, 1) && a.ExecutorsLeft > 0
 }
 
@@ -75,7 +75,7 @@ type Plan struct {
 	Waiting map[string]string
 }
 
-// schedule is Spark's Master.schedule() as a pure function of a snapshot: waiting
+// Schedule is Spark's Master.schedule() as a pure function of a snapshot: waiting
 // drivers first, each on the first worker (in shuffled round-robin order) with
 // enough free cores and memory; then executors, FIFO over the waiting
 // applications. rng shuffles the workers for drivers.
@@ -84,7 +84,7 @@ type Plan struct {
 // free and order the workers by free cores, then O(log workers) for each
 // worker an application takes or looks past: an application wanting a few
 // executors does not look at the other workers.
-func schedule(s Snapshot, rng *rand.Rand) Plan {
+func Schedule(s Snapshot, rng *rand.Rand) Plan {
 	drivers, left := placeDrivers(s.Workers, s.Drivers, rng)
 	plan := Plan{Drivers: drivers, Waiting: map[string]string{}}
 	p := newPass(s.Workers, left)

@@ -1,12 +1,9 @@
-package master
+package schedule
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -70,7 +67,7 @@ func TestScheduleWorkDoesNotGrowWithAdvertisedCores(t *testing.T) {
 			allocs := map[int32]float64{}
 			for _, cores := range []int32{8, 4096, 1 << 30} {
 				s := snapshot(cores, perExecutor, spreadOut)
-				allocs[cores] = testing.AllocsPerRun(20, func() { schedule(s, rand.New(rand.NewPCG(1, 2))) })
+				allocs[cores] = testing.AllocsPerRun(20, func() { Schedule(s, rand.New(rand.NewPCG(1, 2))) })
 			}
 			if !sameAllocs(allocs[1<<30], allocs[8]) || !sameAllocs(allocs[4096], allocs[8]) {
 				t.Errorf("spreadOut=%v cores per executor %d: allocations by advertised cores %v, want equal", spreadOut, perExecutor, allocs)
@@ -96,40 +93,10 @@ func TestSchedulePassWorkDoesNotGrowWithWorkers(t *testing.T) {
 		allocs := map[int]float64{}
 		for _, n := range []int{100, 10_000} {
 			s := Snapshot{Workers: idleWorkers(n, 16, 64<<10), Apps: apps, SpreadOut: spreadOut}
-			allocs[n] = testing.AllocsPerRun(20, func() { schedule(s, rand.New(rand.NewPCG(1, 2))) })
+			allocs[n] = testing.AllocsPerRun(20, func() { Schedule(s, rand.New(rand.NewPCG(1, 2))) })
 		}
 		if !sameAllocs(allocs[100], allocs[10_000]) {
 			t.Errorf("spreadOut=%v: allocations by workers %v, want equal", spreadOut, allocs)
 		}
-	}
-}
-
-// TestTheMastersPassAllocatesAsMuchAtAnyClusterSize: the master's schedule
-// pass for an application waiting for a worker big enough — the snapshot of
-// the alive workers, schedule, the status message — makes as many
-// allocations with 3,000 workers as with 100: the snapshot is one slice
-// sized once, not grown worker by worker.
-func TestTheMastersPassAllocatesAsMuchAtAnyClusterSize(t *testing.T) {
-	c := newCluster(t, Config{})
-	app := c.registerApp(t, newPeer(t), appDesc(512, 8))
-	pass := func() {
-		c.srv.mu.Lock()
-		c.srv.needSchedule = true
-		c.srv.scheduleAndUnlock(context.Background())
-	}
-	allocs := map[int]float64{}
-	for _, n := range []int{100, 3000} {
-		c.srv.mu.Lock()
-		for i := c.srv.workers.len(); i < n; i++ {
-			c.srv.workers.add(newWorkerInfo(fmt.Sprintf("worker-%d", i), "10.0.0.1", int32(i), "http://10.0.0.1:1", 4, 4096, c.clock.Now()))
-		}
-		c.srv.mu.Unlock()
-		allocs[n] = testing.AllocsPerRun(10, pass)
-	}
-	if !sameAllocs(allocs[100], allocs[3000]) {
-		t.Errorf("allocations by workers %v, want equal", allocs)
-	}
-	if msg := c.app(t, app).GetStatusMessage(); !strings.Contains(msg, "requires more resources than any worker has") {
-		t.Errorf("status message %q, want the app told no worker is big enough", msg)
 	}
 }

@@ -1,4 +1,4 @@
-package master
+package schedule
 
 import (
 	"fmt"
@@ -163,7 +163,7 @@ func TestScheduleExecutorPlacement(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.app.ID = "app"
-			plan := schedule(Snapshot{Workers: tc.workers, Apps: []AppDemand{tc.app}, SpreadOut: tc.spreadOut}, newRNG())
+			plan := Schedule(Snapshot{Workers: tc.workers, Apps: []AppDemand{tc.app}, SpreadOut: tc.spreadOut}, newRNG())
 			if got := executorShape(plan, "app"); !slices.Equal(got, tc.want) {
 				t.Errorf("executor cores per worker = %v, want %v", got, tc.want)
 			}
@@ -184,7 +184,7 @@ func TestScheduleFillsWorkersWithMostFreeCoresFirst(t *testing.T) {
 		{ID: "four-free", Cores: 8, MemoryMiB: 8192, CoresFree: 4, MemoryFreeMiB: 8192},
 	}
 	app := AppDemand{ID: "app", CoresLeft: 10, MemoryPerExecutorMiB: 1024, ExecutorsLeft: math.MaxInt}
-	plan := schedule(Snapshot{Workers: workers, Apps: []AppDemand{app}}, newRNG())
+	plan := Schedule(Snapshot{Workers: workers, Apps: []AppDemand{app}}, newRNG())
 	want := []ExecutorPlacement{
 		{AppID: "app", WorkerID: "eight-free", Cores: 8, MemoryMiB: 1024},
 		{AppID: "app", WorkerID: "four-free", Cores: 2, MemoryMiB: 1024},
@@ -217,7 +217,7 @@ func TestScheduleServesAppsFIFO(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := schedule(Snapshot{Workers: idleWorkers(2, 8, 8192), Apps: tc.apps, SpreadOut: true}, newRNG())
+			plan := Schedule(Snapshot{Workers: idleWorkers(2, 8, 8192), Apps: tc.apps, SpreadOut: true}, newRNG())
 			for app, want := range tc.wantShape {
 				if got := executorShape(plan, app); !slices.Equal(got, want) {
 					t.Errorf("%s: executor cores per worker = %v, want %v", app, got, want)
@@ -261,7 +261,7 @@ func TestSchedulePlacesDriversBeforeExecutors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Snapshot{Workers: []WorkerSlot{tc.worker}, Apps: []AppDemand{tc.app}, Drivers: []DriverDemand{tc.driver}, SpreadOut: true}
-			plan := schedule(s, newRNG())
+			plan := Schedule(s, newRNG())
 			wantDrivers := []DriverPlacement{{DriverID: tc.driver.ID, WorkerID: tc.worker.ID}}
 			if !slices.Equal(plan.Drivers, wantDrivers) {
 				t.Errorf("drivers = %+v, want %+v", plan.Drivers, wantDrivers)
@@ -296,7 +296,7 @@ func TestScheduleLeavesDriversThatFitNowhereUnplaced(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := schedule(Snapshot{Workers: tc.workers, Drivers: tc.drivers}, newRNG())
+			plan := Schedule(Snapshot{Workers: tc.workers, Drivers: tc.drivers}, newRNG())
 			var got []string
 			for _, d := range plan.Drivers {
 				got = append(got, d.DriverID)
@@ -310,7 +310,7 @@ func TestScheduleLeavesDriversThatFitNowhereUnplaced(t *testing.T) {
 
 func TestScheduleDealsDriversRoundRobin(t *testing.T) {
 	drivers := []DriverDemand{{ID: "d1", Cores: 1, MemoryMiB: 512}, {ID: "d2", Cores: 1, MemoryMiB: 512}, {ID: "d3", Cores: 1, MemoryMiB: 512}}
-	plan := schedule(Snapshot{Workers: idleWorkers(3, 4, 4096), Drivers: drivers}, newRNG())
+	plan := Schedule(Snapshot{Workers: idleWorkers(3, 4, 4096), Drivers: drivers}, newRNG())
 	perWorker := map[string]int{}
 	for _, d := range plan.Drivers {
 		perWorker[d.WorkerID]++
@@ -371,7 +371,7 @@ func TestScheduleWaitingReasons(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.app.ID = "app"
-			plan := schedule(Snapshot{Workers: tc.workers, Apps: []AppDemand{tc.app}, SpreadOut: true}, newRNG())
+			plan := Schedule(Snapshot{Workers: tc.workers, Apps: []AppDemand{tc.app}, SpreadOut: true}, newRNG())
 			if len(plan.Executors) != 0 {
 				t.Errorf("executors = %+v, want none", plan.Executors)
 			}
@@ -422,7 +422,7 @@ func TestScheduleKeepsInvariants(t *testing.T) {
 		before := Snapshot{Workers: slices.Clone(s.Workers), Apps: slices.Clone(s.Apps), Drivers: slices.Clone(s.Drivers)}
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed1"), rapid.Uint64().Draw(t, "seed2")))
 
-		plan := schedule(s, rng)
+		plan := Schedule(s, rng)
 
 		if !slices.Equal(s.Workers, before.Workers) || !slices.Equal(s.Apps, before.Apps) || !slices.Equal(s.Drivers, before.Drivers) {
 			t.Fatalf("schedule modified its input: %+v, was %+v", s, before)
@@ -495,4 +495,16 @@ func TestScheduleKeepsInvariants(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestDriversArePlacedOnShuffledWorkers(t *testing.T) {
+	first := map[string]bool{}
+	for seed := range uint64(40) {
+		plan := Schedule(Snapshot{Workers: idleWorkers(8, 4, 4096), Drivers: []DriverDemand{{ID: "d", Cores: 1, MemoryMiB: 1}}},
+			rand.New(rand.NewPCG(seed, seed)))
+		first[plan.Drivers[0].WorkerID] = true
+	}
+	if len(first) < 4 {
+		t.Fatalf("over 40 seeds the one driver landed on %v only; want the workers shuffled", first)
+	}
 }

@@ -1,4 +1,4 @@
-package master
+package schedule
 
 import (
 	"fmt"
@@ -20,10 +20,10 @@ func TestBenchPlacement(t *testing.T) {
 	for _, n := range []int{100, 1000, 10_000} {
 		s := placementSnapshot(n, 1000)
 		rng := rand.New(rand.NewPCG(1, 2))
-		placed := len(schedule(s, rng).Executors)
+		placed := len(Schedule(s, rng).Executors)
 		r := testing.Benchmark(func(b *testing.B) {
 			for b.Loop() {
-				schedule(s, rng)
+				Schedule(s, rng)
 			}
 		})
 		perSecond := float64(placed) * 1e9 / float64(r.NsPerOp())
