@@ -16,7 +16,7 @@ import (
 	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/rpc"
-	"github.com/glint-cluster/glint/services/master"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // writeToken writes a new token to a file of mode, in a directory of its
@@ -111,7 +111,7 @@ func TestApplicationsBelongToTheirSubmitterAcrossARestart(t *testing.T) {
 	// The master is killed; its file holds the driver's token, which the
 	// test takes as an attacker who got it would.
 	c.killMaster(t)
-	store, err := master.OpenFileStore(recovery)
+	store, err := store.OpenFileStore(recovery)
 	if err != nil {
 		t.Fatal(err)
 	}

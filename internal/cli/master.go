@@ -18,6 +18,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/master"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 type masterFlags struct {
@@ -80,7 +81,7 @@ func (f *masterFlags) etcdClient() (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}
-	cli, err := master.NewEtcdClient(endpoints)
+	cli, err := store.NewEtcdClient(endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}
@@ -88,7 +89,7 @@ func (f *masterFlags) etcdClient() (*clientv3.Client, error) {
 }
 
 // openStore opens the recovery store the flags name, or returns nil.
-func (f *masterFlags) openStore() (master.Store, error) {
+func (f *masterFlags) openStore() (store.Store, error) {
 	switch f.recoveryMode {
 	case "none":
 		if f.recoveryDir != "" {
@@ -107,7 +108,7 @@ func (f *masterFlags) openStore() (master.Store, error) {
 		if f.recoveryDir == "" {
 			return nil, fmt.Errorf("--recovery-mode file needs --recovery-dir")
 		}
-		store, err := master.OpenFileStore(f.recoveryDir)
+		store, err := store.OpenFileStore(f.recoveryDir)
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/master"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // startStandby serves a master under etcd election that stays a standby
@@ -92,7 +93,7 @@ func TestRegistrationPassesAStandbyListedFirstWhateverTheDriversToken(t *testing
 // until its workers reported or a worker timeout passed: the driver tries
 // again until it takes the application.
 func TestRegistrationWaitsForAMasterThatRecovers(t *testing.T) {
-	store, err := master.OpenFileStore(t.TempDir())
+	store, err := store.OpenFileStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/services/driver"
 	"github.com/glint-cluster/glint/services/master"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // attacker is a loopback listener that counts the connections made to it:
@@ -232,7 +233,7 @@ func TestAMasterThatTakesOverSpeaksToTheDriverWithTheTokenItKept(t *testing.T) {
 	const workerTimeout = 10 * time.Minute // recovery ends only by the driver's answer
 	restartFromFile := func(t *testing.T, ln1, ln2 net.Listener) (func(), func()) {
 		dir := t.TempDir()
-		st, err := master.OpenFileStore(dir)
+		st, err := store.OpenFileStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +244,7 @@ func TestAMasterThatTakesOverSpeaksToTheDriverWithTheTokenItKept(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, func() {
-				next, err := master.OpenFileStore(dir)
+				next, err := store.OpenFileStore(dir)
 				if err != nil {
 					t.Fatal(err)
 				}

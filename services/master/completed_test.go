@@ -10,6 +10,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // TestCompletedApplicationsAndDriversOutliveARestartWithinTheirBounds: a
@@ -18,7 +19,7 @@ import (
 // that Store it lists them and answers for them as before.
 func TestCompletedApplicationsAndDriversOutliveARestartWithinTheirBounds(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenFileStore(dir)
+	st, err := store.OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,11 @@
 //   - owners.go: who may act on what: Spark's ACLs, always on, by token name.
 //   - limits.go: how much state peers may make the master keep.
 //   - keep.go: the keeper, which writes state changes with the lock released.
-//   - store.go, store_file.go, store_etcd.go, recovery.go: what is kept for
-//     recovery, in bbolt or etcd, and how a restarted master takes it back.
-//   - ha.go, lease.go: a master under etcd leader election (etcd's clientv3
-//     concurrency election), and the lease it leads under.
+//   - recovery.go: how a restarted master takes back what its store kept.
+//     The Store itself, in bbolt or etcd, and the etcd lease a leader holds
+//     are in package store; Spark's schedule() is package schedule.
+//   - ha.go: a master under etcd leader election (etcd's clientv3
+//     concurrency election).
 //   - handlers.go: validation and the Connect handlers.
 //   - state.go: states, transition tables and the records of workers,
 //     applications, executors and drivers.
@@ -163,7 +164,7 @@
 // MasterService call Unavailable before any token check, so the caller tries
 // the next master, and names the leader only to a token it accepts. The elected
 // master's epoch is its election revision. It answers as the leader only while
-// its lease is held (lease.Held, checked on every request), and steps
+// its lease is held (store.Lease.Held, checked on every request), and steps
 // down when its session ends. Each etcd write is a transaction fenced on the
 // election key's revision: a write etcd refuses deposes the master. Every
 // command to a worker or driver carries the epoch, and they refuse one older

@@ -14,6 +14,7 @@ import (
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // busyOnceWorker refuses its first LaunchDriver for want of free resources
@@ -247,7 +248,7 @@ func (c *cluster) alive(worker string) bool {
 // slowStore is a Store whose application writes wait until released, as
 // etcd's do while it elects a leader.
 type slowStore struct {
-	Store
+	store.Store
 	writing, release chan struct{}
 }
 
@@ -294,7 +295,7 @@ func TestAMasterHearsItsWorkersWhileItsStoreIsSlow(t *testing.T) {
 // on a worker without keeping it, as etcd does when no quorum answers, and
 // says whether a driver's placement was ever kept.
 type unkeptLaunch struct {
-	Store
+	store.Store
 	refused, kept atomic.Bool
 }
 
@@ -353,7 +354,7 @@ func TestADriverWhosePlacementWasNotKeptIsNotLaunchedUntilItIs(t *testing.T) {
 // unkeptExecutor is a Store that refuses its first write of an application
 // with an executor placed, without keeping it.
 type unkeptExecutor struct {
-	Store
+	store.Store
 	refused atomic.Bool
 }
 

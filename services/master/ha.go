@@ -22,6 +22,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // statusStandby is a master that waits to be elected.
@@ -66,7 +67,7 @@ type HA struct {
 // leadership.
 type leadership struct {
 	handler http.Handler
-	lease   *lease
+	lease   *store.Lease
 }
 
 // masterServicePath is where the Connect service's procedures are served.
@@ -175,7 +176,7 @@ func (h *HA) Run(ctx context.Context) error {
 	epoch := election.Rev()
 	cfg := h.cfg.Master
 	cfg.Epoch = epoch
-	cfg.Store = NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, election.Key(), epoch)
+	cfg.Store = store.NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, election.Key(), epoch)
 	m, err := New(cfg)
 	if err != nil {
 		return errors.Join(err, held.Close())
@@ -201,11 +202,11 @@ const electionRetry = time.Second
 
 // elect stands for election until this master leads, with the lease that
 // holds the leadership, or ctx ends (its error).
-func (h *HA) elect(ctx context.Context) (*lease, *concurrency.Election, error) {
+func (h *HA) elect(ctx context.Context) (*store.Lease, *concurrency.Election, error) {
 	for {
-		held, err := newLease(ctx, h.cfg.Etcd, h.cfg.LeaseTTL)
+		held, err := store.NewLease(ctx, h.cfg.Etcd, h.cfg.LeaseTTL)
 		if err == nil {
-			election := concurrency.NewElection(held.session, h.cfg.Prefix+"/leader")
+			election := concurrency.NewElection(held.Session(), h.cfg.Prefix+"/leader")
 			if err = h.campaign(held, election); err == nil {
 				return held, election, nil
 			}
@@ -228,7 +229,7 @@ func (h *HA) elect(ctx context.Context) (*lease, *concurrency.Election, error) {
 // keeping the leader's URL for the standby's answers meanwhile. Campaign,
 // stopped while etcd cannot be reached, resigns with the client's context
 // and waits for etcd: it runs aside, so that a standby stops without it.
-func (h *HA) campaign(held *lease, election *concurrency.Election) error {
+func (h *HA) campaign(held *store.Lease, election *concurrency.Election) error {
 	observing, stopObserving := context.WithCancel(held.Context())
 	defer stopObserving()
 	go h.observe(observing, election)

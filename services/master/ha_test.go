@@ -19,6 +19,8 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // runningHA is a master under election served on loopback as the glint
@@ -219,4 +221,48 @@ func TestAStandbyShowsOnlyALeaderURLReadFromEtcd(t *testing.T) {
 			t.Errorf("leaderURL(%.40q) = %q, want %q", value, got, want)
 		}
 	}
+}
+
+// A standby waiting for election stops when asked, though its etcd is gone.
+func TestAStandbyStopsWhenAskedThoughItsEtcdIsGone(t *testing.T) {
+	endpoint, stopEtcd := etcdtest.StartStoppable(t)
+	cli := etcdtest.Client(t, endpoint)
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := concurrency.NewElection(s, "/glint-test/leader").Campaign(context.Background(), "http://leader"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHA(HAConfig{Master: Config{URL: "http://standby:7077"}, Etcd: glintEtcd(t, endpoint), Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(ctx) }()
+	waitFor(t, "the standby answering STANDBY with the leader", func() bool { return h.leaderName() == "http://leader" })
+	stopEtcd()
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("the standby stopped with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the standby did not stop within a minute of being asked, its etcd gone")
+	}
+}
+
+// glintEtcd is the master's client of the etcd at endpoint, closed when the
+// test ends.
+func glintEtcd(t testing.TB, endpoint string) *clientv3.Client {
+	t.Helper()
+	cli, err := store.NewEtcdClient([]string{endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }

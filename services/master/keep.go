@@ -14,6 +14,7 @@ import (
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/fault"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // State changes are kept in the Store, if any, with mu released: a change
@@ -110,7 +111,7 @@ func (s *Server) keeper(ctx context.Context) {
 // pendingWrite is one record of a batch and what waits for it.
 type pendingWrite struct {
 	what  string
-	write func(Store) error
+	write func(store.Store) error
 	then  []func(error)
 }
 
@@ -130,13 +131,13 @@ func (s *Server) keepBatch(ctx context.Context) {
 	errs := make([]error, len(batch))
 	for i, w := range batch {
 		if deposed {
-			errs[i] = fmt.Errorf("%w: keep %s: %w", fault.ErrUnavailable, w.what, ErrDeposed)
+			errs[i] = fmt.Errorf("%w: keep %s: %w", fault.ErrUnavailable, w.what, store.ErrDeposed)
 			continue
 		}
 		began := time.Now()
 		if err := w.write(s.cfg.Store); err != nil {
 			errs[i] = fmt.Errorf("%w: keep %s: %w", fault.ErrUnavailable, w.what, err)
-			deposed = errors.Is(err, ErrDeposed)
+			deposed = errors.Is(err, store.ErrDeposed)
 		}
 		s.metrics.stateWrites.Observe(time.Since(began).Seconds())
 	}
@@ -165,7 +166,7 @@ func (s *Server) keptLocked(what string, err error) {
 	}
 	s.metrics.stateWriteErrors.Inc()
 	s.log.Error("keep state for recovery", "what", what, "err", err)
-	if errors.Is(err, ErrDeposed) {
+	if errors.Is(err, store.ErrDeposed) {
 		s.deposeLocked()
 	}
 }
@@ -198,7 +199,7 @@ func (s *Server) keepUnkept() {
 // recordLocked is the write of what ("worker ID", "application ID",
 // "driver ID", "counters") as the master holds it now: its record, or its
 // deletion when the master holds it no more.
-func (s *Server) recordLocked(what string) func(Store) error {
+func (s *Server) recordLocked(what string) func(store.Store) error {
 	kind, id, _ := strings.Cut(what, " ")
 	switch kind {
 	case "worker":
@@ -207,10 +208,10 @@ func (s *Server) recordLocked(what string) func(Store) error {
 			w, ok = s.pendingWorkers[id]
 		}
 		if !ok {
-			return func(st Store) error { return st.DeleteWorker(id) }
+			return func(st store.Store) error { return st.DeleteWorker(id) }
 		}
 		p := &masterv1.PersistedWorker{Id: w.id, Host: w.host, Port: w.port, WorkerUrl: w.url, Cores: w.cores, MemoryMib: w.memoryMiB}
-		return func(st Store) error { return st.PutWorker(p) }
+		return func(st store.Store) error { return st.PutWorker(p) }
 	case "application":
 		a, ok := s.apps[id]
 		if !ok {
@@ -218,16 +219,16 @@ func (s *Server) recordLocked(what string) func(Store) error {
 		}
 		if ok {
 			p := s.appRecordLocked(a)
-			return func(st Store) error { return st.PutApplication(p) }
+			return func(st store.Store) error { return st.PutApplication(p) }
 		}
 		// A completed application is kept as it is shown, without its
 		// token: a master that recovers still answers for it, until it
 		// drops out of the completed list.
 		if a, ok := s.completedApps.find(func(a *appInfo) bool { return a.id == id }); ok {
 			p := &masterv1.PersistedApplication{Id: a.id, Completed: s.appProto(a)}
-			return func(st Store) error { return st.PutApplication(p) }
+			return func(st store.Store) error { return st.PutApplication(p) }
 		}
-		return func(st Store) error { return st.DeleteApplication(id) }
+		return func(st store.Store) error { return st.DeleteApplication(id) }
 	case "driver":
 		d, ok := s.drivers[id]
 		if !ok {
@@ -235,16 +236,16 @@ func (s *Server) recordLocked(what string) func(Store) error {
 		}
 		if ok {
 			p := driverRecord(d)
-			return func(st Store) error { return st.PutDriver(p) }
+			return func(st store.Store) error { return st.PutDriver(p) }
 		}
 		if d, ok := s.completedDrivers.find(func(d *driverInfo) bool { return d.id == id }); ok {
 			p := &masterv1.PersistedDriver{Id: d.id, SubmissionId: d.submission, Completed: s.driverProto(d)}
-			return func(st Store) error { return st.PutDriver(p) }
+			return func(st store.Store) error { return st.PutDriver(p) }
 		}
-		return func(st Store) error { return st.DeleteDriver(id) }
+		return func(st store.Store) error { return st.DeleteDriver(id) }
 	}
 	p := &masterv1.PersistedCounters{NextAppNumber: int32(s.nextAppNumber), NextDriverNumber: int32(s.nextDriverNumber)}
-	return func(st Store) error { return st.PutCounters(p) }
+	return func(st store.Store) error { return st.PutCounters(p) }
 }
 
 // appRecordLocked is active application a's record.

@@ -18,6 +18,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/pkg/web"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // Config configures a master. The zero value of each field means its default.
@@ -80,7 +81,7 @@ type Config struct {
 	Epoch int64
 	// Store keeps the master's state so that a restarted master recovers it
 	// (--recovery-mode); nil keeps nothing.
-	Store Store
+	Store store.Store
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.

@@ -20,6 +20,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // The master's own states (Spark's RecoveryState), as /json and status show them.
@@ -53,7 +54,7 @@ func (s *Server) errRecovering(what string) error {
 // recoverLocked rebuilds the kept state, all UNKNOWN until it reports; with
 // nothing active kept (a first start, or all ended), the master is ALIVE at
 // once.
-func (s *Server) recoverLocked(rec *Recovered) {
+func (s *Server) recoverLocked(rec *store.Recovered) {
 	now := s.now()
 	s.nextAppNumber = int(rec.Counters.GetNextAppNumber())
 	s.nextDriverNumber = int(rec.Counters.GetNextDriverNumber())
@@ -121,7 +122,7 @@ func (s *Server) recoverLocked(rec *Recovered) {
 			s.unconfirmed[a.driverID] = append(s.unconfirmed[a.driverID], a)
 		}
 	}
-	if !rec.active() {
+	if !rec.Active() {
 		return
 	}
 	s.status = statusRecovering
@@ -166,7 +167,7 @@ func supersededDrivers(kept []*masterv1.PersistedDriver) map[string]bool {
 
 // recoverCompletedLocked lists the kept completed applications and drivers
 // as they were shown, oldest end first, within the completed lists' bounds.
-func (s *Server) recoverCompletedLocked(rec *Recovered) {
+func (s *Server) recoverCompletedLocked(rec *store.Recovered) {
 	var apps []*masterv1.ApplicationInfo
 	for _, p := range rec.Applications {
 		if c := p.GetCompleted(); c != nil && c.GetId() == p.GetId() {

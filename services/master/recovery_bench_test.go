@@ -8,12 +8,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // BenchmarkStateWritePerLaunch is the cost the file store adds to one
 // executor launch: one application record written and synced.
 func BenchmarkStateWritePerLaunch(b *testing.B) {
-	st, err := OpenFileStore(b.TempDir())
+	st, err := store.OpenFileStore(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func BenchmarkStateWritePerLaunch(b *testing.B) {
 // that kept 1,000 applications on 100 workers to serving RECOVERING.
 func BenchmarkRecover1000Apps(b *testing.B) {
 	dir := b.TempDir()
-	st, err := OpenFileStore(dir)
+	st, err := store.OpenFileStore(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func BenchmarkRecover1000Apps(b *testing.B) {
 	}
 	st.Close()
 	for b.Loop() {
-		st, err := OpenFileStore(dir)
+		st, err := store.OpenFileStore(dir)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // keptCluster runs a master on a file store in dir with one worker and one
@@ -20,7 +21,7 @@ import (
 // cores; the application's executors take one each.
 func keptCluster(t *testing.T, dir string, wp, dp *peer, supervisedDriver bool) (worker, app string) {
 	t.Helper()
-	st, err := OpenFileStore(dir)
+	st, err := store.OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +168,11 @@ func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {
 
 func TestTheFileStoreRefusesAnOversizedRecord(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenFileStore(dir)
+	st, err := store.OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := &masterv1.PersistedApplication{Id: "app-20261129140000-0000", DriverUrl: strings.Repeat("x", maxRecordBytes)}
+	big := &masterv1.PersistedApplication{Id: "app-20261129140000-0000", DriverUrl: strings.Repeat("x", store.MaxRecordBytes)}
 	if err := st.PutApplication(big); err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +185,9 @@ func TestTheFileStoreRefusesAnOversizedRecord(t *testing.T) {
 	}
 }
 
-func mustOpen(t *testing.T, dir string) *FileStore {
+func mustOpen(t *testing.T, dir string) *store.FileStore {
 	t.Helper()
-	st, err := OpenFileStore(dir)
+	st, err := store.OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

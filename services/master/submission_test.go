@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 func driverDesc(name string) *masterv1.DriverDescription {
@@ -93,7 +94,7 @@ func TestASubmissionIDIsCheckedAndNotReusedForAnotherDriver(t *testing.T) {
 // driver, while it recovers and after.
 func TestASubmissionIsKeptAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenFileStore(dir)
+	st, err := store.OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestASubmissionIsKeptAcrossARestart(t *testing.T) {
 // keptButRefused is a Store whose first driver write is kept but answered
 // with an error, as an etcd write whose answer was lost.
 type keptButRefused struct {
-	Store
+	store.Store
 	refused bool
 }
 

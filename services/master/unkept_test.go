@@ -9,12 +9,13 @@ import (
 	"connectrpc.com/connect"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
+	"github.com/glint-cluster/glint/services/master/store"
 )
 
 // refusingStore is a Store that refuses every write while refuse is set, as
 // an etcd without a quorum or a full disk would.
 type refusingStore struct {
-	Store
+	store.Store
 	refuse atomic.Bool
 }
 
@@ -46,7 +47,7 @@ func (c *cluster) kept(t *testing.T) {
 	}
 }
 
-func keptApp(t *testing.T, st Store, id string) *masterv1.PersistedApplication {
+func keptApp(t *testing.T, st store.Store, id string) *masterv1.PersistedApplication {
 	t.Helper()
 	r, err := st.Load()
 	if err != nil {

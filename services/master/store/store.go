@@ -1,4 +1,4 @@
-package master
+package store
 
 import (
 	"slices"
@@ -8,8 +8,8 @@ import (
 
 // Store keeps what a master needs to recover after a restart: its
 // workers, applications, drivers and id counters (Spark's
-// PersistenceEngine). Every state change is one write, made before the
-// change is answered. Executors are not kept: the workers report them to
+// PersistenceEngine). Each write keeps one record as it is then; the master
+// writes a change before it acts on it or answers it. Executors are not kept: the workers report them to
 // the recovering master, which adopts them. Completed applications and
 // drivers are kept as they were shown (PersistedApplication.completed),
 // while the completed lists retain them.
@@ -34,9 +34,9 @@ type Recovered struct {
 	Counters     *masterv1.PersistedCounters
 }
 
-// active reports whether workers, or applications or drivers that had not
+// Active reports whether workers, or applications or drivers that had not
 // ended, were kept: the master must recover them before it leads.
-func (r *Recovered) active() bool {
+func (r *Recovered) Active() bool {
 	return len(r.Workers) > 0 ||
 		slices.ContainsFunc(r.Applications, func(p *masterv1.PersistedApplication) bool { return p.GetCompleted() == nil }) ||
 		slices.ContainsFunc(r.Drivers, func(p *masterv1.PersistedDriver) bool { return p.GetCompleted() == nil })

@@ -1,4 +1,4 @@
-package master
+package store
 
 import (
 	"errors"
@@ -22,9 +22,9 @@ var (
 	keyCounters    = []byte("counters")
 )
 
-// maxRecordBytes bounds one stored record when it is read back: a damaged
+// MaxRecordBytes bounds one stored record when it is read back: a damaged
 // or forged file cannot make the master allocate without limit.
-const maxRecordBytes = 4 << 20
+const MaxRecordBytes = 4 << 20
 
 // FileStore keeps the master's state in one bbolt file (--recovery-mode
 // file): each change is a transaction, synced to disk before it returns.
@@ -90,8 +90,8 @@ func loadAll[T any, P interface {
 }
 
 func loadOne(v []byte, m proto.Message) error {
-	if len(v) > maxRecordBytes {
-		return fmt.Errorf("%d bytes, the limit is %d", len(v), maxRecordBytes)
+	if len(v) > MaxRecordBytes {
+		return fmt.Errorf("%d bytes, the limit is %d", len(v), MaxRecordBytes)
 	}
 	return proto.Unmarshal(v, m)
 }

@@ -1,4 +1,4 @@
-package master
+package store
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	"github.com/glint-cluster/glint/internal/fakeclock"
 	"github.com/glint-cluster/glint/internal/faultproxy"
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
-func startLease(t *testing.T, cli *clientv3.Client, ttl time.Duration, now func() time.Time) *lease {
+func startLease(t *testing.T, cli *clientv3.Client, ttl time.Duration, now func() time.Time) *Lease {
 	t.Helper()
 	l, err := newLeaseOnClock(context.Background(), cli, ttl, now)
 	if err != nil {
@@ -25,7 +26,7 @@ func startLease(t *testing.T, cli *clientv3.Client, ttl time.Duration, now func(
 
 // ended fails t unless l ends within a minute (a generous bound: the tests
 // wait on the event, the bound only ends a hung test).
-func ended(t *testing.T, l *lease, what string) {
+func ended(t *testing.T, l *Lease, what string) {
 	t.Helper()
 	select {
 	case <-l.Context().Done():
@@ -70,7 +71,7 @@ func TestALeaseIsHeldUntilATTLAfterItsLastAnsweredKeepAliveWasSent(t *testing.T)
 	// Half a TTL on, a keep-alive is sent and answered: the lease is held a
 	// TTL past that send, beyond the grant's TTL.
 	clock.Advance(ttl / 2)
-	waitFor(t, "a keep-alive sent half a TTL on answered", func() bool { return l.heldUntil.Load() >= int64(ttl/2+ttl) })
+	tooltest.Eventually(t, "a keep-alive sent half a TTL on answered", func() bool { return l.heldUntil.Load() >= int64(ttl/2+ttl) })
 	clock.Advance(3 * ttl / 4)
 	if !l.Held() {
 		t.Fatal("a lease renewed less than a TTL ago is not held")

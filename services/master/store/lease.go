@@ -1,4 +1,4 @@
-package master
+package store
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// lease is the etcd session (concurrency.Session) a master campaigns and
+// Lease is the etcd session (concurrency.Session) a master campaigns and
 // leads under, and the knowledge of whether its lease is held now.
 //
 // The session renews the lease; lease checks it besides, every third of
@@ -30,7 +30,7 @@ import (
 // session's own end is not enough: etcd's client counts a lease's TTL from
 // when a keep-alive's answer was read, which after a pause may be long
 // after etcd let it lapse.
-type lease struct {
+type Lease struct {
 	cli     *clientv3.Client
 	session *concurrency.Session
 	ttl     time.Duration
@@ -51,14 +51,14 @@ type lease struct {
 // itself anyway, and a process stopping while etcd is away must not wait.
 const revokeTimeout = 2 * time.Second
 
-// newLease grants a lease of ttl (whole seconds, at least one) and keeps it
+// NewLease grants a lease of ttl (whole seconds, at least one) and keeps it
 // alive until ctx ends or Close.
-func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*lease, error) {
+func NewLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*Lease, error) {
 	return newLeaseOnClock(ctx, cli, ttl, time.Now)
 }
 
-// newLeaseOnClock is newLease on the clock now.
-func newLeaseOnClock(ctx context.Context, cli *clientv3.Client, ttl time.Duration, now func() time.Time) (*lease, error) {
+// newLeaseOnClock is NewLease on the clock now.
+func newLeaseOnClock(ctx context.Context, cli *clientv3.Client, ttl time.Duration, now func() time.Time) (*Lease, error) {
 	ttl = max(ttl.Round(time.Second), time.Second)
 	sent := now()
 	grant, cancel := context.WithTimeout(ctx, etcdTimeout)
@@ -67,7 +67,7 @@ func newLeaseOnClock(ctx context.Context, cli *clientv3.Client, ttl time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("grant a lease: %w", err)
 	}
-	l := &lease{cli: cli, ttl: ttl, now: now, base: sent, ended: make(chan struct{})}
+	l := &Lease{cli: cli, ttl: ttl, now: now, base: sent, ended: make(chan struct{})}
 	l.heldUntil.Store(int64(ttl))
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	l.session, err = concurrency.NewSession(cli, concurrency.WithLease(granted.ID), concurrency.WithContext(l.ctx))
@@ -81,19 +81,22 @@ func newLeaseOnClock(ctx context.Context, cli *clientv3.Client, ttl time.Duratio
 
 // Context ends when the lease does: work that holds only under the lease
 // (a campaign, a leadership) runs in it.
-func (l *lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Session is the etcd session the lease holds, to campaign under.
+func (l *Lease) Session() *concurrency.Session { return l.session }
 
 // Held reports whether the lease is known to be held now: less than a TTL
 // has passed since a keep-alive that etcd answered was sent, and the lease
 // has not ended. It turns false the instant that TTL has passed, before
 // the lease ends, and stays false: a lease not renewed for a TTL never is
 // again.
-func (l *lease) Held() bool {
+func (l *Lease) Held() bool {
 	until := l.heldUntil.Load()
 	return until > 0 && int64(l.now().Sub(l.base)) < until
 }
 
-func (l *lease) check() {
+func (l *Lease) check() {
 	defer close(l.ended)
 	defer l.cancel()
 	defer l.heldUntil.Store(0)
@@ -127,14 +130,14 @@ func (l *lease) check() {
 
 // Close stops renewing and revokes the lease, which deletes the keys held
 // under it (a leadership ends at once instead of after the TTL).
-func (l *lease) Close() error {
+func (l *Lease) Close() error {
 	l.cancel()
 	<-l.ended
 	l.session.Orphan()
 	return l.revoke(l.session.Lease())
 }
 
-func (l *lease) revoke(id clientv3.LeaseID) error {
+func (l *Lease) revoke(id clientv3.LeaseID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
 	if _, err := l.cli.Revoke(ctx, id); err != nil {

@@ -1,4 +1,4 @@
-package master
+package store
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -106,43 +105,11 @@ func BenchmarkEtcdStateWritePerLaunch(b *testing.B) {
 		b.Fatal(err)
 	}
 	st := NewEtcdStore(glintEtcd(b, endpoint), "/glint-bench", e.Key(), e.Rev())
-	p := &masterv1.PersistedApplication{Id: "app-20261130120000-0000", Description: appDesc(512, 1), DriverUrl: "http://127.0.0.1:1", AppToken: "t"}
+	p := &masterv1.PersistedApplication{Id: "app-20261130120000-0000", Description: &masterv1.ApplicationDescription{Name: "bench", CoresPerExecutor: proto.Int32(1), MemoryPerExecutorMib: 512}, DriverUrl: "http://127.0.0.1:1", AppToken: "t"}
 	for b.Loop() {
 		p.NextExecutorId++
 		if err := st.PutApplication(p); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// A standby waiting for election stops when asked, though its etcd is gone.
-func TestAStandbyStopsWhenAskedThoughItsEtcdIsGone(t *testing.T) {
-	endpoint, stopEtcd := etcdtest.StartStoppable(t)
-	cli := etcdtest.Client(t, endpoint)
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := concurrency.NewElection(s, "/glint-test/leader").Campaign(context.Background(), "http://leader"); err != nil {
-		t.Fatal(err)
-	}
-	h, err := NewHA(HAConfig{Master: Config{URL: "http://standby:7077"}, Etcd: glintEtcd(t, endpoint), Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- h.Run(ctx) }()
-	waitFor(t, "the standby answering STANDBY with the leader", func() bool { return h.leaderName() == "http://leader" })
-	stopEtcd()
-	cancel()
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("the standby stopped with %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the standby did not stop within a minute of being asked, its etcd gone")
 	}
 }
