@@ -325,7 +325,7 @@ func TestComposeObservabilityServices(t *testing.T) {
 func TestAddressesNameListeningServices(t *testing.T) {
 	top := newTopology(t)
 	files := []string{"deploy/prometheus/prometheus.yml"}
-	for _, pattern := range []string{"otel/*.yaml", "deploy/grafana/provisioning/*/*.yaml", "deploy/grafana/provisioning/*/*.yml"} {
+	for _, pattern := range []string{"deploy/otel/*.yaml", "deploy/grafana/provisioning/*/*.yaml", "deploy/grafana/provisioning/*/*.yml"} {
 		m, err := filepath.Glob(filepath.Join(top.root, pattern))
 		if err != nil {
 			t.Fatal(err)
@@ -387,10 +387,10 @@ func (top *topology) owner(rel string) string {
 }
 
 // The collector's and Jaeger's defaults listen on localhost, which no other
-// container reaches: every listener in otel/*.yaml names its address.
+// container reaches: every listener in deploy/otel/*.yaml names its address.
 func TestOtelListenersAreExplicit(t *testing.T) {
 	root := tooltest.Root(t)
-	for _, file := range []string{"otel/collector.yaml", "otel/jaeger.yaml"} {
+	for _, file := range []string{"deploy/otel/collector.yaml", "deploy/otel/jaeger.yaml"} {
 		doc := readYAML(t, filepath.Join(root, file))
 		var walk func(n *yaml.Node, path []string)
 		walk = func(n *yaml.Node, path []string) {
@@ -434,7 +434,7 @@ func TestSpanMetricNamesAgree(t *testing.T) {
 			TranslationStrategy string `yaml:"translation_strategy"`
 		}
 	}
-	decode(t, filepath.Join(root, "otel/collector.yaml"), &collector)
+	decode(t, filepath.Join(root, "deploy/otel/collector.yaml"), &collector)
 	sm := collector.Connectors.Spanmetrics
 	prefix := strings.ReplaceAll(sm.Namespace, ".", "_")
 	if prefix != "traces_span_metrics" || sm.Histogram.Unit != "s" {
@@ -461,7 +461,7 @@ func TestSpanMetricNamesAgree(t *testing.T) {
 			} `yaml:"jaeger_query"`
 		}
 	}
-	decode(t, filepath.Join(root, "otel/jaeger.yaml"), &jaeger)
+	decode(t, filepath.Join(root, "deploy/otel/jaeger.yaml"), &jaeger)
 	backend, ok := jaeger.Extensions.JaegerStorage.MetricBackends[jaeger.Extensions.JaegerQuery.Storage.Metrics]
 	if !ok {
 		t.Fatalf("jaeger_query's metrics storage %q is not a jaeger_storage metric backend", jaeger.Extensions.JaegerQuery.Storage.Metrics)

@@ -68,7 +68,7 @@ func TestLocalImagesAreEnvsVersions(t *testing.T) {
 }
 
 // collectorComponents maps each component module tools/otelcol/builder.yaml
-// may name to the component type otel/collector.yaml configures it as.
+// may name to the component type deploy/otel/collector.yaml configures it as.
 var collectorComponents = map[string]string{
 	"receiver/otlpreceiver":            "otlp",
 	"processor/batchprocessor":         "batch",
@@ -80,7 +80,7 @@ var collectorComponents = map[string]string{
 }
 
 // The collector make compose-test builds has exactly the components
-// otel/collector.yaml uses: one missing would stop it, one more would make
+// deploy/otel/collector.yaml uses: one missing would stop it, one more would make
 // it differ from what the file is tested with for no use.
 func TestCollectorBuilderHasTheConfigsComponents(t *testing.T) {
 	root := tooltest.Root(t)
@@ -89,7 +89,7 @@ func TestCollectorBuilderHasTheConfigsComponents(t *testing.T) {
 	decode(t, filepath.Join(root, "tools/otelcol/builder.yaml"), &b)
 	builder := map[string]components{"receivers": b.Receivers, "processors": b.Processors, "connectors": b.Connectors, "exporters": b.Exporters, "extensions": b.Extensions}
 	var config map[string]any
-	decode(t, filepath.Join(root, "otel/collector.yaml"), &config)
+	decode(t, filepath.Join(root, "deploy/otel/collector.yaml"), &config)
 	for _, kind := range []string{"receivers", "processors", "connectors", "exporters", "extensions"} {
 		var built []string
 		for _, c := range builder[kind] {
@@ -112,7 +112,7 @@ func TestCollectorBuilderHasTheConfigsComponents(t *testing.T) {
 		slices.Sort(built)
 		slices.Sort(used)
 		if used = slices.Compact(used); !slices.Equal(built, used) {
-			t.Errorf("%s: tools/otelcol/builder.yaml builds %v, otel/collector.yaml uses %v", kind, built, used)
+			t.Errorf("%s: tools/otelcol/builder.yaml builds %v, deploy/otel/collector.yaml uses %v", kind, built, used)
 		}
 	}
 }

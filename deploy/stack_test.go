@@ -482,7 +482,7 @@ func sendSpans(t testing.TB, endpoint string, spans []*testSpan) {
 	}
 }
 
-// tailSampling is the part of otel/collector.yaml the tests read.
+// tailSampling is the part of deploy/otel/collector.yaml the tests read.
 type tailSampling struct {
 	Processors struct {
 		TailSampling struct {
@@ -498,14 +498,14 @@ type tailSampling struct {
 	}
 }
 
-// restPercentage is the sampling percentage of otel/collector.yaml's
+// restPercentage is the sampling percentage of deploy/otel/collector.yaml's
 // probabilistic policy: the share of traces kept that no other policy keeps.
 // The file takes it from the environment (${env:NAME}), which compose sets
 // from .env.
 func restPercentage(t testing.TB) float64 {
 	t.Helper()
 	var c tailSampling
-	decode(t, filepath.Join(tooltest.Root(t), "otel/collector.yaml"), &c)
+	decode(t, filepath.Join(tooltest.Root(t), "deploy/otel/collector.yaml"), &c)
 	for _, p := range c.Processors.TailSampling.Policies {
 		if p.Type != "probabilistic" {
 			continue
@@ -515,21 +515,21 @@ func restPercentage(t testing.TB) float64 {
 			name = strings.TrimSuffix(name, "}")
 			env := service(t, loadCompose(t), "otel-collector").Environment[name]
 			if env == nil {
-				t.Fatalf("otel/collector.yaml's sampling_percentage is %s, which service otel-collector's environment does not set", v)
+				t.Fatalf("deploy/otel/collector.yaml's sampling_percentage is %s, which service otel-collector's environment does not set", v)
 			}
 			v = *env
 		}
 		percent, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			t.Fatalf("otel/collector.yaml's sampling_percentage %q: %v", p.Probabilistic.SamplingPercentage, err)
+			t.Fatalf("deploy/otel/collector.yaml's sampling_percentage %q: %v", p.Probabilistic.SamplingPercentage, err)
 		}
 		return percent
 	}
-	t.Fatal("otel/collector.yaml's tail_sampling has no probabilistic policy")
+	t.Fatal("deploy/otel/collector.yaml's tail_sampling has no probabilistic policy")
 	return 0
 }
 
-// collectorConfig is where compose mounts otel/collector.yaml.
+// collectorConfig is where compose mounts deploy/otel/collector.yaml.
 const collectorConfig = "/etc/otelcol-contrib/config.yaml"
 
 // decideSoon makes the collector's tail sampling decide a second after a
@@ -567,7 +567,7 @@ func servicesOf(tr *jaeger.Trace) []string {
 	return slices.Compact(out)
 }
 
-// otel/collector.yaml and otel/jaeger.yaml as they are, in the Jaeger binary
+// deploy/otel/collector.yaml and deploy/otel/jaeger.yaml as they are, in the Jaeger binary
 // (tail sampling deciding after 1 s instead of its decision_wait): every
 // span becomes span metrics, with exemplars, under the names Prometheus,
 // Jaeger's Monitor tab and the dashboards use; Jaeger gets every trace with
@@ -698,7 +698,7 @@ func sampleValue(line string) float64 {
 
 // docker-compose.yml without Docker: master, workers and demo from the
 // glint built as the Dockerfile builds it, with compose's commands and
-// environment and a cluster token in their secret's place; the collector and Jaeger from otel/*.yaml; Prometheus from
+// environment and a cluster token in their secret's place; the collector and Jaeger from deploy/otel/*.yaml; Prometheus from
 // deploy/prometheus with compose's flags. Every address is moved to
 // loopback; Prometheus scrapes and evaluates every second instead of every
 // 15 s, and the collector's tail sampling decides after a second and keeps
