@@ -22,7 +22,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )

@@ -27,8 +27,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/internal/tooltest"
-	"github.com/glint-cluster/glint/pkg/jaeger"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
 

@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/internal/tooltest"
-	"github.com/glint-cluster/glint/pkg/jaeger"
 )
 
 // scrape fetches a /metrics page as the Prometheus text format.

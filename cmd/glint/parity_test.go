@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/internal/jaeger"
 )
 
 // workerID is the id the master gave the worker process p (worker ids end

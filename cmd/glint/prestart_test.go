@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/internal/tooltest"
-	"github.com/glint-cluster/glint/pkg/jaeger"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 

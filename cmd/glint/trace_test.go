@@ -16,10 +16,10 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
-	"github.com/glint-cluster/glint/pkg/jaeger"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )

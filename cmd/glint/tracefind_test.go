@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/glint-cluster/glint/pkg/jaeger"
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 

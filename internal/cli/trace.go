@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/pkg/ids"
-	"github.com/glint-cluster/glint/pkg/jaeger"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
