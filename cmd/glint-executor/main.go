@@ -8,9 +8,9 @@ import (
 	"os"
 
 	"github.com/glint-cluster/glint/executor"
-	"github.com/glint-cluster/glint/pkg/examples"
+	"github.com/glint-cluster/glint/pkg/builtin"
 )
 
 func main() {
-	os.Exit(executor.Main(examples.Apps()...))
+	os.Exit(executor.Main(builtin.Apps()...))
 }

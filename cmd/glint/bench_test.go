@@ -24,8 +24,8 @@ import (
 	"github.com/glint-cluster/glint/internal/floor"
 	"github.com/glint-cluster/glint/internal/servicetest"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/builtin"
 	"github.com/glint-cluster/glint/pkg/child"
-	"github.com/glint-cluster/glint/pkg/examples"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
 )
@@ -327,7 +327,7 @@ func allLaunched(tl []driver.Timeline, n int) bool {
 func launchOne(t testing.TB, c *benchCluster) driver.Timeline {
 	var tl []driver.Timeline
 	c.measure(t, func() {
-		d, _ := runOnExecutors(t, c, 1, examples.Pi(), "1")
+		d, _ := runOnExecutors(t, c, 1, builtin.Pi(), "1")
 		tl = d.Timelines()
 	})
 	if len(tl) != 1 || tl[0].Launched.IsZero() || tl[0].Started.IsZero() || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.IsZero() {
@@ -429,7 +429,7 @@ func sinceLaunched(tls []driver.Timeline) []time.Duration {
 // before their first task.
 func idleExecutorRSS(t testing.TB, c *benchCluster) {
 	var rss, anon []int
-	idle := &app.App{Name: examples.Sleep().Name, Tasks: examples.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
+	idle := &app.App{Name: builtin.Sleep().Name, Tasks: builtin.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
 		for _, w := range c.workers {
 			for _, pid := range childrenOf(w.cmd.Process.Pid) {
 				rss = append(rss, procStatusKiB(t, pid, "VmRSS"))
@@ -582,7 +582,7 @@ func TestBenchParallelLaunch(t *testing.T) {
 	var kinds []func()
 	for _, n := range sizes {
 		kinds = append(kinds, func() {
-			d, start := runOnExecutors(t, g.next(), n, examples.Pi(), "1")
+			d, start := runOnExecutors(t, g.next(), n, builtin.Pi(), "1")
 			var last time.Time
 			for _, tl := range d.Timelines() {
 				if tl.Registered.IsZero() {
@@ -685,7 +685,7 @@ type dispatcher struct {
 func startDispatcher(t testing.TB, c *benchCluster) *dispatcher {
 	t.Helper()
 	p := &dispatcher{turns: make(chan int), took: make(chan time.Duration), done: make(chan error, 1)}
-	sleep := examples.Sleep()
+	sleep := builtin.Sleep()
 	d := benchDriver(t, c, 4, &app.App{Name: sleep.Name, Tasks: sleep.Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
 		for tasks := range p.turns {
 			inputs := make([][]byte, tasks)

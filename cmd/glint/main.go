@@ -7,9 +7,9 @@ import (
 	"os"
 
 	"github.com/glint-cluster/glint"
-	"github.com/glint-cluster/glint/pkg/examples"
+	"github.com/glint-cluster/glint/pkg/builtin"
 )
 
 func main() {
-	os.Exit(glint.Main(examples.Apps()...))
+	os.Exit(glint.Main(builtin.Apps()...))
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // piSamplesPerSlice and piStream are SparkPi's points per slice and the
-// PCG stream pkg/examples' pi seeds each slice's generator with (the slice's
+// PCG stream pkg/builtin's pi seeds each slice's generator with (the slice's
 // index is the seed): what makes pi's answer known for a number of slices.
 const (
 	piSamplesPerSlice = 100_000

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/glint-cluster/glint/pkg/app"
-	"github.com/glint-cluster/glint/pkg/examples"
+	"github.com/glint-cluster/glint/pkg/builtin"
 )
 
 // inProcess runs an application's driver function with its tasks run in
@@ -51,7 +51,7 @@ func printed(t *testing.T, a *app.App, args ...string) []string {
 
 func TestTheKnownAnswersAreWhatTheApplicationsPrint(t *testing.T) {
 	for _, n := range []int{1, 4, 12} {
-		if got, want := printed(t, examples.Pi(), fmt.Sprint(n)), []string{PiLine(n)}; !slices.Equal(got, want) {
+		if got, want := printed(t, builtin.Pi(), fmt.Sprint(n)), []string{PiLine(n)}; !slices.Equal(got, want) {
 			t.Errorf("pi %d printed %q; PiLine says %q", n, got, want)
 		}
 	}
@@ -61,14 +61,14 @@ func TestTheKnownAnswersAreWhatTheApplicationsPrint(t *testing.T) {
 		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := printed(t, examples.WordCount(), file); !slices.Equal(got, top) {
+		if got := printed(t, builtin.WordCount(), file); !slices.Equal(got, top) {
 			t.Errorf("seed %d: wordcount printed %q; WordText says %q", seed, got, top)
 		}
 		if len(top) != wordcountTop {
 			t.Errorf("seed %d: %d words on top, want %d", seed, len(top), wordcountTop)
 		}
 	}
-	if got, want := printed(t, examples.Sleep(), "10ms", "3"), []string{SleepLine(10*time.Millisecond, 3)}; !slices.Equal(got, want) {
+	if got, want := printed(t, builtin.Sleep(), "10ms", "3"), []string{SleepLine(10*time.Millisecond, 3)}; !slices.Equal(got, want) {
 		t.Errorf("sleep printed %q; SleepLine says %q", got, want)
 	}
 }

@@ -1,6 +1,6 @@
-// Package examples holds Glint's built-in applications: pi (SparkPi), wordcount,
-// sleep, hold and busy.
-package examples
+// Package builtin holds Glint's built-in applications: pi (SparkPi), wordcount,
+// sleep, hold, busy, alloc and spin.
+package builtin
 
 import (
 	"bufio"
