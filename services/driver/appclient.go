@@ -350,7 +350,12 @@ func (d *Driver) MasterChanged(ctx context.Context, req *connect.Request[driverv
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.appID == "" || req.Msg.GetAppId() != d.appID {
+	if d.appID == "" {
+		// The master kept a registration whose answer has not come: it may
+		// be this one's, answered soon by the master that kept it.
+		return nil, rpc.Error(fmt.Errorf("master changed for application %.100q: %w: this driver's registration is not answered yet; ask again", req.Msg.GetAppId(), fault.ErrUnavailable))
+	}
+	if req.Msg.GetAppId() != d.appID {
 		return nil, rpc.Error(fmt.Errorf("master changed for application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, d.appID))
 	}
 	if err := d.fenceLocked(req.Msg.GetEpoch()); err != nil {

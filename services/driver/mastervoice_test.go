@@ -305,3 +305,18 @@ func TestAMasterThatTakesOverSpeaksToTheDriverWithTheTokenItKept(t *testing.T) {
 		})
 	}
 }
+
+// A driver whose registration is not answered yet refuses a recovering
+// master's MasterChanged Unavailable, so that the master tells it again once
+// its registration — which that master may have kept — is answered.
+func TestADriverNotYetRegisteredAsksTheMasterToTellItAgain(t *testing.T) {
+	m := startMaster(t)
+	d, err := servicetest.NewDriver(t, driver.Config{Masters: []string{m}, App: echoApp(nil), ExecutorCommand: []string{"/bin/false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = asMaster(d).MasterChanged(context.Background(), connect.NewRequest(&driverv1.MasterChangedRequest{AppId: "app-20261203060731-0044", MasterUrl: m}))
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "not answered yet") {
+		t.Fatalf("MasterChanged before the registration was answered: %v, want unavailable, not answered yet", err)
+	}
+}

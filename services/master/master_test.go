@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +34,9 @@ import (
 type peer struct {
 	url      string
 	messages chan string
+	// unanswered is how many MasterChanged calls the peer, as a driver
+	// whose registration is not answered yet, refuses Unavailable.
+	unanswered atomic.Int32
 }
 
 func newPeer(t *testing.T) *peer {
@@ -167,6 +172,10 @@ func (d *driverPeer) GetProgress(context.Context, *connect.Request[driverv1.GetP
 }
 
 func (d *driverPeer) MasterChanged(_ context.Context, r *connect.Request[driverv1.MasterChangedRequest]) (*connect.Response[driverv1.MasterChangedResponse], error) {
+	if d.unanswered.Add(-1) >= 0 {
+		d.record("MasterChanged %s refused", r.Msg.GetAppId())
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("this driver's registration is not answered yet"))
+	}
 	d.record("MasterChanged %s %s", r.Msg.GetAppId(), r.Msg.GetMasterUrl())
 	return connect.NewResponse(&driverv1.MasterChangedResponse{}), nil
 }

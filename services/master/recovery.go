@@ -226,39 +226,61 @@ func (s *Server) beginRecovery(ctx context.Context) {
 		})
 	}
 	for _, a := range s.appQueue {
-		req := &driverv1.MasterChangedRequest{AppId: a.id, MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
-		s.postToDriver(ctx, a, func(ctx context.Context) {
-			if _, err := a.client.MasterChanged(ctx, connect.NewRequest(req)); err != nil {
-				s.log.Warn("tell driver the master changed", "app", a.id, "err", err)
-				if gone(err) {
-					s.mu.Lock()
-					defer s.scheduleAndUnlock(ctx)
-					if a.state == masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
-						s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
-							"its driver refused the recovering master's connection")
-						s.maybeCompleteRecoveryLocked(ctx)
-					}
-					return
-				}
-				// A driver follows only the masters it was given: one that
-				// was given another URL for this master (a Service in front
-				// of the masters) refuses to follow this one's, yet lives
-				// and reaches a leader through its own — as its answer to
-				// the master's Ping shows.
-				if !connect.IsWireError(err) || !s.probe(ctx, a.client, a.id) {
-					return
-				}
-				s.log.Info("driver keeps its own master URLs", "app", a.id)
-			}
-			s.mu.Lock()
-			defer s.scheduleAndUnlock(ctx)
-			s.acknowledgeLocked(ctx, a)
-		})
+		s.tellMasterChangedLocked(ctx, a, 0)
 	}
 	time.AfterFunc(s.cfg.WorkerTimeout, func() {
 		s.mu.Lock()
 		defer s.scheduleAndUnlock(s.ctx)
 		s.completeRecoveryLocked(s.ctx)
+	})
+}
+
+// masterChangedRetry is the first wait before MasterChanged is told again
+// to a driver that answered Unavailable; each retry doubles it, to a second.
+const masterChangedRetry = 100 * time.Millisecond
+
+// tellMasterChangedLocked tells a's driver that this master leads now, and
+// tells it again, after retry backoffs, while it answers Unavailable (its
+// registration, which this master recovered, is not answered yet) and the
+// recovery lasts.
+func (s *Server) tellMasterChangedLocked(ctx context.Context, a *appInfo, retry int) {
+	req := &driverv1.MasterChangedRequest{AppId: a.id, MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
+	s.postToDriver(ctx, a, func(ctx context.Context) {
+		if _, err := a.client.MasterChanged(ctx, connect.NewRequest(req)); err != nil {
+			s.log.Warn("tell driver the master changed", "app", a.id, "err", err)
+			if connect.CodeOf(err) == connect.CodeUnavailable && !gone(err) {
+				time.AfterFunc(min(masterChangedRetry<<retry, time.Second), func() {
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					if s.status == statusRecovering && a.state == masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
+						s.tellMasterChangedLocked(ctx, a, retry+1)
+					}
+				})
+				return
+			}
+			if gone(err) {
+				s.mu.Lock()
+				defer s.scheduleAndUnlock(ctx)
+				if a.state == masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN {
+					s.removeApplicationLocked(ctx, a, masterv1.ApplicationState_APPLICATION_STATE_FAILED,
+						"its driver refused the recovering master's connection")
+					s.maybeCompleteRecoveryLocked(ctx)
+				}
+				return
+			}
+			// A driver follows only the masters it was given: one that
+			// was given another URL for this master (a Service in front
+			// of the masters) refuses to follow this one's, yet lives
+			// and reaches a leader through its own — as its answer to
+			// the master's Ping shows.
+			if !connect.IsWireError(err) || !s.probe(ctx, a.client, a.id) {
+				return
+			}
+			s.log.Info("driver keeps its own master URLs", "app", a.id)
+		}
+		s.mu.Lock()
+		defer s.scheduleAndUnlock(ctx)
+		s.acknowledgeLocked(ctx, a)
 	})
 }
 

@@ -136,6 +136,28 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	}
 }
 
+// TestARecoveringMasterTellsADriverAgainUntilItsRegistrationIsAnswered: a
+// driver whose registration the store kept but whose answer has not come
+// (the master that kept it was paused before answering) refuses
+// MasterChanged Unavailable; the recovering master tells it again until it
+// answers, and its application is recovered, not failed as silent.
+func TestARecoveringMasterTellsADriverAgainUntilItsRegistrationIsAnswered(t *testing.T) {
+	dir := t.TempDir()
+	dp := newPeer(t)
+	_, app := keptCluster(t, dir, newPeer(t), dp, false)
+	c := recoveringCluster(t, dir, Config{})
+	dp.unanswered.Store(2)
+	c.srv.beginRecovery(context.Background())
+	dp.expect(t, "MasterChanged "+app+" refused")
+	dp.expect(t, "MasterChanged "+app+" refused")
+	dp.expect(t, "MasterChanged "+app+" "+c.srv.cfg.URL)
+	waitFor(t, "the application acknowledged", func() bool {
+		c.srv.mu.Lock()
+		defer c.srv.mu.Unlock()
+		return c.srv.apps[app].state != masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
+	})
+}
+
 func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {
 	dir := t.TempDir()
 	worker, app := keptCluster(t, dir, newPeer(t), newPeer(t), true)
