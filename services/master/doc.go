@@ -166,7 +166,7 @@
 // master's epoch is its election revision. It answers as the leader only while
 // its lease is held (store.Lease.Held, checked on every request), and steps
 // down when its session ends. Each etcd write is a transaction fenced on the
-// election key's revision: a write etcd refuses deposes the master. Every
+// election key's revision: a write etcd refuses, or fails to make, deposes the master. Every
 // command to a worker or driver carries the epoch, and they refuse one older
 // than the newest they saw. GET /readyz is 200 only on the leading master.
 package master

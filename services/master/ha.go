@@ -177,6 +177,7 @@ func (h *HA) Run(ctx context.Context) error {
 	cfg := h.cfg.Master
 	cfg.Epoch = epoch
 	cfg.Store = store.NewEtcdStore(h.cfg.Etcd, h.cfg.Prefix, election.Key(), epoch)
+	cfg.StepDownOnFailedWrite = true
 	m, err := New(cfg)
 	if err != nil {
 		return errors.Join(err, held.Close())

@@ -166,18 +166,21 @@ func (s *Server) keptLocked(what string, err error) {
 	}
 	s.metrics.stateWriteErrors.Inc()
 	s.log.Error("keep state for recovery", "what", what, "err", err)
-	if errors.Is(err, store.ErrDeposed) {
-		s.deposeLocked()
+	switch {
+	case errors.Is(err, store.ErrDeposed):
+		s.deposeLocked(fmt.Errorf("a state write was refused: another master leads now: %w", err))
+	case s.cfg.StepDownOnFailedWrite:
+		s.deposeLocked(fmt.Errorf("a state write failed, so it steps down for a master that can keep its state: %w", err))
 	}
 }
 
-// deposeLocked stops a master that learned it no longer leads: it
-// schedules and admits nothing more, and Run returns an error.
-func (s *Server) deposeLocked() {
+// deposeLocked stops a master that no longer leads, or may not (why): it
+// schedules and admits nothing more, and Run returns why.
+func (s *Server) deposeLocked(why error) {
 	if s.status == statusDeposed {
 		return
 	}
-	s.status = statusDeposed
+	s.status, s.deposedBy = statusDeposed, why
 	close(s.deposed)
 }
 

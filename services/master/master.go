@@ -82,6 +82,11 @@ type Config struct {
 	// Store keeps the master's state so that a restarted master recovers it
 	// (--recovery-mode); nil keeps nothing.
 	Store store.Store
+	// StepDownOnFailedWrite ends the master's leadership at the first write
+	// Store did not take, as HA does: a leader that cannot keep its state
+	// leaves the lead to a master that can. Otherwise a failed write is
+	// made again until kept.
+	StepDownOnFailedWrite bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand shuffles workers for drivers; default seeded randomly.
@@ -128,8 +133,10 @@ type Server struct {
 	status                      string
 	unknownWorkers, unknownApps int
 	recoverySpan                trace.Span
-	// deposed is closed when a write showed that another master leads.
-	deposed chan struct{}
+	// deposed is closed when a write showed that another master leads, or
+	// failed under StepDownOnFailedWrite; deposedBy is that write's error.
+	deposed   chan struct{}
+	deposedBy error
 	// resumedAt is when the master last ran again after a stall (resumed).
 	resumedAt time.Time
 	// unkept names what the Store refused to keep (keepLocked's what),
@@ -255,7 +262,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.deposed:
-			return fmt.Errorf("master: a state write was refused: another master leads now (epoch %d is over)", s.cfg.Epoch)
+			return fmt.Errorf("master: epoch %d is over: %w", s.cfg.Epoch, s.deposedBy)
 		case <-timeouts.C:
 			if stalled := time.Since(last); stalled > 2*interval {
 				s.resumed(stalled)

@@ -3,8 +3,10 @@ package master
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -88,5 +90,32 @@ func TestAChangeTheStoreRefusedIsKeptOnceItAnswersAgain(t *testing.T) {
 	}
 	if n := len(c.srv.unkept); n != 0 {
 		t.Fatalf("%d things left to keep, want none", n)
+	}
+}
+
+// TestAMasterThatMustKeepItsStateStepsDownAtAFailedWrite: under HA
+// (StepDownOnFailedWrite) a write the store did not take ends the master's
+// leadership: Run returns saying so, and the call that made the change is
+// refused, to be retried at the master that leads next.
+func TestAMasterThatMustKeepItsStateStepsDownAtAFailedWrite(t *testing.T) {
+	st := &refusingStore{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{Store: st, StepDownOnFailedWrite: true})
+	app := c.registerApp(t, newPeer(t), appDesc(512, 1))
+	ran := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { ran <- c.srv.Run(ctx) }()
+	st.refuse.Store(true)
+	_, err := c.client.RequestExecutors(context.Background(), connect.NewRequest(&masterv1.RequestExecutorsRequest{AppId: app, RequestedTotal: 3}))
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("RequestExecutors while the store refuses writes: %v, want unavailable", err)
+	}
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "a state write failed, so it steps down") {
+			t.Fatalf("Run ended with %v, want it stepping down after the failed write", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the master still leads 30s after a write failed")
 	}
 }
