@@ -7,8 +7,9 @@ import (
 )
 
 // workerLost is the master's message for a driver that ended with its
-// worker, which it had taken (removeWorkerLocked).
-var workerLost = regexp.MustCompile(`^worker \S+ lost: `)
+// worker, which it had taken (removeWorkerLocked), or which did not come
+// back to the master that recovered (completeRecoveryLocked).
+var workerLost = regexp.MustCompile(`^(worker \S+ lost: |its worker \S+ did not re-register while the master recovered$)`)
 
 // Cause is what a submission's outcome came from.
 type Cause string
