@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // grafanaDir is deploy/grafana, which the compose file mounts into Grafana.
@@ -399,18 +401,12 @@ var mathRef = regexp.MustCompile(`\$\{?([A-Za-z][A-Za-z0-9_]*)\}?`)
 // the launch dashboard's burn-rate panel graphs with the same thresholds.
 func TestBurnRateAlertsAreThePrometheusRules(t *testing.T) {
 	a := alerting(t)
-	b, err := os.ReadFile("../deploy/prometheus/rules/glint.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var prom struct {
 		Groups []struct {
 			Rules []struct{ Alert, Record, Expr string }
 		}
 	}
-	if err := yaml.Unmarshal(b, &prom); err != nil {
-		t.Fatal(err)
-	}
+	tooltest.ReadYAML(t, "../deploy/prometheus/rules/glint.yml", &prom)
 	promExpr := map[string]string{}
 	for _, g := range prom.Groups {
 		for _, r := range g.Rules {

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
-	"go.yaml.in/yaml/v3"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // exportedMetrics are the metrics Glint's processes export (README.md,
@@ -199,18 +200,12 @@ func TestExportedMetricsAreTheREADMEs(t *testing.T) {
 // name to expression.
 func recordingRules(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../deploy/prometheus/rules/glint.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var file struct {
 		Groups []struct {
 			Rules []struct{ Record, Expr string }
 		}
 	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatal(err)
-	}
+	tooltest.ReadYAML(t, "../deploy/prometheus/rules/glint.yml", &file)
 	out := map[string]string{}
 	for _, g := range file.Groups {
 		for _, r := range g.Rules {

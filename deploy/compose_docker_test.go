@@ -23,6 +23,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/glint-cluster/glint/internal/jaeger"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -185,18 +186,11 @@ func (s *stack) exec(service string, args ...string) (string, error) {
 func await(t *testing.T, what string, d time.Duration, f func() error) {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(d)
-	for {
-		err := f()
-		if err == nil {
-			t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, d, err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	var err error
+	if !tooltest.Poll(d, 500*time.Millisecond, func() bool { err = f(); return err == nil }) {
+		t.Fatalf("%s: not within %s: %v", what, d, err)
 	}
+	t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
 }
 
 // clusterJSON is the part of the master's /json the test reads.

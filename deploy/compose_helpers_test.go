@@ -191,14 +191,8 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 
 func readYAML(t testing.TB, path string) *yaml.Node {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	tooltest.ReadYAML(t, path, &doc)
 	return &doc
 }
 

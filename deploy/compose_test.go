@@ -434,7 +434,7 @@ func TestSpanMetricNamesAgree(t *testing.T) {
 			TranslationStrategy string `yaml:"translation_strategy"`
 		}
 	}
-	decode(t, filepath.Join(root, "deploy/otel/collector.yaml"), &collector)
+	tooltest.ReadYAML(t, filepath.Join(root, "deploy/otel/collector.yaml"), &collector)
 	sm := collector.Connectors.Spanmetrics
 	prefix := strings.ReplaceAll(sm.Namespace, ".", "_")
 	if prefix != "traces_span_metrics" || sm.Histogram.Unit != "s" {
@@ -461,7 +461,7 @@ func TestSpanMetricNamesAgree(t *testing.T) {
 			} `yaml:"jaeger_query"`
 		}
 	}
-	decode(t, filepath.Join(root, "deploy/otel/jaeger.yaml"), &jaeger)
+	tooltest.ReadYAML(t, filepath.Join(root, "deploy/otel/jaeger.yaml"), &jaeger)
 	backend, ok := jaeger.Extensions.JaegerStorage.MetricBackends[jaeger.Extensions.JaegerQuery.Storage.Metrics]
 	if !ok {
 		t.Fatalf("jaeger_query's metrics storage %q is not a jaeger_storage metric backend", jaeger.Extensions.JaegerQuery.Storage.Metrics)
@@ -487,17 +487,6 @@ func spmNames(namespace, unit string, normalizeCalls, normalizeDuration bool) []
 		duration += "_" + map[string]string{"ms": "milliseconds", "s": "seconds"}[unit]
 	}
 	return []string{calls, duration + "_bucket"}
-}
-
-func decode(t testing.TB, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 }
 
 func deref(s *string) any {

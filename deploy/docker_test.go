@@ -227,12 +227,9 @@ func isDockerd(pid int) bool {
 	if err != nil {
 		return false
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err == nil {
-		// A zombie (state Z) has exited.
-		if _, rest, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(rest, "Z") {
-			return false
-		}
+	// A zombie (state Z) has exited.
+	if state, err := tooltest.ProcState(pid); err == nil && state == 'Z' {
+		return false
 	}
 	arg0, _, _ := bytes.Cut(b, []byte{0})
 	return filepath.Base(string(arg0)) == "dockerd"
@@ -294,7 +291,7 @@ func (h *dockerHost) collector(t *testing.T) string {
 			OutputPath string `yaml:"output_path"`
 		}
 	}
-	decode(t, config, &dist)
+	tooltest.ReadYAML(t, config, &dist)
 	bin := filepath.Join(dir, dist.Dist.OutputPath, dist.Dist.Name)
 	stamp := filepath.Join(dir, "builder.yaml")
 	if got, err := os.ReadFile(stamp); err == nil && bytes.Equal(got, want) {

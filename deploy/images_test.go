@@ -54,7 +54,7 @@ func TestLocalImagesAreEnvsVersions(t *testing.T) {
 	var builder struct {
 		Dist struct{ Name, Version string }
 	}
-	decode(t, filepath.Join(tooltest.Root(t), "tools/otelcol/builder.yaml"), &builder)
+	tooltest.ReadYAML(t, filepath.Join(tooltest.Root(t), "tools/otelcol/builder.yaml"), &builder)
 	if got, want := builder.Dist.Version, imageTag(env["OTEL_COLLECTOR_IMAGE"]); got != want {
 		t.Errorf("tools/otelcol/builder.yaml builds collector %s, .env's OTEL_COLLECTOR_IMAGE is %s", got, want)
 	}
@@ -86,10 +86,10 @@ func TestCollectorBuilderHasTheConfigsComponents(t *testing.T) {
 	root := tooltest.Root(t)
 	type components []struct{ Gomod string }
 	var b struct{ Receivers, Processors, Connectors, Exporters, Extensions components }
-	decode(t, filepath.Join(root, "tools/otelcol/builder.yaml"), &b)
+	tooltest.ReadYAML(t, filepath.Join(root, "tools/otelcol/builder.yaml"), &b)
 	builder := map[string]components{"receivers": b.Receivers, "processors": b.Processors, "connectors": b.Connectors, "exporters": b.Exporters, "extensions": b.Extensions}
 	var config map[string]any
-	decode(t, filepath.Join(root, "deploy/otel/collector.yaml"), &config)
+	tooltest.ReadYAML(t, filepath.Join(root, "deploy/otel/collector.yaml"), &config)
 	for _, kind := range []string{"receivers", "processors", "connectors", "exporters", "extensions"} {
 		var built []string
 		for _, c := range builder[kind] {

@@ -56,7 +56,7 @@ func TestAlertRulesAreComplete(t *testing.T) {
 			}
 		}
 	}
-	decode(t, filepath.Join(root, "deploy/prometheus/rules/glint.yml"), &rules)
+	tooltest.ReadYAML(t, filepath.Join(root, "deploy/prometheus/rules/glint.yml"), &rules)
 	var tests struct {
 		Tests []struct {
 			AlertRuleTest []struct {
@@ -68,7 +68,7 @@ func TestAlertRulesAreComplete(t *testing.T) {
 			} `yaml:"promql_expr_test"`
 		}
 	}
-	decode(t, filepath.Join(root, "deploy/prometheus/rules/glint_test.yml"), &tests)
+	tooltest.ReadYAML(t, filepath.Join(root, "deploy/prometheus/rules/glint_test.yml"), &tests)
 	fires, quiet := map[string]bool{}, map[string]bool{}
 	var exprTests []string
 	for _, tc := range tests.Tests {

@@ -358,16 +358,9 @@ func (l *loopback) startServices(t testing.TB, order []string, tweak func(target
 // eventually retries f until it succeeds or a minute and a half has passed.
 func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
+	var err error
+	if !tooltest.Poll(90*time.Second, 250*time.Millisecond, func() bool { err = f(); return err == nil }) {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -505,7 +498,7 @@ type tailSampling struct {
 func restPercentage(t testing.TB) float64 {
 	t.Helper()
 	var c tailSampling
-	decode(t, filepath.Join(tooltest.Root(t), "deploy/otel/collector.yaml"), &c)
+	tooltest.ReadYAML(t, filepath.Join(tooltest.Root(t), "deploy/otel/collector.yaml"), &c)
 	for _, p := range c.Processors.TailSampling.Policies {
 		if p.Type != "probabilistic" {
 			continue
@@ -912,7 +905,7 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 				Rules []struct{ Alert, Record string }
 			}
 		}
-		decode(t, filepath.Join(tooltest.Root(t), "deploy/prometheus/rules/glint.yml"), &file)
+		tooltest.ReadYAML(t, filepath.Join(tooltest.Root(t), "deploy/prometheus/rules/glint.yml"), &file)
 		var want []string
 		for _, g := range file.Groups {
 			for _, r := range g.Rules {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/benchtable"
 	"github.com/glint-cluster/glint/internal/floor"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -165,7 +166,7 @@ func TestBenchMasterScale(t *testing.T) {
 			return rawHeartbeatRound(t, rawAddr, floorPID, ids, pacedBeat)
 		}),
 	})
-	rss := float64(procStatusKiB(t, pid, "VmRSS")) / 1024
+	rss := float64(tooltest.ProcStatusKiB(t, pid, "VmRSS")) / 1024
 
 	perThousand := func(cpu time.Duration) float64 { return benchtable.Ms(cpu) * 1000 / float64(workers) }
 	pacedShare, floorShare, rawShare := paced.share(), floorPaced.share(), raw.share()

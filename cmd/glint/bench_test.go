@@ -23,6 +23,7 @@ import (
 	"github.com/glint-cluster/glint/internal/benchtable"
 	"github.com/glint-cluster/glint/internal/floor"
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/builtin"
 	"github.com/glint-cluster/glint/pkg/child"
@@ -198,11 +199,13 @@ func (c *benchCluster) procsCPU(t testing.TB) time.Duration {
 // procCPU is the user and system time of pid, and of the children it reaped
 // if reaped.
 func procCPU(pid int, reaped bool) (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fields, err := tooltest.ProcStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 15", pid, len(fields))
+	}
 	times := fields[11:13] // utime, stime
 	if reaped {
 		times = fields[11:15] // and cutime, cstime
@@ -252,12 +255,8 @@ func benchDriver(t testing.TB, c *benchCluster, n int, a *app.App, args ...strin
 	// The worker's launch times reach the driver with the master's
 	// ExecutorUpdated, which may come after the executor registered.
 	launched := &app.App{Name: a.Name, Tasks: a.Tasks, Run: func(ctx context.Context, ac app.Context, args []string) error {
-		deadline := time.Now().Add(30 * time.Second)
-		for !allLaunched(d.Timelines(), n) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("no launch times from the master after 30 s: %+v", d.Timelines())
-			}
-			time.Sleep(time.Millisecond)
+		if !tooltest.Poll(30*time.Second, time.Millisecond, func() bool { return allLaunched(d.Timelines(), n) }) {
+			return fmt.Errorf("no launch times from the master after 30 s: %+v", d.Timelines())
 		}
 		return a.Run(ctx, ac, args)
 	}}
@@ -289,12 +288,8 @@ func (c *benchCluster) waitForCoresFree(t testing.TB) {
 	// executor takes longer to exit (it exports its spans first): looking
 	// every 20 ms keeps that cost small against the launch's.
 	for _, w := range c.workers {
-		deadline := time.Now().Add(30 * time.Second)
-		for workerCoresUsed(t, c, w) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("worker %s still has cores in use after 30 s", w.url)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !tooltest.Poll(30*time.Second, 20*time.Millisecond, func() bool { return workerCoresUsed(t, c, w) == 0 }) {
+			t.Fatalf("worker %s still has cores in use after 30 s", w.url)
 		}
 	}
 }
@@ -342,8 +337,7 @@ func launchOne(t testing.TB, c *benchCluster) driver.Timeline {
 func warmLaunch(t testing.TB, c *benchCluster) driver.Timeline {
 	standbys := map[int]bool{}
 	for _, w := range c.workers {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		if !tooltest.Poll(30*time.Second, time.Millisecond, func() bool {
 			var s struct {
 				Prestarted int `json:"prestarted"`
 			}
@@ -353,13 +347,9 @@ func warmLaunch(t testing.TB, c *benchCluster) driver.Timeline {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Prestarted > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("worker %s has no prestarted executor after 30 s", w.url)
-			}
-			time.Sleep(time.Millisecond)
+			return s.Prestarted > 0
+		}) {
+			t.Fatalf("worker %s has no prestarted executor after 30 s", w.url)
 		}
 		for _, pid := range childrenOf(w.cmd.Process.Pid) {
 			standbys[pid] = true
@@ -432,8 +422,8 @@ func idleExecutorRSS(t testing.TB, c *benchCluster) {
 	idle := &app.App{Name: builtin.Sleep().Name, Tasks: builtin.Sleep().Tasks, Run: func(ctx context.Context, ac app.Context, _ []string) error {
 		for _, w := range c.workers {
 			for _, pid := range childrenOf(w.cmd.Process.Pid) {
-				rss = append(rss, procStatusKiB(t, pid, "VmRSS"))
-				anon = append(anon, procStatusKiB(t, pid, "RssAnon"))
+				rss = append(rss, tooltest.ProcStatusKiB(t, pid, "VmRSS"))
+				anon = append(anon, tooltest.ProcStatusKiB(t, pid, "RssAnon"))
 			}
 		}
 		_, err := ac.RunTasks(ctx, "sleep", [][]byte{[]byte("0s")})

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -145,24 +144,4 @@ func gzipBomb(t *testing.T) []byte {
 }
 
 // peakRSS is a process's VmHWM in KiB.
-func peakRSS(t testing.TB, pid int) int { return procStatusKiB(t, pid, "VmHWM") }
-
-// procStatusKiB is a size field (VmHWM, VmRSS) of /proc/pid/status in KiB.
-func procStatusKiB(t testing.TB, pid int, field string) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kib
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
-}
+func peakRSS(t testing.TB, pid int) int { return tooltest.ProcStatusKiB(t, pid, "VmHWM") }

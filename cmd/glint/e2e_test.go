@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -96,7 +97,7 @@ func glintProcesses() []int {
 			continue
 		}
 		if isOneOf(filepath.Join("/proc", e.Name(), "exe"), bins) {
-			if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !isZombie(stat) {
+			if tooltest.Alive(pid) {
 				pids = append(pids, pid)
 			}
 		}
@@ -116,11 +117,6 @@ func isOneOf(path string, files []os.FileInfo) bool {
 		}
 	}
 	return false
-}
-
-func isZombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 // proc is a glint process a test started; Cleanup stops and reaps it.
@@ -391,17 +387,11 @@ func getPageWith(t testing.TB, client *http.Client, token, url string) *http.Res
 // waitFor polls the master's /json until ok holds.
 func (c *testCluster) waitFor(t testing.TB, what string, ok func(masterJSON) bool) masterJSON {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := c.state(t)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; master state: %+v\nmaster log:\n%s", what, s, readFile(c.master.log))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var s masterJSON
+	if !tooltest.Poll(30*time.Second, 50*time.Millisecond, func() bool { s = c.state(t); return ok(s) }) {
+		t.Fatalf("timed out waiting for %s; master state: %+v\nmaster log:\n%s", what, s, readFile(c.master.log))
 	}
+	return s
 }
 
 // runGlint runs a glint client command to its end.

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -45,17 +46,11 @@ func (c *testCluster) drivers(t testing.TB) driversState {
 // waitForDrivers polls the master's /json until ok holds.
 func (c *testCluster) waitForDrivers(t testing.TB, what string, ok func(driversState) bool) driversState {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := c.drivers(t)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; drivers: %+v\nmaster log:\n%s", what, s, readFile(c.master.log))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var s driversState
+	if !tooltest.Poll(30*time.Second, 50*time.Millisecond, func() bool { s = c.drivers(t); return ok(s) }) {
+		t.Fatalf("timed out waiting for %s; drivers: %+v\nmaster log:\n%s", what, s, readFile(c.master.log))
 	}
+	return s
 }
 
 // workerDrivers are the drivers in a worker's /json.
@@ -67,22 +62,18 @@ type workerDrivers struct {
 // waitForWorkerDrivers polls worker i's /json until ok holds.
 func (c *testCluster) waitForWorkerDrivers(t testing.TB, i int, what string, ok func(workerDrivers) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var w workerDrivers
+	if !tooltest.Poll(30*time.Second, 50*time.Millisecond, func() bool {
 		resp := getPage(t, c.client, c.workers[i].url+"/json")
-		var w workerDrivers
+		w = workerDrivers{}
 		err := json.NewDecoder(resp.Body).Decode(&w)
 		resp.Body.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok(w) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v\n%s", what, w, readFile(c.workers[i].log))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return ok(w)
+	}) {
+		t.Fatalf("timed out waiting for %s: %+v\n%s", what, w, readFile(c.workers[i].log))
 	}
 }
 

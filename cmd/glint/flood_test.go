@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
@@ -63,7 +64,7 @@ func TestMasterAnswersThroughAFloodOfIdleConnections(t *testing.T) {
 	}
 	m := start(t, "master", nil, "master", "--listen", "127.0.0.1:0", "--worker-timeout", "10m")
 	pid := m.cmd.Process.Pid
-	rest := procStatusKiB(t, pid, "VmRSS")
+	rest := tooltest.ProcStatusKiB(t, pid, "VmRSS")
 
 	var registered atomic.Int64
 	register := func(bound time.Duration) (time.Duration, error) {
@@ -108,7 +109,7 @@ func TestMasterAnswersThroughAFloodOfIdleConnections(t *testing.T) {
 	slices.Sort(during)
 	slices.Sort(after)
 	t.Logf("%d idle connections opened in %s; master RSS %d MiB at rest, %d MiB peak, %d MiB with them open, %d files open",
-		floodConns, flood.took.Round(time.Millisecond), rest>>10, peak>>10, procStatusKiB(t, pid, "VmRSS")>>10, openFiles(t, pid))
+		floodConns, flood.took.Round(time.Millisecond), rest>>10, peak>>10, tooltest.ProcStatusKiB(t, pid, "VmRSS")>>10, openFiles(t, pid))
 	t.Logf("registrations during the flood: %d, median %s, max %s; with it open: median %s, max %s",
 		len(during), quantile(during, 0.5).Round(time.Microsecond), during[len(during)-1].Round(time.Microsecond),
 		quantile(after, 0.5).Round(time.Microsecond), after[len(after)-1].Round(time.Microsecond))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -161,7 +160,7 @@ func TestMastersOnEtcdFailOverAndADeposedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("glint status over all masters: %v\n%s%s\nwant %q", err, out, errOut, want)
 	}
 	for key, pid := range pids {
-		if !processAlive(pid) {
+		if !tooltest.Alive(pid) {
 			t.Fatalf("executor %s (pid %d) did not survive the failover", key, pid)
 		}
 	}
@@ -590,12 +589,11 @@ func TestWhileEtcdIsPausedTheLeaderStandsDownAndADriverWaitsForTheNext(t *testin
 // processStopped reports whether the process pid is stopped (state T).
 func processStopped(t *testing.T, pid int) bool {
 	t.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	state, err := tooltest.ProcState(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'T'
+	return state == 'T'
 }
 
 // etcdMemberEnv, when set ("DIR CLIENT_PORT PEER_PORT"), makes the test

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/rpc"
 )
@@ -329,24 +330,16 @@ func TestExecutorsAndDriversExitWhenTheirWorkerDies(t *testing.T) {
 	// executor, whether or not they have started watching it yet.
 	worker := c.workers[0].cmd.Process.Pid
 	var children []int
-	deadline := time.Now().Add(30 * time.Second)
-	for children = childrenOf(worker); len(children) < 2; children = childrenOf(worker) {
-		if time.Now().After(deadline) {
-			t.Fatalf("worker %d has children %v after 30s, want a driver and an executor\n%s", worker, children, readFile(c.workers[0].log))
-		}
-		time.Sleep(time.Millisecond)
+	if !tooltest.Poll(30*time.Second, time.Millisecond, func() bool { children = childrenOf(worker); return len(children) >= 2 }) {
+		t.Fatalf("worker %d has children %v after 30s, want a driver and an executor\n%s", worker, children, readFile(c.workers[0].log))
 	}
 	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
 	for _, pid := range children {
-		for syscall.Kill(pid, 0) == nil && !isZombieProcess(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d still runs 30s after its worker died", pid)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		tooltest.Eventually(t, fmt.Sprintf("process %d to end after its worker died", pid), func() bool {
+			return syscall.Kill(pid, 0) != nil || !tooltest.Alive(pid)
+		})
 	}
 }
 
@@ -355,14 +348,12 @@ func childrenOf(pid int) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
+		var child, parent int
+		if _, err := fmt.Sscan(e.Name(), &child); err != nil {
 			continue
 		}
-		i := strings.LastIndexByte(string(stat), ')')
-		fields := strings.Fields(string(stat)[i+1:])
-		var child, parent int
-		if _, err := fmt.Sscan(e.Name(), &child); err != nil || len(fields) < 2 {
+		fields, err := tooltest.ProcStat(child)
+		if err != nil || len(fields) < 2 {
 			continue
 		}
 		if _, err := fmt.Sscan(fields[1], &parent); err == nil && parent == pid {
@@ -370,11 +361,6 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
-}
-
-func isZombieProcess(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err != nil || isZombie(stat)
 }
 
 func TestHealthChecksAnEndpoint(t *testing.T) {

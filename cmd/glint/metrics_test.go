@@ -78,16 +78,9 @@ next:
 // waitForSample scrapes target until the series name (without labels) has value want.
 func waitForSample(t testing.TB, target, name string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v, _ := sample(t, scrape(t, target), name, nil)
-		if v == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s at %s is %v after 30s, want %v", name, target, v, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var v float64
+	if !tooltest.Poll(30*time.Second, 20*time.Millisecond, func() bool { v, _ = sample(t, scrape(t, target), name, nil); return v == want }) {
+		t.Fatalf("%s at %s is %v after 30s, want %v", name, target, v, want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/glint-cluster/glint/internal/jaeger"
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // workerID is the id the master gave the worker process p (worker ids end
@@ -187,14 +188,11 @@ func TestWorkerCleanupRemovesOnlyOldDirectoriesOfFinishedApps(t *testing.T) {
 	made(filepath.Join(work, "keep", "notes"), old)
 	made(filepath.Join(work, "app-20250101000000-0001", "0", "stderr"), old)
 	made(filepath.Join(work, "driver-20250101000000-0002", "stdout"), old)
-	deadline := time.Now().Add(30 * time.Second)
 	for _, gone := range []string{"app-20250101000000-0001", "driver-20250101000000-0002"} {
-		for _, err := os.Stat(filepath.Join(work, gone)); err == nil; _, err = os.Stat(filepath.Join(work, gone)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s was not cleaned up", gone)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		tooltest.Eventually(t, gone+" cleaned up", func() bool {
+			_, err := os.Stat(filepath.Join(work, gone))
+			return err != nil
+		})
 	}
 	// Passes ran after the old ones went; these survived them.
 	for _, kept := range []string{"app-20250101000000-0003", "keep", running} {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/glint-cluster/glint/internal/faultproxy"
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // executorProcess is a live executor process found in /proc.
@@ -139,13 +140,13 @@ func TestAPartitionedWorkerIsReplacedAndKillsWhatWasReplacedWhenItHeals(t *testi
 		return s.alive() == 1 && len(on) == 2 && !on[replaced.key]
 	})
 	t.Logf("cut → worker declared dead and its executor replaced: %s (worker timeout 4s)", time.Since(cut).Round(time.Millisecond))
-	if !processAlive(replaced.pid) {
+	if !tooltest.Alive(replaced.pid) {
 		t.Fatalf("the cut-off worker's executor %s ended while cut off; the test wants it alive until the partition heals", replaced.key)
 	}
 
 	proxy.Heal()
 	c.waitFor(t, "the worker registered again", func(s masterJSON) bool { return s.alive() == 2 })
-	waitUntil(t, "the replaced executor killed by its worker", func() bool { return !processAlive(replaced.pid) })
+	waitUntil(t, "the replaced executor killed by its worker", func() bool { return !tooltest.Alive(replaced.pid) })
 
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -176,19 +177,9 @@ func runningExecutors(s masterJSON) map[string]bool {
 	return on
 }
 
-func processAlive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "stat"))
-	return err == nil && !isZombie(stat)
-}
-
-// waitUntil polls cond until it holds, failing after two minutes.
+// waitUntil polls cond until it holds, failing after two minutes: the
+// processes these tests start answer slowly when many tests run at once.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within two minutes", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	tooltest.EventuallyWithin(t, 2*time.Minute, what, cond)
 }

@@ -42,16 +42,14 @@ func (c *testCluster) worker(t *testing.T, i int) workerState {
 // its pid, the worker's only child then.
 func idleStandby(t *testing.T, c *testCluster) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if kids := childrenOf(c.workers[0].cmd.Process.Pid); c.worker(t, 0).Prestarted == 1 && len(kids) == 1 {
-			return kids[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no prestarted executor after 30 s: %+v", c.worker(t, 0))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var kids []int
+	if !tooltest.Poll(30*time.Second, 20*time.Millisecond, func() bool {
+		kids = childrenOf(c.workers[0].cmd.Process.Pid)
+		return c.worker(t, 0).Prestarted == 1 && len(kids) == 1
+	}) {
+		t.Fatalf("no prestarted executor after 30 s: %+v", c.worker(t, 0))
 	}
+	return kids[0]
 }
 
 func TestALaunchClaimsAPrestartedExecutorOnceAndTheWorkerStartsAnother(t *testing.T) {
@@ -94,12 +92,8 @@ func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) 
 	t.Parallel()
 	j := startJaeger(t)
 	c := startSizedCluster(t, j.env(), 1, 2, []string{"--prestart-executors", "2"})
-	deadline := time.Now().Add(30 * time.Second)
-	for c.worker(t, 0).Prestarted != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no two prestarted executors after 30 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !tooltest.Poll(30*time.Second, 20*time.Millisecond, func() bool { return c.worker(t, 0).Prestarted == 2 }) {
+		t.Fatal("no two prestarted executors after 30 s")
 	}
 	stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--executor-cores", "1",
 		"--total-executor-cores", "2", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0", "--conf", waitForAll,

@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -147,21 +144,7 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // rssMiB reads a process's resident set size.
 func rssMiB(t testing.TB, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if kib, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kib), "kB")), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v / 1024
-		}
-	}
-	t.Fatal("no VmRSS in /proc status")
-	return 0
+	return float64(tooltest.ProcStatusKiB(t, pid, "VmRSS")) / 1024
 }
 
 // holdScale registers n simulated workers with a real master, heartbeats them

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/glint-cluster/glint/dashboards"
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // spanMetricPrefix marks the metrics the OpenTelemetry Collector's spanmetrics
@@ -44,7 +44,7 @@ func stackQueries(t testing.TB) (queries map[string]string, recorded map[string]
 			} `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	readYAML(t, "../../deploy/grafana/provisioning/alerting/rules.yaml", &grafana)
+	tooltest.ReadYAML(t, "../../deploy/grafana/provisioning/alerting/rules.yaml", &grafana)
 	for _, g := range grafana.Groups {
 		for _, r := range g.Rules {
 			for _, d := range r.Data {
@@ -63,7 +63,7 @@ func stackQueries(t testing.TB) (queries map[string]string, recorded map[string]
 			} `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	readYAML(t, "../../deploy/prometheus/rules/glint.yml", &prom)
+	tooltest.ReadYAML(t, "../../deploy/prometheus/rules/glint.yml", &prom)
 	for _, g := range prom.Groups {
 		for _, r := range g.Rules {
 			queries[r.Expr] = "prometheus rule " + r.Alert + r.Record
@@ -76,17 +76,6 @@ func stackQueries(t testing.TB) (queries map[string]string, recorded map[string]
 		t.Fatalf("only %d queries found in the stack's files", len(queries))
 	}
 	return queries, recorded
-}
-
-func readYAML(t testing.TB, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 }
 
 // metricNames returns the metric names an expression selects.

@@ -96,21 +96,19 @@ func (j *jaegerServer) env() []string {
 // waitForTrace polls Jaeger until trace id satisfies complete.
 func (j *jaegerServer) waitForTrace(t testing.TB, id string, complete func(*jaeger.Trace) bool) *jaeger.Trace {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last *jaeger.Trace
-	for {
-		tr, err := j.client.Trace(context.Background(), id)
-		if err == nil {
-			last = tr
-			if complete(tr) {
-				return tr
-			}
+	var err error
+	if !tooltest.Poll(30*time.Second, 200*time.Millisecond, func() bool {
+		var tr *jaeger.Trace
+		if tr, err = j.client.Trace(context.Background(), id); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s incomplete after 30s (%v); spans: %v", id, err, spanNames(last))
-		}
-		time.Sleep(200 * time.Millisecond)
+		last = tr
+		return complete(tr)
+	}) {
+		t.Fatalf("trace %s incomplete after 30s (%v); spans: %v", id, err, spanNames(last))
 	}
+	return last
 }
 
 func spanNames(tr *jaeger.Trace) []string {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // busyBytes is what each task of the busy application touches and holds.
@@ -81,21 +83,18 @@ func TestMeasuredUsageReachesMetricsStatusAndTheUI(t *testing.T) {
 
 	var app string
 	var executor usageJSON
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := c.usage(t)
-		if len(s.ActiveApps) == 1 && len(s.ActiveApps[0].Executors) == 1 && len(s.Workers) == 1 {
-			a, w := s.ActiveApps[0], s.Workers[0]
-			app, executor = a.ID, a.Executors[0].usageJSON
-			if executor.CPUSeconds >= 1 && executor.PeakBytes >= busyBytes && a.CPUSeconds >= executor.CPUSeconds &&
-				a.MemoryBytes >= busyBytes && w.CPUSeconds >= executor.CPUSeconds && w.MemoryBytes >= busyBytes {
-				break
-			}
+	var s usageState
+	if !tooltest.Poll(30*time.Second, 50*time.Millisecond, func() bool {
+		s = c.usage(t)
+		if len(s.ActiveApps) != 1 || len(s.ActiveApps[0].Executors) != 1 || len(s.Workers) != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the master's /json never showed a second of CPU and %d bytes held: %+v", busyBytes, s)
-		}
-		time.Sleep(50 * time.Millisecond)
+		a, w := s.ActiveApps[0], s.Workers[0]
+		app, executor = a.ID, a.Executors[0].usageJSON
+		return executor.CPUSeconds >= 1 && executor.PeakBytes >= busyBytes && a.CPUSeconds >= executor.CPUSeconds &&
+			a.MemoryBytes >= busyBytes && w.CPUSeconds >= executor.CPUSeconds && w.MemoryBytes >= busyBytes
+	}) {
+		t.Fatalf("the master's /json never showed a second of CPU and %d bytes held: %+v", busyBytes, s)
 	}
 
 	page := scrape(t, c.workers[0].url)

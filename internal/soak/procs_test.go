@@ -3,22 +3,12 @@ package soak
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// stateOf is the state letter of /proc/pid/stat (R, S, T, …).
-func stateOf(t *testing.T, pid int) byte {
-	t.Helper()
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return stat[i+2]
-}
+	"github.com/glint-cluster/glint/internal/tooltest"
+)
 
 func TestAProcIsStoppedContinuedKilledAndStartedAgain(t *testing.T) {
 	exits := make(chan error, 4)
@@ -33,9 +23,13 @@ func TestAProcIsStoppedContinuedKilledAndStartedAgain(t *testing.T) {
 		t.Fatal("stop: not up")
 	}
 	// The signal is delivered soon after kill returns.
-	if err := waitFor(t.Context(), 10*time.Second, "the process stopped", func() bool { return stateOf(t, pid) == 'T' }); err != nil {
-		t.Fatal(err)
-	}
+	tooltest.EventuallyWithin(t, 10*time.Second, "the process stopped", func() bool {
+		state, err := tooltest.ProcState(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return state == 'T'
+	})
 	p.cont()
 	if st, _ := p.status(); st != up {
 		t.Fatalf("continued, the proc is %v", st)

@@ -1,20 +1,30 @@
-// Package tooltest builds and runs the project's tool binaries — Jaeger,
-// Prometheus, promtool, from tools/go.mod and tools/jaeger/go.mod — for
-// tests, on loopback ports, stopping them when the test ends.
+// Package tooltest holds what the tests of several packages share. It builds
+// and runs the project's tool binaries — Jaeger, Prometheus, promtool, from
+// tools/go.mod and tools/jaeger/go.mod — for tests, on loopback ports,
+// stopping them when the test ends; it waits for conditions (Eventually,
+// Poll), reads a process's /proc files (its state, its status's sizes, its
+// cgroup) and reads YAML files.
+//
+// It imports no package of the project but internal/ports, so that any
+// package's own tests can use it.
 package tooltest
 
 import (
+	"bytes"
 	"fmt"
-	"github.com/glint-cluster/glint/internal/ports"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/glint-cluster/glint/internal/ports"
+	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -136,17 +146,93 @@ func Start(t testing.TB, name, ready, bin string, args ...string) *Process {
 	}
 }
 
-// Eventually polls cond until it holds, failing the test after a generous
-// deadline (30 s).
-func Eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+// Poll calls cond every interval until it holds, for at most limit, and
+// says whether it held: the loop under Eventually, for a wait that says
+// itself what it saw when it fails, or that keeps what cond saw last.
+func Poll(limit, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
 	}
+	return true
+}
+
+// Eventually polls cond every 10 ms until it holds, failing the test after a
+// generous deadline (30 s).
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	EventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+// EventuallyWithin is Eventually with a deadline of limit.
+func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(limit, 10*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting for %s (%v)", what, limit)
+	}
+}
+
+// ProcStat is process pid's /proc/PID/stat from its third field, the state,
+// on: fields[0] is the state, fields[1] the parent's pid, fields[11:15] the
+// CPU times (utime, stime, cutime, cstime). The command name, the second
+// field, is in parentheses and may hold spaces and parentheses itself, so
+// the fields are counted from its last ')'.
+func ProcStat(pid int) ([]string, error) {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%s: no command name in %q", path, b)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("%s: no state in %q", path, b)
+	}
+	return fields, nil
+}
+
+// ProcState is process pid's state letter (R, S, T, Z, …) from its
+// /proc/PID/stat; an error if the process is gone (reaped).
+func ProcState(pid int) (byte, error) {
+	fields, err := ProcStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return fields[0][0], nil
+}
+
+// Alive says process pid runs: it exists and is no zombie (one that exited
+// and waits to be reaped).
+func Alive(pid int) bool {
+	state, err := ProcState(pid)
+	return err == nil && state != 'Z'
+}
+
+// ProcStatusKiB is a size field (VmRSS, VmHWM, RssAnon) of process pid's
+// /proc/PID/status in KiB.
+func ProcStatusKiB(t testing.TB, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kib
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
 
 // CgroupOf is the path of process pid's cgroup: its memory controller's on
@@ -169,4 +255,16 @@ func CgroupOf(t testing.TB, pid int) string {
 		}
 	}
 	return unified
+}
+
+// ReadYAML reads the YAML file at path into v.
+func ReadYAML(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }

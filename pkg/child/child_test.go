@@ -97,23 +97,9 @@ func TestAChildEndsWhenItsWorkerDies(t *testing.T) {
 		t.Errorf("child's watch ended with %q, want worker died", got)
 	}
 	// It ignores its context, so the watch ends it.
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d still runs 30s after its worker died", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// zombie reports whether pid has exited and waits to be reaped.
-func zombie(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+	tooltest.Eventually(t, fmt.Sprintf("child %d to end after its worker died", pid), func() bool {
+		return syscall.Kill(pid, 0) != nil || !tooltest.Alive(pid)
+	})
 }
 
 func TestAChildWhoseWorkerDiedBeforeItStartedFailsAtOnce(t *testing.T) {
@@ -149,19 +135,21 @@ func TestABadWorkerPIDIsAnError(t *testing.T) {
 // waitForFile waits until path holds a line starting with prefix and returns it.
 func waitForFile(t *testing.T, path, prefix string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(path)
+	var b []byte
+	var found string
+	if !tooltest.Poll(30*time.Second, 10*time.Millisecond, func() bool {
+		b, _ = os.ReadFile(path)
 		for line := range strings.Lines(string(b)) {
 			if strings.HasPrefix(line, prefix) {
-				return strings.TrimSpace(line)
+				found = strings.TrimSpace(line)
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has no line %q after 30s: %q", path, prefix, b)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("%s has no line %q after 30s: %q", path, prefix, b)
 	}
+	return found
 }
 
 func TestAClaimChannelWhosePeerIsNotTheWorkerIsRefused(t *testing.T) {

@@ -314,7 +314,7 @@ func TestOpenRemovesWhatAKilledRunLeft(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(left, syscall.SIGKILL) })
 	leaver.Process.Kill()
 	leaver.Wait()
-	if !alive(left) {
+	if !tooltest.Alive(left) {
 		t.Fatalf("the left process %d died with the run that started it; the test needs it alive", left)
 	}
 
@@ -322,21 +322,11 @@ func TestOpenRemovesWhatAKilledRunLeft(t *testing.T) {
 	if p.Path() != "/"+name {
 		t.Fatalf("parent %s, want /%s", p.Path(), name)
 	}
-	tooltest.Eventually(t, "the left process to die", func() bool { return !alive(left) })
+	tooltest.Eventually(t, "the left process to die", func() bool { return !tooltest.Alive(left) })
 	names, err := p.h.children(p.path)
 	if err != nil || len(names) != 0 {
 		t.Errorf("groups under the reopened parent: %v, %v; want none", names, err)
 	}
-}
-
-// alive says pid runs, a zombie is not.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && !strings.HasPrefix(string(b[i+1:]), " Z")
 }
 
 // The v2 limits are the files the kernel reads: memory.max with the OOM

@@ -6,7 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 func TestAMailboxForAPeerThatDoesNotAnswerHoldsAtMostMaxQueued(t *testing.T) {
@@ -78,7 +79,7 @@ func TestMessagesPostedAlongsideGoTogetherUpToMaxAlongside(t *testing.T) {
 	for i := range MaxAlongside + 1 {
 		m.PostAlongside(context.Background(), f.send(t, fmt.Sprint("launch ", i), release))
 	}
-	waitUntil(t, func() bool { return f.maxInFlight() >= MaxAlongside }, "MaxAlongside messages on their way at once")
+	tooltest.Eventually(t, "MaxAlongside messages on their way at once", func() bool { return f.maxInFlight() >= MaxAlongside })
 	close(release)
 	m.Wait()
 	if got := f.maxInFlight(); got != MaxAlongside {
@@ -93,7 +94,7 @@ func TestAMessagePostedInOrderWaitsForTheMessagesAlongsideBeforeIt(t *testing.T)
 	m.PostAlongside(context.Background(), f.send(t, "launch 0", first))
 	m.PostAlongside(context.Background(), f.send(t, "launch 1", second))
 	m.Post(context.Background(), f.send(t, "kill", nil, "launch 0", "launch 1"))
-	waitUntil(t, func() bool { return f.maxInFlight() == 2 }, "both launches on their way")
+	tooltest.Eventually(t, "both launches on their way", func() bool { return f.maxInFlight() == 2 })
 	close(first)
 	close(second)
 	m.Wait()
@@ -122,16 +123,4 @@ func TestMessagesPostedInOrderGoOneAtATime(t *testing.T) {
 	m.Post(context.Background(), f.send(t, "2", nil, "1"))
 	close(release)
 	m.Wait()
-}
-
-// waitUntil waits for cond, failing after a minute.
-func waitUntil(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after a minute", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -11,6 +11,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/glint-cluster/glint/internal/tooltest"
 )
 
 // batches is an exporter that records what it was given, batch by batch; a
@@ -70,16 +72,9 @@ func (e *batches) exported() (names []string, largest int) {
 // waitFor waits until n spans were exported.
 func (e *batches) waitFor(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got, _ := e.exported(); len(got) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			got, _ := e.exported()
-			t.Fatalf("%d spans exported after 10 s, want %d", len(got), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !tooltest.Poll(10*time.Second, time.Millisecond, func() bool { got, _ := e.exported(); return len(got) >= n }) {
+		got, _ := e.exported()
+		t.Fatalf("%d spans exported after 10 s, want %d", len(got), n)
 	}
 }
 

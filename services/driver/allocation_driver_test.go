@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
@@ -71,9 +71,7 @@ func runUntil(t *testing.T, d *driver.Driver) (ran chan error) {
 	t.Helper()
 	ran = make(chan error, 1)
 	go func() { ran <- d.Run(context.Background()) }()
-	for d.AppID() == "" {
-		time.Sleep(10 * time.Millisecond)
-	}
+	tooltest.Eventually(t, "the application registered", func() bool { return d.AppID() != "" })
 	return ran
 }
 
@@ -126,13 +124,9 @@ func TestReleasedExecutorsGetNoTasksAndAreForgottenWhenTheMasterKilledThem(t *te
 	// The master killed them: the driver forgets them (it hears nothing
 	// more of them from the master).
 	close(m.proceed)
-	deadline := time.Now().Add(10 * time.Second)
-	for gathered(t, reg, "glint_driver_executors_registered") > 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the driver still counts the released executors")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	tooltest.Eventually(t, "the driver to stop counting the released executors", func() bool {
+		return gathered(t, reg, "glint_driver_executors_registered") <= 1
+	})
 	if n := gathered(t, reg, "glint_driver_executors_released_total"); n < 2 {
 		t.Errorf("%v executors counted released, want at least the 2", n)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
@@ -212,18 +213,6 @@ func serveUntilStopped(t *testing.T, ln net.Listener, h http.Handler, run func(c
 	return stop
 }
 
-// waitUntil waits for cond, for at most half a minute.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A master that restarts from its file, or is elected on etcd after the
 // leader stopped, speaks to the driver with the token the driver gave the
 // first: the driver's answer acknowledges the application, so the master is
@@ -276,7 +265,7 @@ func TestAMasterThatTakesOverSpeaksToTheDriverWithTheTokenItKept(t *testing.T) {
 				return serveUntilStopped(t, ln, h.Handler(), h.Run)
 			}
 			stop := ha(ln1)
-			waitUntil(t, "the first master elected", func() bool { return readyz(t, "http://"+ln1.Addr().String()) == "ALIVE" })
+			tooltest.Eventually(t, "the first master elected", func() bool { return readyz(t, "http://"+ln1.Addr().String()) == "ALIVE" })
 			return stop, func() { ha(ln2) }
 		}},
 	} {
@@ -297,7 +286,7 @@ func TestAMasterThatTakesOverSpeaksToTheDriverWithTheTokenItKept(t *testing.T) {
 			}
 			stopFirst()
 			startNext()
-			waitUntil(t, "the next master ALIVE, the driver's answer acknowledging the application", func() bool { return readyz(t, next) == "ALIVE" })
+			tooltest.Eventually(t, "the next master ALIVE, the driver's answer acknowledging the application", func() bool { return readyz(t, next) == "ALIVE" })
 			d.Stop(context.Background())
 			if state := completedAs(t, next, d.AppID()); state != "APPLICATION_STATE_FINISHED" {
 				t.Errorf("the next master lists the application as %q, want FINISHED", state)

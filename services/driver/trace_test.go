@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/telemetry"
@@ -38,8 +39,7 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var launched, makeOffers sdktrace.ReadOnlySpan
-	deadline := time.Now().Add(5 * time.Second)
-	for (launched == nil || makeOffers == nil) && time.Now().Before(deadline) {
+	tooltest.Eventually(t, "a makeOffers span under the LaunchedExecutor call", func() bool {
 		for _, s := range recorder.Ended() {
 			switch {
 			case s.Name() == "glint.driver.v1.DriverService/LaunchedExecutor" && s.SpanKind().String() == "server":
@@ -48,11 +48,8 @@ func TestMakeOffersFollowsTheExecutorsLaunchAndParentsItsTasks(t *testing.T) {
 				makeOffers = s
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if makeOffers == nil {
-		t.Fatal("no makeOffers span under the LaunchedExecutor call")
-	}
+		return launched != nil && makeOffers != nil
+	})
 	tasks := 0
 	for _, s := range recorder.Ended() {
 		if s.Name() == "glint.executor.v1.ExecutorService/LaunchTask" && s.SpanKind().String() == "client" &&

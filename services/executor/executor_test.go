@@ -155,18 +155,6 @@ func (e *runningExecutor) wait(t *testing.T) error {
 	}
 }
 
-// eventually waits until cond holds, polling.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitConnected waits until the executor's start-up sequence is over: its
 // LaunchedExecutor call to the driver returned.
 func (e *runningExecutor) waitConnected(t *testing.T) {
@@ -508,7 +496,7 @@ func TestKillTaskEndsARunningTaskKilled(t *testing.T) {
 	ta.waitStarted(t)
 	// The driver's task id, from the executor's LaunchTask span.
 	var id int64 = -1
-	eventually(t, "the LaunchTask span", func() bool {
+	tooltest.EventuallyWithin(t, waitLimit, "the LaunchTask span", func() bool {
 		for _, s := range e.spans.Ended() {
 			if s.Name() != "glint.executor.v1.ExecutorService/LaunchTask" {
 				continue

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
@@ -48,7 +49,7 @@ func submitDriver(t *testing.T, c *cluster, supervise bool) string {
 // launch.
 func (c *cluster) waitLaunched(t *testing.T, id string) {
 	t.Helper()
-	waitFor(t, "the launch of "+id+" taken", func() bool {
+	tooltest.Eventually(t, "the launch of "+id+" taken", func() bool {
 		c.srv.mu.Lock()
 		defer c.srv.mu.Unlock()
 		d := c.srv.drivers[id]
@@ -76,7 +77,7 @@ func TestADriverWhoseLaunchWasRefusedForNowIsLaunchedAgainAfterABackoff(t *testi
 	c.registerWorker(t, w.peer, 7078, 2, 4096)
 	id := submitDriver(t, c, false)
 	w.expect(t, "refused LaunchDriver "+id)
-	waitFor(t, "the driver waiting again", func() bool {
+	tooltest.Eventually(t, "the driver waiting again", func() bool {
 		d := c.driver(t, id)
 		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "launching it again in 1s")
 	})
@@ -96,7 +97,7 @@ func TestADriverWhoseWorkerIsGoneWaitsForAnother(t *testing.T) {
 	c.registerWorker(t, wp, 7078, 2, 4096)
 	stop()
 	id := submitDriver(t, c, false)
-	waitFor(t, "the driver waiting again", func() bool {
+	tooltest.Eventually(t, "the driver waiting again", func() bool {
 		d := c.driver(t, id)
 		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "launching it again")
 	})
@@ -337,7 +338,7 @@ func TestADriverWhosePlacementWasNotKeptIsNotLaunchedUntilItIs(t *testing.T) {
 	w.url = serveWorker(t, w)
 	c.registerWorker(t, w.peer, 7078, 2, 4096)
 	id := submitDriver(t, c, false)
-	waitFor(t, "the driver waiting again", func() bool {
+	tooltest.Eventually(t, "the driver waiting again", func() bool {
 		d := c.driver(t, id)
 		return lifecycle.Name(d.GetState()) == "SUBMITTED" && strings.Contains(d.GetMessage(), "could not be kept for recovery")
 	})
@@ -375,8 +376,8 @@ func TestAnExecutorWhoseIdWasNotKeptIsNotLaunched(t *testing.T) {
 	wp, dp := newPeer(t), newPeer(t)
 	c.registerWorker(t, wp, 7078, 1, 4096) // room for one executor at a time
 	app := c.registerApp(t, dp, appDesc(512, 1))
-	waitFor(t, "the store to refuse the executor's write", st.refused.Load)
-	waitFor(t, "the application to back off saying why", func() bool {
+	tooltest.Eventually(t, "the store to refuse the executor's write", st.refused.Load)
+	tooltest.Eventually(t, "the application to back off saying why", func() bool {
 		return strings.Contains(c.app(t, app).GetStatusMessage(), "launching more in")
 	})
 	c.clock.Advance(time.Second)

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
@@ -266,7 +267,7 @@ func TestExecutorEndsAreCountedByReason(t *testing.T) {
 	c.registerWorker(t, refusing.peer, 7078, 1, 4096)
 	c.registerApp(t, newPeer(t), appDesc(512, 1))
 	refusing.expect(t, "refused LaunchExecutor")
-	waitFor(t, "the refused launch counted", func() bool {
+	tooltest.Eventually(t, "the refused launch counted", func() bool {
 		return c.scrape(t)[`glint_master_executor_launch_failures_total{step="request"}`] == 1
 	})
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	"github.com/glint-cluster/glint/internal/faultproxy"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -102,7 +103,7 @@ func TestAStandbyAnswersEveryCallUnavailableWhateverItsToken(t *testing.T) {
 	tokens.Add(rpc.Cluster, cluster)
 	tokens.Add(rpc.Submit, submit)
 	h := startHA(t, endpoint, HAConfig{Master: Config{Tokens: tokens}, Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
-	waitFor(t, "the standby seeing the leader", func() bool { return h.leaderName() == leader })
+	tooltest.Eventually(t, "the standby seeing the leader", func() bool { return h.leaderName() == leader })
 
 	for _, tc := range []struct {
 		name, token string
@@ -164,7 +165,7 @@ func TestALeaderCutOffFromEtcdAnswersAsAStandbyOnceItsLeaseMayHaveLapsed(t *test
 	}
 	proxy := faultproxy.New(t, u.Host)
 	h := startHA(t, proxy.URL, HAConfig{Prefix: "/glint-test", LeaseTTL: time.Second})
-	waitFor(t, "the only candidate leading", func() bool { code, _ := get(t, h.url+"/readyz", ""); return code == http.StatusOK })
+	tooltest.Eventually(t, "the only candidate leading", func() bool { code, _ := get(t, h.url+"/readyz", ""); return code == http.StatusOK })
 	proxy.Cut()
 	select {
 	case err := <-h.ran:
@@ -203,11 +204,11 @@ func TestAStandbyShowsOnlyALeaderURLReadFromEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := startHA(t, endpoint, HAConfig{Prefix: "/glint-test", LeaseTTL: 2 * time.Second})
-	waitFor(t, "the standby seeing the leader", func() bool { return h.leaderName() == "http://leader.example:7077" })
+	tooltest.Eventually(t, "the standby seeing the leader", func() bool { return h.leaderName() == "http://leader.example:7077" })
 	if err := other.Proclaim(context.Background(), "http://a:1\nforged: line"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the standby no longer naming a leader", func() bool { return h.leaderName() == "not known yet" })
+	tooltest.Eventually(t, "the standby no longer naming a leader", func() bool { return h.leaderName() == "not known yet" })
 
 	for value, want := range map[string]string{
 		"http://10.0.0.1:7077":        "http://10.0.0.1:7077",
@@ -242,7 +243,7 @@ func TestAStandbyStopsWhenAskedThoughItsEtcdIsGone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- h.Run(ctx) }()
-	waitFor(t, "the standby answering STANDBY with the leader", func() bool { return h.leaderName() == "http://leader" })
+	tooltest.Eventually(t, "the standby answering STANDBY with the leader", func() bool { return h.leaderName() == "http://leader" })
 	stopEtcd()
 	cancel()
 	select {

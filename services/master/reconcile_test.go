@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/glint-cluster/glint/internal/faultproxy"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	workerv1 "github.com/glint-cluster/glint/pkg/api/glint/worker/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
@@ -48,18 +49,6 @@ func counterValue(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// waitFor polls cond until it holds, failing after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestALaunchWhoseAnswerWasLostIsSentAgainAndTheWorkersRefusalCountsAsLaunched(t *testing.T) {
 	c := newCluster(t, Config{})
 	w := &answerLostWorker{arrived: make(chan struct{}), release: make(chan struct{})}
@@ -76,7 +65,7 @@ func TestALaunchWhoseAnswerWasLostIsSentAgainAndTheWorkersRefusalCountsAsLaunche
 
 	ok := c.srv.metrics.executorLaunches.WithLabelValues(launchOK)
 	failed := c.srv.metrics.executorLaunches.WithLabelValues(launchError)
-	waitFor(t, "the launch settled", func() bool { return counterValue(ok)+counterValue(failed) > 0 })
+	tooltest.Eventually(t, "the launch settled", func() bool { return counterValue(ok)+counterValue(failed) > 0 })
 	if got := counterValue(failed); got != 0 {
 		t.Fatalf("the launch whose answer was lost counted as failed (%v); app: %v", got, c.app(t, app))
 	}
@@ -114,7 +103,7 @@ func TestALaunchRefusedForWantOfFreeCoresIsSentAgain(t *testing.T) {
 	c.registerApp(t, newPeer(t), appDesc(512, 1))
 	ok := c.srv.metrics.executorLaunches.WithLabelValues(launchOK)
 	failed := c.srv.metrics.executorLaunches.WithLabelValues(launchError)
-	waitFor(t, "the launch settled", func() bool { return counterValue(ok)+counterValue(failed) > 0 })
+	tooltest.Eventually(t, "the launch settled", func() bool { return counterValue(ok)+counterValue(failed) > 0 })
 	if got := counterValue(failed); got != 0 || w.launches.Load() != 3 {
 		t.Fatalf("%v launches failed after %d tries, want the third try taken", got, w.launches.Load())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/worker/v1/workerv1connect"
@@ -46,7 +47,7 @@ func TestRecoveryEndsOnceTheKeptWorkerIsKnownGone(t *testing.T) {
 	c := recoveringCluster(t, dir, Config{WorkerTimeout: 10 * time.Minute})
 	c.srv.beginRecovery(context.Background())
 	dp.expect(t, "MasterChanged "+app)
-	waitFor(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
+	tooltest.Eventually(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
 	w := c.srv.clusterState().GetWorkers()[0]
 	if w.GetId() != worker || lifecycle.Name(w.GetState()) != "DEAD" {
 		t.Fatalf("the gone worker %s is %s, want DEAD", w.GetId(), lifecycle.Name(w.GetState()))
@@ -69,7 +70,7 @@ func TestRecoveryEndsOnceTheKeptDriverIsKnownGone(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
+	tooltest.Eventually(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
 	if a := c.app(t, app); lifecycle.Name(a.GetState()) != "FAILED" || !strings.Contains(a.GetStatusMessage(), "refused") {
 		t.Fatalf("the application whose driver is gone: %s %q, want FAILED saying its driver refused", lifecycle.Name(a.GetState()), a.GetStatusMessage())
 	}
@@ -91,7 +92,7 @@ func TestRecoveryEndsOnceANewWorkerTookTheKeptOnesAddress(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
+	tooltest.Eventually(t, "the master ALIVE before its worker timeout", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
 }
 
 // TestARecoveringMasterAnswersARepeatedRegistrationWithTheKeptApplication:

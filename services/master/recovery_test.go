@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -109,7 +110,7 @@ func TestARecoveringMasterAdoptsWhatItsWorkersAndDriversReport(t *testing.T) {
 	if want := app + "/2 app-20261129140000-9999/0"; strings.Join(unknown, " ") != want {
 		t.Fatalf("executors to kill %v, want %s: the oversized one and the one of an application never kept", unknown, want)
 	}
-	waitFor(t, "the master ALIVE", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
+	tooltest.Eventually(t, "the master ALIVE", func() bool { return c.srv.clusterState().GetStatus() == statusAlive })
 	// The driver hears which of its executors were found before it hears
 	// of a new one: the others ended while no master could say so.
 	dp.expect(t, "ExecutorsRecovered "+app+" [0] next=4")
@@ -151,7 +152,7 @@ func TestARecoveringMasterTellsADriverAgainUntilItsRegistrationIsAnswered(t *tes
 	dp.expect(t, "MasterChanged "+app+" refused")
 	dp.expect(t, "MasterChanged "+app+" refused")
 	dp.expect(t, "MasterChanged "+app+" "+c.srv.cfg.URL)
-	waitFor(t, "the application acknowledged", func() bool {
+	tooltest.Eventually(t, "the application acknowledged", func() bool {
 		c.srv.mu.Lock()
 		defer c.srv.mu.Unlock()
 		return c.srv.apps[app].state != masterv1.ApplicationState_APPLICATION_STATE_UNKNOWN
@@ -166,7 +167,7 @@ func TestRecoveryEndsAfterATimeoutWithoutWhatDidNotAnswer(t *testing.T) {
 	c.srv.completeRecoveryLocked(context.Background())
 	c.srv.mu.Unlock()
 	// The supervised driver is relaunched once its relaunch is kept.
-	waitFor(t, "the driver relaunched", func() bool {
+	tooltest.Eventually(t, "the driver relaunched", func() bool {
 		ds := c.srv.clusterState().GetActiveDrivers()
 		return len(ds) == 1 && lifecycle.Name(ds[0].GetState()) == "SUBMITTED"
 	})

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/glint-cluster/glint/internal/tooltest"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -33,17 +34,17 @@ func tracedCluster(t *testing.T) (*cluster, *tracetest.SpanRecorder, *sdktrace.T
 // spans end only after the peer answered.
 func spanNamed(t *testing.T, r *tracetest.SpanRecorder, name string, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var found sdktrace.ReadOnlySpan
+	tooltest.Eventually(t, "a "+name+" span", func() bool {
 		for _, s := range r.Ended() {
 			if s.Name() == name && match(s) {
-				return s
+				found = s
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no %s span within 5s", name)
-	return nil
+		return false
+	})
+	return found
 }
 
 func anySpan(sdktrace.ReadOnlySpan) bool { return true }

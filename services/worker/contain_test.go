@@ -249,20 +249,10 @@ func TestAWorkerRestartedAfterSIGKILLRemovesTheCgroupsLeft(t *testing.T) {
 	}
 
 	second := startWorker(t, Config{Cgroup: cg, WorkDir: dir}, url)
-	tooltest.Eventually(t, "the left executor to die", func() bool { return !alive(e.PID) })
+	tooltest.Eventually(t, "the left executor to die", func() bool { return !tooltest.Alive(e.PID) })
 	assertNoCgroup(t, "/"+cg+"/executor-"+appID+"-0")
 	if err := second.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	assertNoCgroup(t, "/"+cg)
-}
-
-// alive says pid runs; a zombie does not.
-func alive(pid int) bool {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(st), ')')
-	return i >= 0 && !strings.HasPrefix(string(st[i+1:]), " Z")
 }
