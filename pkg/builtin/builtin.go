@@ -191,10 +191,7 @@ func Sleep() *app.App {
 			if err != nil {
 				return err
 			}
-			inputs := make([][]byte, tasks)
-			for i := range inputs {
-				inputs[i] = []byte(d.String())
-			}
+			inputs := repeat([]byte(d.String()), tasks)
 			if _, err := c.RunTasks(ctx, "sleep", inputs); err != nil {
 				return err
 			}
@@ -240,10 +237,7 @@ func Hold() *app.App {
 			if err != nil {
 				return err
 			}
-			inputs := make([][]byte, tasks)
-			for i := range inputs {
-				inputs[i] = []byte(args[0])
-			}
+			inputs := repeat([]byte(args[0]), tasks)
 			if _, err := c.RunTasks(ctx, "hold", inputs); err != nil {
 				return err
 			}
@@ -277,6 +271,15 @@ func parseTasks(name string, args []string) (int, error) {
 		return 0, fmt.Errorf("%s: TASKS %q must be an integer from 1 to %d", name, args[0], maxTasks)
 	}
 	return tasks, nil
+}
+
+// repeat is n tasks' inputs, each input.
+func repeat(input []byte, n int) [][]byte {
+	inputs := make([][]byte, n)
+	for i := range inputs {
+		inputs[i] = input
+	}
+	return inputs
 }
 
 // waitForFile returns once path exists, or with ctx's error.

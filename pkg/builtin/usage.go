@@ -27,9 +27,9 @@ func Busy() *app.App {
 			if len(args) < 2 || len(args) > 3 || args[0] == "" {
 				return fmt.Errorf("busy: want FILE SIZE [TASKS]")
 			}
-			mib, err := resources.ParseSize(args[1])
-			if err != nil || mib < 1 || mib > maxBusyMiB {
-				return fmt.Errorf("busy: SIZE %q must be a size from 1m to %s", args[1], resources.FormatMiB(maxBusyMiB))
+			mib, err := parseSize("busy", args[1])
+			if err != nil {
+				return err
 			}
 			tasks, err := parseTasks("busy", args[2:])
 			if err != nil {
@@ -37,10 +37,7 @@ func Busy() *app.App {
 			}
 			input := binary.BigEndian.AppendUint64([]byte(nil), uint64(mib))
 			input = append(input, args[0]...)
-			inputs := make([][]byte, tasks)
-			for i := range inputs {
-				inputs[i] = input
-			}
+			inputs := repeat(input, tasks)
 			if _, err := c.RunTasks(ctx, "busy", inputs); err != nil {
 				return err
 			}
@@ -84,18 +81,15 @@ func Alloc() *app.App {
 			if len(args) < 1 || len(args) > 2 {
 				return fmt.Errorf("alloc: want SIZE [TASKS]")
 			}
-			mib, err := resources.ParseSize(args[0])
-			if err != nil || mib < 1 || mib > maxBusyMiB {
-				return fmt.Errorf("alloc: SIZE %q must be a size from 1m to %s", args[0], resources.FormatMiB(maxBusyMiB))
+			mib, err := parseSize("alloc", args[0])
+			if err != nil {
+				return err
 			}
 			tasks, err := parseTasks("alloc", args[1:])
 			if err != nil {
 				return err
 			}
-			inputs := make([][]byte, tasks)
-			for i := range inputs {
-				inputs[i] = binary.BigEndian.AppendUint64(nil, uint64(mib))
-			}
+			inputs := repeat(binary.BigEndian.AppendUint64(nil, uint64(mib)), tasks)
 			outputs, err := c.RunTasks(ctx, "alloc", inputs)
 			if err != nil {
 				return err
@@ -151,10 +145,7 @@ func Spin() *app.App {
 			if err != nil {
 				return err
 			}
-			inputs := make([][]byte, tasks)
-			for i := range inputs {
-				inputs[i] = binary.BigEndian.AppendUint64(nil, uint64(d))
-			}
+			inputs := repeat(binary.BigEndian.AppendUint64(nil, uint64(d)), tasks)
 			if _, err := c.RunTasks(ctx, "spin", inputs); err != nil {
 				return err
 			}
@@ -176,6 +167,15 @@ func Spin() *app.App {
 			},
 		},
 	}
+}
+
+// parseSize is an application's SIZE argument, in MiB: 1m to maxBusyMiB.
+func parseSize(name, arg string) (int64, error) {
+	mib, err := resources.ParseSize(arg)
+	if err != nil || mib < 1 || mib > maxBusyMiB {
+		return 0, fmt.Errorf("%s: SIZE %q must be a size from 1m to %s", name, arg, resources.FormatMiB(maxBusyMiB))
+	}
+	return mib, nil
 }
 
 // touch allocates the MiB that input (8 bytes, big-endian) says and writes

@@ -21,7 +21,8 @@ import (
 
 // registerApplicationLocked admits a validated application (Spark's
 // registerApplication) of the caller c once the store keeps it, unless the
-// master holds as many as it may; kept gets the write's outcome.
+// master holds as many as it may; kept gets the write's outcome (nil: the
+// application was kept before, and is answered at once).
 func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *masterv1.ApplicationDescription, driverURL, driverID, appToken, masterToken string) (*appInfo, <-chan error, error) {
 	// A driver whose registration was answered but the answer lost (a
 	// timeout, a failover) registers again with the same token: it gets the
@@ -35,9 +36,7 @@ func (s *Server) registerApplicationLocked(ctx context.Context, c caller, desc *
 			}
 			s.log.InfoContext(ctx, "registration repeated", "app", a.id, "driver_url", driverURL)
 			s.acknowledgeLocked(ctx, a)
-			kept := make(chan error, 1)
-			kept <- nil
-			return a, kept, nil
+			return a, nil, nil
 		}
 	}
 	for _, a := range s.pendingApps {

@@ -42,10 +42,6 @@ func (s *Server) keepLocked(what string, then ...func(error)) {
 	}
 	s.dirty[what] = append(s.dirty[what], then...)
 	s.marks++
-	s.wakeKeeper()
-}
-
-func (s *Server) wakeKeeper() {
 	select {
 	case s.keeperWake <- struct{}{}:
 	default:
@@ -79,14 +75,8 @@ func (s *Server) unlockKept(ctx context.Context, marks uint64) {
 	}
 }
 
-// keptChanLocked is a channel that gets the outcome of what's next write.
-func (s *Server) keptChanLocked(what string) <-chan error {
-	kept := make(chan error, 1)
-	s.keepLocked(what, func(err error) { kept <- err })
-	return kept
-}
-
-// waitKept waits for kept (keptChanLocked) or the end of ctx.
+// waitKept waits for the outcome of a write (sent to kept) or the end of
+// ctx.
 func waitKept(ctx context.Context, kept <-chan error) error {
 	select {
 	case err := <-kept:

@@ -41,8 +41,9 @@ func (s *refusingStore) DeleteApplication(id string) error {
 // it writes in order, so a write asked for now is made after them.
 func (c *cluster) kept(t *testing.T) {
 	t.Helper()
+	kept := make(chan error, 1)
 	c.srv.mu.Lock()
-	kept := c.srv.keptChanLocked("counters")
+	c.srv.keepLocked("counters", func(err error) { kept <- err })
 	c.srv.mu.Unlock()
 	if err := <-kept; err != nil {
 		t.Fatalf("keep the counters: %v", err)
