@@ -262,7 +262,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.deposed:
-			return fmt.Errorf("master: epoch %d is over: %w", s.cfg.Epoch, s.deposedBy)
+			return fmt.Errorf("master: lost the leadership of epoch %d: %w", s.cfg.Epoch, s.deposedBy)
 		case <-timeouts.C:
 			if stalled := time.Since(last); stalled > 2*interval {
 				s.resumed(stalled)
