@@ -56,6 +56,11 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Its binaries are run by other users too (users_test.go).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	glintBin = filepath.Join(dir, "glint")
 	build := staticBuild(dir+string(filepath.Separator), ".", "../glint-executor")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
@@ -72,6 +77,10 @@ func runTests(m *testing.M) int {
 	// A test that starts a process without a token gives it a config
 	// directory of its own: none reads or makes the user's cluster token.
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	// The tests' workers run their processes as the test's user, from
+	// temporary directories only it may read; users_test.go runs them as
+	// users of their own.
+	os.Setenv("GLINT_EXECUTOR_USERS", "off")
 	code := m.Run()
 	if left := glintProcesses(); len(left) > 0 && code == 0 {
 		fmt.Fprintf(os.Stderr, "glint processes left after the tests: %v\n", left)

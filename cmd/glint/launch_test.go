@@ -270,6 +270,8 @@ func TestBadInputGetsAClearErrorAndNonZeroExit(t *testing.T) {
 		{"worker zero memory", []string{"worker", "--master", m, "--memory", "0"}, "--memory"},
 		{"worker too many cores", []string{"worker", "--master", m, "--cores", "100000"}, "--cores 100000: invalid argument: must be 1 to 4096"},
 		{"worker too much memory", []string{"worker", "--master", m, "--memory", "100t"}, "must be 1 MiB to 64.0 TiB"},
+		{"worker bad executor users", []string{"worker", "--master", m, "--executor-users", "500-400"}, `--executor-users: uid range "500-400": want FIRST-LAST`},
+		{"worker executor cert without key", []string{"worker", "--master", m, "--executor-tls-cert-file", "x.crt"}, "--executor-tls-cert-file and --executor-tls-key-file go together"},
 		{"master bad timeout", []string{"master", "--worker-timeout", "-1s"}, "--worker-timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

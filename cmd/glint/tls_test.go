@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -22,10 +23,18 @@ import (
 // localhost, good for servers and clients, and returns the files.
 func testPKI(t *testing.T) (cert, key, ca string) {
 	t.Helper()
-	dir := t.TempDir()
-	write := func(name, kind string, der []byte) string {
+	ca, leaves := writePKI(t, t.TempDir(), 0o600)
+	return leaves[0][0], leaves[0][1], ca
+}
+
+// writePKI writes into dir a CA and a certificate it signed, as testPKI's,
+// for each of perms, with its file modes (the CA's readable by all), and
+// returns the CA and the certificates and keys.
+func writePKI(t *testing.T, dir string, perms ...os.FileMode) (ca string, leaves [][2]string) {
+	t.Helper()
+	write := func(name, kind string, der []byte, perm os.FileMode) string {
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), perm); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -43,26 +52,31 @@ func testPKI(t *testing.T) (cert, key, ca string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	ca = write("ca.crt", "CERTIFICATE", caDER, 0o644)
+	for i, perm := range perms {
+		leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(2 + i)), Subject: pkix.Name{CommonName: "glint"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		}
+		leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caTemplate, &leafKey.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(leafKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("glint-%d", i)
+		leaves = append(leaves, [2]string{write(name+".crt", "CERTIFICATE", leafDER, perm), write(name+".key", "EC PRIVATE KEY", keyDER, perm)})
 	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "glint"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caTemplate, &leafKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(leafKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return write("glint.crt", "CERTIFICATE", leafDER), write("glint.key", "EC PRIVATE KEY", keyDER), write("ca.crt", "CERTIFICATE", caDER)
+	return ca, leaves
 }
 
 func TestTheLaunchPathRunsOverMutualTLS(t *testing.T) {

@@ -110,7 +110,10 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 		name := fmt.Sprintf("worker-%d", i)
 		w, err := startChild(ctx, dir, name, exe, "worker", "--master", masterURL, "--listen", "127.0.0.1:0",
 			"--cores", fmt.Sprint(demoCores), "--memory", demoMemory, "--work-dir", filepath.Join(dir, name),
-			"--register-interval", "1s", "--kill-grace", "2s", "--token-file", tokenFile)
+			"--register-interval", "1s", "--kill-grace", "2s", "--token-file", tokenFile,
+			// One machine's cluster, run by whoever runs the demo (from a
+			// build directory only they can read): its executors run as them.
+			"--executor-users", "off")
 		if err != nil {
 			return err
 		}

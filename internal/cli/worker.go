@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -34,6 +36,8 @@ type workerFlags struct {
 	contain          bool
 	cpuLimit         string
 	pidsLimit        int64
+	executorUsers    string
+	executorTLS      rpc.TLSFiles
 	serverAuth
 }
 
@@ -65,6 +69,10 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	fl.BoolVar(&f.contain, "contain", true, "run each executor and driver in a cgroup of its own that enforces its cores and memory (granted memory plus max(64 MiB, 10%)); without a writable cgroup hierarchy the worker says so and runs them unconfined")
 	fl.StringVar(&f.cpuLimit, "cpu-limit", string(contain.CPUHard), "how a contained process's cores are enforced: hard (a CFS quota of its cores), shares (a weight by its cores: idle cores may be used) or off")
 	fl.Int64Var(&f.pidsLimit, "pids-limit", contain.DefaultPids, "processes and threads a contained executor or driver may have at once")
+	fl.StringVar(&f.executorUsers, "executor-users", defaultExecutorUsers(),
+		"uids FIRST-LAST a worker started as root runs executors and drivers as: each application's executors one of their own, each driver another, with a work dir only it can read; off: as the worker's user (default "+contain.DefaultUIDRange.String()+" as root, else off; $"+executorUsersEnv+" when set)")
+	fl.StringVar(&f.executorTLS.Cert, "executor-tls-cert-file", "", "with --executor-users and TLS: the certificate (PEM) of the executors and drivers, which cannot read the worker's key (default: the worker's own, without --executor-users)")
+	fl.StringVar(&f.executorTLS.Key, "executor-tls-key-file", "", "its private key (PEM), which the executor users must be able to read")
 	f.serverAuth.register(fl)
 	return cmd
 }
@@ -105,6 +113,16 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 			return fmt.Errorf("--work-dir: %w", err)
 		}
 		cgroup = worker.DefaultCgroup(dir)
+	}
+	users, err := contain.ParseUIDRange(f.executorUsers)
+	if err != nil {
+		return fmt.Errorf("--executor-users: %w", err)
+	}
+	if (f.executorTLS.Cert == "") != (f.executorTLS.Key == "") {
+		return errors.New("--executor-tls-cert-file and --executor-tls-key-file go together")
+	}
+	if f.executorTLS.Cert != "" {
+		f.executorTLS.CA = g.TLS.CA
 	}
 	memory, err := workerMemory(f.memory)
 	if err != nil {
@@ -165,7 +183,7 @@ func runWorker(ctx context.Context, g *globals, f *workerFlags) error {
 		ID: id, Masters: masters, URL: url, Cores: int32(f.cores), MemoryMiB: memory, WorkDir: f.workDir,
 		RegisterInterval: f.registerInterval, KillGrace: f.killGrace, PrestartExecutors: f.prestart,
 		CleanupInterval: f.cleanupInterval, CleanupTTL: f.cleanupTTL, UsageInterval: f.usageInterval,
-		Cgroup: cgroup, CPULimit: cpuLimit, PidsLimit: f.pidsLimit,
+		Cgroup: cgroup, CPULimit: cpuLimit, PidsLimit: f.pidsLimit, ExecutorUsers: users, ExecutorTLS: f.executorTLS,
 		Tokens: tokens, ClusterToken: cluster, MetricsAuth: f.metricsAuth, UIPublic: f.uiPublic, Redaction: redaction, TLS: g.TLS,
 		Instruments: telemetry.Instruments{Logger: log, TracerProvider: tp}, SpanRelay: g.Relay,
 	})
@@ -188,4 +206,20 @@ func workerMemory(s string) (int64, error) {
 		return 0, fmt.Errorf("--memory: %w", err)
 	}
 	return mib, nil
+}
+
+// executorUsersEnv is the default of --executor-users when set: a test
+// harness or an image sets it for every worker it starts.
+const executorUsersEnv = "GLINT_EXECUTOR_USERS"
+
+// defaultExecutorUsers is $GLINT_EXECUTOR_USERS, else contain's range for
+// a worker running as root, else off.
+func defaultExecutorUsers() string {
+	if v := os.Getenv(executorUsersEnv); v != "" {
+		return v
+	}
+	if os.Geteuid() == 0 {
+		return contain.DefaultUIDRange.String()
+	}
+	return "off"
 }

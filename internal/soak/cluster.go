@@ -111,7 +111,7 @@ func newCluster(mode Mode, bins *Binaries, dir string, onExit func(*proc, error)
 		c.workers = append(c.workers, c.proc(dir, fmt.Sprintf("worker-%d", i), RoleWorker, url, bins.Glint, "worker",
 			"--token-file", c.clusterFile, "--master", strings.Join(c.masterURLs, ","), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--cores", workerCores, "--memory", workerMemory, "--work-dir", work,
-			"--register-interval", registerEvery, "--kill-grace", workerKillWait))
+			"--register-interval", registerEvery, "--kill-grace", workerKillWait, "--executor-users", "off"))
 	}
 	for _, p := range c.all() {
 		p.onExit = onExit

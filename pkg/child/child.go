@@ -43,16 +43,17 @@ const (
 	// --token-file). A worker sets it empty for the processes it launches:
 	// its own is the cluster token, which they must not have.
 	TokenFileEnv = "GLINT_TOKEN_FILE"
-	// TLSCertFileEnv, TLSKeyFileEnv and TLSCAFileEnv are the worker's TLS
-	// files, which its processes use too (and the defaults of every glint
-	// command's --tls-*-file flags).
+	// TLSCertFileEnv, TLSKeyFileEnv and TLSCAFileEnv are the TLS files of
+	// the processes a worker launches: its own, or on a worker that runs
+	// them as users of their own, theirs (--executor-tls-*-file); the
+	// defaults of every glint command's --tls-*-file flags.
 	TLSCertFileEnv = "GLINT_TLS_CERT_FILE"
 	TLSKeyFileEnv  = "GLINT_TLS_KEY_FILE"
 	TLSCAFileEnv   = "GLINT_TLS_CA_FILE"
 )
 
 // WorkerEnv is what a worker sets in the environment of every process it
-// launches, over its own: the paths of its TLS files f, and no token file (a
+// launches, over its own: the paths of their TLS files f, and no token file (a
 // process gets only its own token, in its Secrets: an executor its
 // application's, a driver a submit token).
 func WorkerEnv(f rpc.TLSFiles) []string {

@@ -35,6 +35,11 @@ type Claim struct {
 	Env     []string `json:"env"`
 	Secrets Secrets  `json:"secrets"`
 	Dir     string   `json:"dir"`
+	// UID, when set, is the user the executor becomes (its application's,
+	// on a worker that runs each as a user of its own): the process, which
+	// the worker started as root, drops to it, its group and no other,
+	// before it takes up anything of its launch.
+	UID uint32 `json:"uid,omitempty"`
 }
 
 // ClaimChannel makes a claim channel: the worker keeps its end, which its
@@ -231,6 +236,11 @@ func receiveClaim(fd int) (Claim, error) {
 	if err := c.Secrets.check(); err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
+	if c.UID != 0 {
+		if err := becomeUser(int(c.UID)); err != nil {
+			return Claim{}, fmt.Errorf("claim: %w", err)
+		}
+	}
 	for _, kv := range c.Env {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -239,6 +249,26 @@ func receiveClaim(fd int) (Claim, error) {
 		os.Setenv(k, val)
 	}
 	return c, nil
+}
+
+// becomeUser makes every thread of this process uid, of group uid and of
+// no supplementary group, for good, and asks again for SIGTERM at the
+// worker's death: the kernel forgets that request when a process's
+// credentials change.
+func becomeUser(uid int) error {
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("drop supplementary groups: %w", err)
+	}
+	if err := syscall.Setgid(uid); err != nil {
+		return fmt.Errorf("become group %d: %w", uid, err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("become user %d: %w", uid, err)
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0); errno != 0 {
+		return fmt.Errorf("ask for SIGTERM at the worker's death: %w", errno)
+	}
+	return nil
 }
 
 // receiveLogs takes the log files that follow a claim as stdout and stderr

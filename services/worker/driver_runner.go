@@ -63,7 +63,7 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 			template: desc.GetCommand(),
 			defaults: coresEnv(desc.GetCores()),
 			vars:     map[string]string{child.VarDriverID: id, child.VarWorkerURL: s.cfg.URL},
-			env: append(child.WorkerEnv(s.cfg.TLS),
+			env: append(child.WorkerEnv(childTLS(s.cfg)),
 				child.WorkDirEnv+"="+dir,
 				child.DriverIDEnv+"="+id,
 				child.WorkerURLEnv+"="+s.cfg.URL,
@@ -74,6 +74,7 @@ func (s *Server) newDriverRunner(ctx context.Context, m *workerv1.LaunchDriverRe
 			spare:      s.spare,
 			cgroups:    s.cgroups,
 			cgroupName: id,
+			owner:      id,
 			limits:     s.limits(desc.GetCores(), desc.GetMemoryMib()),
 			attrs: []attribute.KeyValue{
 				telemetry.DriverID.String(id), telemetry.WorkerID.String(s.id),

@@ -58,7 +58,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 				child.VarAppID:      m.GetAppId(),
 				child.VarWorkerURL:  s.cfg.URL,
 			},
-			env: append(child.WorkerEnv(s.cfg.TLS),
+			env: append(child.WorkerEnv(childTLS(s.cfg)),
 				child.WorkDirEnv+"="+dir,
 				child.ExecutorIDEnv+"="+execID,
 				child.AppIDEnv+"="+m.GetAppId(),
@@ -73,6 +73,7 @@ func (s *Server) newExecutorRunner(ctx context.Context, m *workerv1.LaunchExecut
 			redaction:  s.cfg.Redaction,
 			cgroups:    s.cgroups,
 			cgroupName: "executor-" + m.GetAppId() + "-" + execID,
+			owner:      m.GetAppId(),
 			limits:     s.limits(m.GetCores(), m.GetMemoryMib()),
 			attrs: []attribute.KeyValue{
 				telemetry.AppID.String(m.GetAppId()), telemetry.ExecutorID.Int(int(m.GetExecutorId())),

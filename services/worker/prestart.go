@@ -159,7 +159,7 @@ func (p *prestart) start() (*standby, error) {
 	cmd := &exec.Cmd{
 		Path: p.command[0],
 		Args: p.command,
-		Env: mergeEnv(os.Environ(), child.WorkerEnv(p.s.cfg.TLS), []string{
+		Env: mergeEnv(os.Environ(), child.WorkerEnv(childTLS(p.s.cfg)), []string{
 			child.WorkerPIDEnv + "=" + strconv.Itoa(os.Getpid()),
 			child.WorkerURLEnv + "=" + p.s.cfg.URL,
 			child.ListenFDEnv + "=3",
@@ -318,7 +318,7 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()
-	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(telemetry.ContextWithSpanContextOf(ctx, l.trace), l.env), Secrets: l.secrets, Dir: l.dir}); err != nil {
+	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(telemetry.ContextWithSpanContextOf(ctx, l.trace), l.env), Secrets: l.secrets, Dir: l.dir, UID: l.uid}); err != nil {
 		sb.discard(p.s.cfg.KillGrace)
 		p.fill()
 		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))

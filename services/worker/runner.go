@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -67,6 +68,13 @@ type launch struct {
 	cgroups    *contain.Parent
 	cgroupName string
 	limits     contain.Limits
+	// owner is whose user the process runs as on a worker that runs each
+	// application as a user of its own (Config.ExecutorUsers): its
+	// application's id, or a driver's own.
+	owner string
+	// uid is that user (the runner's, for all its launches); 0: the
+	// worker's.
+	uid uint32
 
 	// Filled in by the steps.
 	argv           []string // the substituted arguments (command)
@@ -330,6 +338,12 @@ func (r *runner[S]) stop(reason error) {
 func (r *runner[S]) run() {
 	defer r.s.runners.Done()
 	defer r.kill(nil)
+	if err := r.becomeOwner(); err != nil {
+		r.log.WarnContext(r.ctx, r.kind.noun+" failed to launch", "err", err)
+		r.finish(r.ctx, r.kind.launchFailed, err.Error(), nil)
+		return
+	}
+	defer r.leaveOwner()
 	begin := r.launchedAt
 	var wait time.Duration
 	for {
@@ -385,6 +399,37 @@ func (r *runner[S]) run() {
 		case <-timer.C:
 		}
 		begin = r.s.cfg.Now()
+	}
+}
+
+// becomeOwner gives the runner's launches their owner's user, on a worker
+// that runs each application as a user of its own.
+func (r *runner[S]) becomeOwner() error {
+	if r.s.users == nil {
+		return nil
+	}
+	uid, err := r.s.users.Acquire(r.spec.owner)
+	if err != nil {
+		return fmt.Errorf("%s: %w", lifecycle.StepCommand, err)
+	}
+	r.spec.uid = uid
+	r.spec.env = append(r.spec.env, "HOME="+r.spec.dir)
+	return nil
+}
+
+// leaveOwner takes back the work directory from the runner's user, whose
+// processes all ended — it becomes the worker's, unreadable to the
+// application (or driver) that gets the uid next — and frees the uid with
+// the owner's last process.
+func (r *runner[S]) leaveOwner() {
+	if r.spec.uid == 0 {
+		return
+	}
+	if err := reclaimDir(r.spec.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.log.Warn("take back work dir", "err", err)
+	}
+	if err := r.s.users.Release(r.spec.owner); err != nil {
+		r.log.Warn("free uid", "uid", r.spec.uid, "err", err)
 	}
 }
 

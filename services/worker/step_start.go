@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
@@ -20,7 +21,8 @@ import (
 )
 
 // startStep resolves argv[0] on the worker's PATH and forks and execs the
-// process, in its cgroup on a contained worker (cgroupStep), in its own
+// process, as its user on a worker that runs each application as a user of
+// its own (refused when that user cannot execute argv[0]), in its cgroup on a contained worker (cgroupStep), in its own
 // process group (so a kill reaches its children too), in its work directory, with stdout and stderr going to its log files, stdin
 // from /dev/null, its secrets in a pipe (child.SecretsFDEnv; never in its
 // environment or arguments), when it was forked (child.ForkedAtEnv: an
@@ -60,6 +62,13 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 	}
 	l.path = path
 	span.SetAttributes(semconv.ProcessExecutablePath(l.redaction.Arg(path)))
+	var user *syscall.Credential
+	if l.uid != 0 {
+		if err := contain.OthersCan(path, contain.Execute); err != nil {
+			return fmt.Errorf("uid %d, the user of %s, cannot execute %s: %w", l.uid, l.owner, l.redaction.Arg(path), err)
+		}
+		user = &syscall.Credential{Uid: l.uid, Gid: l.uid, Groups: []uint32{}}
+	}
 	cmd := &exec.Cmd{
 		Path:   l.path,
 		Args:   l.argv,
@@ -72,7 +81,7 @@ func (startStep) Run(ctx context.Context, l *launch) error {
 		// locked to a thread but contain's v1 launcher, whose thread lives
 		// as long as the worker), so it never outlives the worker; the
 		// process also watches for itself (child.WatchWorker).
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: user},
 	}
 	cmd.Env = append(cmd.Env, child.WorkerPIDEnv+"="+strconv.Itoa(os.Getpid()))
 	var url string

@@ -17,7 +17,9 @@ func (workdirStep) Name() string { return lifecycle.StepWorkdir }
 
 // Run creates l.dir and its parents: it moves the directory made with a
 // claimed process there, or else the worker's spare, with its log files
-// (launchDir.place); it makes one if neither can be.
+// (launchDir.place); it makes one if neither can be. On a worker that runs
+// each application as a user of its own, l.dir is then that user's
+// (giveDir).
 func (workdirStep) Run(_ context.Context, l *launch) error {
 	var ahead *launchDir
 	if l.claimed != nil {
@@ -28,8 +30,11 @@ func (workdirStep) Run(_ context.Context, l *launch) error {
 	if ahead != nil {
 		var ok bool
 		if l.stdout, l.stderr, ok = ahead.place(l.dir); ok {
-			return nil
+			return giveDir(l)
 		}
 	}
-	return os.MkdirAll(l.dir, 0o750)
+	if err := os.MkdirAll(l.dir, 0o750); err != nil {
+		return err
+	}
+	return giveDir(l)
 }

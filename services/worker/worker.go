@@ -92,8 +92,16 @@ type Config struct {
 	// (--ui-public); else they need the cluster token (ui.go).
 	UIPublic bool
 	// TLS is the worker's TLS files (rpc.UseTLS), which its executors and
-	// drivers are given too; zero: none.
+	// drivers are given too unless ExecutorTLS is set; zero: none.
 	TLS rpc.TLSFiles
+	// ExecutorTLS, when set, is the TLS identity of the executors and
+	// drivers instead: on a worker with ExecutorUsers and TLS, they cannot
+	// read the worker's key (users.go).
+	ExecutorTLS rpc.TLSFiles
+	// ExecutorUsers, when set, is the uids the worker, running as root,
+	// runs its executors and drivers as: each application's executors one
+	// of their own, each driver another (users.go). Zero: the worker's.
+	ExecutorUsers contain.UIDRange
 	// Redaction hides secret values where the worker shows a command (the
 	// launch-command log line, process.start's attributes, errors); the
 	// process runs it whole. Nil: Spark's default pattern.
@@ -200,6 +208,8 @@ type Server struct {
 	usedCPU map[string]float64
 	// cgroups is the worker's cgroup; nil: it contains nothing.
 	cgroups *contain.Parent
+	// users are the uids of its processes (users.go); nil: the worker's.
+	users *contain.Users
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*Server)(nil)
@@ -259,6 +269,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(cfg.Registry, s)
 	if err := removeStaleDirs(cfg.WorkDir); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	if s.users, err = openUsers(cfg); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	if s.cgroups, err = openCgroup(cfg); err != nil {

@@ -64,6 +64,8 @@ func TestMain(m *testing.M) {
 //	alloc        touches allocBytes, prints "allocated" and waits for "release"
 //	spin         spins GOMAXPROCS cores until "release"
 //	worker       runs a contained worker (contain_test.go)
+//	probe        prints its user and tries to read each of $GLINT_WORKER_TEST_PROBE's
+//	             paths (users_test.go), then behaves as hold
 func runChild(mode string) int {
 	dir := os.Getenv("GLINT_WORK_DIR")
 	cwd, _ := os.Getwd()
@@ -83,7 +85,10 @@ func runChild(mode string) int {
 	switch mode {
 	case "exit":
 		return code
-	case "hold":
+	case "probe", "hold":
+		if mode == "probe" {
+			probe()
+		}
 		for time.Now().Before(deadline) {
 			if _, err := os.Stat(filepath.Join(dir, "release")); err == nil {
 				return code

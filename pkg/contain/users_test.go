@@ -1,0 +1,193 @@
+package contain
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseUIDRange(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want UIDRange
+		err  bool
+	}{
+		{in: "off"},
+		{in: "1000-1000", want: UIDRange{1000, 1000}},
+		{in: DefaultUIDRange.String(), want: DefaultUIDRange},
+		{in: "999-2000", err: true},
+		{in: "2000-1000", err: true},
+		{in: "1000-2147483648", err: true},
+		{in: "1000", err: true},
+		{in: "a-b", err: true},
+		{in: "", err: true},
+	} {
+		got, err := ParseUIDRange(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParseUIDRange(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+	if s := (UIDRange{}).String(); s != "off" {
+		t.Errorf("the zero range prints %q, want off", s)
+	}
+}
+
+// testRange is a range of n uids for one test, apart from other tests'.
+func testRange(n uint32) UIDRange {
+	first := DefaultUIDRange.Last + 20_000_000 + uint32(os.Getpid()%100_000)*16
+	return UIDRange{First: first, Last: first + n - 1}
+}
+
+// An owner keeps its uid while it has processes, two owners never share
+// one, a full range refuses a third, and a freed uid is given again.
+func TestUsersGiveEachOwnerAUidOfItsOwnUntilItsLastRelease(t *testing.T) {
+	r := testRange(2)
+	u, err := NewUsers(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := u.Acquire("app-a")
+	a2, _ := u.Acquire("app-a")
+	b, _ := u.Acquire("app-b")
+	if a1 != a2 || a1 == b || a1 < r.First || a1 > r.Last || b < r.First || b > r.Last {
+		t.Fatalf("app-a got %d and %d, app-b %d; want app-a one uid of %s, app-b another", a1, a2, b, r)
+	}
+	if uid, err := u.Acquire("app-c"); err == nil || !strings.Contains(err.Error(), "every uid of --executor-users") {
+		t.Fatalf("a third owner of a 2-uid range got %d, %v; want refused", uid, err)
+	}
+	if err := u.Release("app-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Acquire("app-c"); err == nil {
+		t.Fatal("app-a's uid was freed while one of its processes runs")
+	}
+	if err := u.Release("app-a"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := u.Acquire("app-c"); err != nil || c != a1 {
+		t.Errorf("app-c got %d, %v; want app-a's freed %d", c, err, a1)
+	}
+}
+
+// startAs starts a sleeping process as uid, and returns what says whether
+// it ended (waiting for it up to 10 s).
+func startAs(t *testing.T, uid uint32) (ended func() bool) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("only root starts processes as other users: make test runs as root in CI")
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return func() bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(10 * time.Second):
+			return false
+		}
+	}
+}
+
+// What runs as a uid of the range when the users are made (a worker
+// killed by SIGKILL left it), or as an owner's uid after its last release
+// (a daemon that left its process group), is killed.
+func TestUsersKillWhatRunsAsTheirUids(t *testing.T) {
+	r := testRange(1)
+	left := startAs(t, r.First)
+	u, err := NewUsers(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !left() {
+		t.Fatalf("a process left running as uid %d was not killed by NewUsers", r.First)
+	}
+	uid, _ := u.Acquire("app")
+	daemon := startAs(t, uid)
+	if err := u.Release("app"); err != nil {
+		t.Fatal(err)
+	}
+	if !daemon() {
+		t.Fatalf("a process running as the freed uid %d was not killed", uid)
+	}
+}
+
+func TestStatusUIDs(t *testing.T) {
+	real, effective, ok := statusUIDs("Name:\tx\nUid:\t1000\t0\t0\t0\nGid:\t1\t1\t1\t1\n")
+	if !ok || real != 1000 || effective != 0 {
+		t.Errorf("got %d, %d, %v; want 1000, 0, true", real, effective, ok)
+	}
+	if _, _, ok := statusUIDs("Name:\tx\n"); ok {
+		t.Error("a status without a Uid line read")
+	}
+}
+
+// OthersCan follows the path's way: a directory others cannot search
+// hides everything in it, whatever its files' modes; OthersCannotRead says
+// how a file is exposed.
+func TestOthersCanSeesTheWholeWayToAFile(t *testing.T) {
+	// Not t.TempDir, in a directory of the test's that others cannot search.
+	dir, err := os.MkdirTemp("", "glint-contain-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open, closed := filepath.Join(dir, "open"), filepath.Join(dir, "closed")
+	for _, d := range []string{open, closed} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(open, "bin"), filepath.Join(closed, "bin")} {
+		if err := os.WriteFile(f, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(open, "secret")
+	if err := os.WriteFile(secret, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(open, "link")
+	if err := os.Symlink(filepath.Join(closed, "bin"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := OthersCan(filepath.Join(open, "bin"), Execute); err != nil {
+		t.Errorf("open/bin: %v, want executable by others", err)
+	}
+	for _, p := range []string{filepath.Join(closed, "bin"), link} {
+		err := OthersCan(p, Execute)
+		if err == nil || !strings.Contains(err.Error(), closed+" is drwx------, owned by uid") || !strings.Contains(err.Error(), "others cannot search it") {
+			t.Errorf("%s: %v, want %s named as what is in the way", p, err, closed)
+		}
+	}
+	if err := OthersCan(secret, Read); err == nil || !strings.Contains(err.Error(), "others cannot read it") {
+		t.Errorf("a 0600 file: %v, want unreadable", err)
+	}
+	if err := OthersCannotRead(secret); err != nil {
+		t.Errorf("OthersCannotRead(a 0600 file): %v", err)
+	}
+	if err := os.Chmod(secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := OthersCannotRead(secret); err == nil || !strings.Contains(err.Error(), "is readable by every user: chmod o-r it") {
+		t.Errorf("OthersCannotRead(a 0644 file) = %v, want it said readable", err)
+	}
+}
