@@ -127,12 +127,12 @@ func startTracing(t testing.TB) tracing {
 // every span to tr's Jaeger with the exporter's defaults, as deployed (and
 // its drivers, in this process, too), and one with tracing off; workers have
 // cores cores each.
-func (tr tracing) groups(t testing.TB, n, cores int) (off, on *benchGroup) {
+func (tr tracing) groups(t testing.TB, n, cores int, workerArgs ...string) (off, on *benchGroup) {
 	off = groupOf(n, func() *benchCluster {
-		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, nil), tp: noop.NewTracerProvider()}
+		return &benchCluster{testCluster: startSizedCluster(t, nil, 2, cores, workerArgs), tp: noop.NewTracerProvider()}
 	})
 	on = groupOf(n, func() *benchCluster {
-		return &benchCluster{testCluster: startSizedCluster(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + tr.otlp}, 2, cores, nil), tp: tr.tp}
+		return &benchCluster{testCluster: startSizedCluster(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + tr.otlp}, 2, cores, workerArgs), tp: tr.tp}
 	})
 	for _, c := range off.clusters {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", c.master.cmd.Process.Pid))
@@ -468,9 +468,11 @@ func inTurns(order *rand.Rand, rounds int, kinds []func()) {
 }
 
 // TestBenchLaunch is rows 1 (the floor), 2 (one executor's launch against
-// it), 7a (the launch with tracing to Jaeger against off), 8b (an idle
-// executor's memory) and 9 (the launch claiming a prestarted executor).
-// Floor, untraced, traced and warm launches take turns in rounds (inTurns),
+// it, as shipped: in its cgroup and, as root, as its application's user),
+// 2c (that against an unconfined launch as the worker's user), 7a (the
+// launch with tracing to Jaeger against off), 8b (an idle executor's
+// memory) and 9 (the launch claiming a prestarted executor).
+// Floor, untraced, bare, traced and warm launches take turns in rounds (inTurns),
 // so the ratios hold when the machine's speed drifts, and the rounds are
 // split over epochs, each on new clusters of each kind: one run's identical
 // clusters differ from one another by far more than their launches'
@@ -479,7 +481,7 @@ func inTurns(order *rand.Rand, rounds int, kinds []func()) {
 func TestBenchLaunch(t *testing.T) {
 	launches, epochs, quick := 600, 20, benchtable.Start(t)
 	if quick {
-		launches, epochs = 3, 1
+		launches, epochs = 40, 2
 	}
 	f, err := floor.New(buildFloor(t))
 	if err != nil {
@@ -487,9 +489,13 @@ func TestBenchLaunch(t *testing.T) {
 	}
 	defer f.Close()
 	tr := startTracing(t)
-	var off, on, warm *benchGroup
+	var shipped []string
+	if os.Geteuid() == 0 {
+		shipped = []string{ownUsers}
+	}
+	var off, on, warm, bare *benchGroup
 	var floors []time.Duration
-	var offTimelines, onTimelines, warmTimelines []driver.Timeline
+	var offTimelines, onTimelines, warmTimelines, bareTimelines []driver.Timeline
 	kinds := []func(){
 		func() {
 			d, err := f.Launch(context.Background())
@@ -501,16 +507,22 @@ func TestBenchLaunch(t *testing.T) {
 		func() { offTimelines = append(offTimelines, launchOne(t, off.next())) },
 		func() { onTimelines = append(onTimelines, launchOne(t, on.next())) },
 		func() { warmTimelines = append(warmTimelines, warmLaunch(t, warm.next())) },
+		func() { bareTimelines = append(bareTimelines, launchOne(t, bare.next())) },
 	}
 	order := rand.New(rand.NewPCG(1, 2))
 	var offCPU, onCPU time.Duration
+	var contained bool
 	for epoch := range epochs {
-		off, on = tr.groups(t, 1, 2)
+		off, on = tr.groups(t, 1, 2, shipped...)
 		warm = groupOf(1, func() *benchCluster {
-			return &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, []string{"--prestart-executors", "1"}), tp: noop.NewTracerProvider()}
+			return &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, append([]string{"--prestart-executors", "1"}, shipped...)), tp: noop.NewTracerProvider()}
+		})
+		bare = groupOf(1, func() *benchCluster {
+			return &benchCluster{testCluster: startSizedCluster(t, nil, 2, 2, []string{"--contain=false"}), tp: noop.NewTracerProvider()}
 		})
 		if epoch == 0 {
 			idleExecutorRSS(t, off.clusters[0])
+			contained = off.clusters[0].contained(t)
 		}
 		off.startCPU(t)
 		on.startCPU(t)
@@ -518,6 +530,7 @@ func TestBenchLaunch(t *testing.T) {
 		onCPU += on.stopCPU(t)
 		offCPU += off.stopCPU(t)
 		warm.stopCPU(t) // only to stop it: its CPU is no row's
+		bare.stopCPU(t)
 	}
 	offs, ons := sinceLaunched(offTimelines), sinceLaunched(onTimelines)
 	fp50, fp99 := benchtable.Percentile(floors, 50), benchtable.Percentile(floors, 99)
@@ -529,10 +542,19 @@ func TestBenchLaunch(t *testing.T) {
 	p50, p99 := benchtable.Percentile(offs, 50), benchtable.Percentile(offs, 99)
 	ratio := float64(p50) / float64(fp50)
 	benchtable.Record(t, benchtable.Row{
-		ID: "2", What: "executor launch: LaunchExecutor received → registered with the driver, one at a time",
+		ID: "2", What: "executor launch as shipped (its cgroup; as root, its application's user): LaunchExecutor received → registered with the driver, one at a time",
 		Result: fmt.Sprintf("p50 %.2f ms (%.2f× floor), p99 %.2f ms (%d launches on %d clusters)", benchtable.Ms(p50), ratio, benchtable.Ms(p99), launches, epochs),
 		Target: "p50 ≤ 2.0× floor", Met: benchtable.Check(ratio, 2.0, true),
 		Figures: launchFigures(offTimelines, "", map[string]float64{"p50_ms": benchtable.Ms(p50), "p99_ms": benchtable.Ms(p99), "floor_ratio": ratio, "launches": float64(launches)}),
+	})
+	bareP50 := benchtable.Percentile(sinceLaunched(bareTimelines), 50)
+	cost := float64(p50) / float64(bareP50)
+	benchtable.Record(t, benchtable.Row{
+		ID: "2c", What: "containment on row 2: each executor in its cgroup and as its application's user vs unconfined as the worker's",
+		Result: fmt.Sprintf("p50 %.2f ms vs %.2f ms: %.2f× (+%.2f ms; contained %v, own users %v)",
+			benchtable.Ms(p50), benchtable.Ms(bareP50), cost, benchtable.Ms(p50-bareP50), contained, len(shipped) > 0),
+		Figures: launchFigures(bareTimelines, "bare_", map[string]float64{"ratio": cost, "p50_ms": benchtable.Ms(p50), "bare_p50_ms": benchtable.Ms(bareP50),
+			"contained": boolFigure(contained), "own_users": boolFigure(len(shipped) > 0)}),
 	})
 	onP50 := benchtable.Percentile(ons, 50)
 	latency := float64(onP50) / float64(p50)
@@ -737,4 +759,12 @@ func TestGlintAndTheFloorsChildAreBuiltStaticallyLinked(t *testing.T) {
 		}
 		f.Close()
 	}
+}
+
+// boolFigure is a yes or no as a figure of results.json.
+func boolFigure(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -255,18 +256,54 @@ func startSizedCluster(t testing.TB, env []string, workers, cores int, workerArg
 	return c
 }
 
+// ownUsers, among a cluster's workerArgs, gives each of its workers
+// --executor-users of its own (testUsers): a worker kills what runs as its
+// range's uids, so no two that run at once may share one.
+const ownUsers = "--executor-users=<each worker its own>"
+
+// testUsers is a range of 16 uids no other worker of this test process, or
+// of another test package's, is given.
+func testUsers() contain.UIDRange {
+	first := contain.DefaultUIDRange.Last + 10_000_000 + uint32(os.Getpid()%20_000)*1024 + uint32(usersGiven.Add(1)%64)*16
+	return contain.UIDRange{First: first, Last: first + 15}
+}
+
+var usersGiven atomic.Uint32
+
+// reachableDir is a temporary directory that every user may pass through
+// (t.TempDir's parent is the test's alone), for the work dirs of workers
+// whose processes run as users of their own.
+func reachableDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "glint-work-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // startWorkers starts n workers of the cluster's master, with cores cores
 // each and workerArgs, and waits until they are alive.
 func (c *testCluster) startWorkers(t testing.TB, env []string, workers, cores int, workerArgs ...string) {
 	t.Helper()
 	for i := range workers {
-		dir := t.TempDir()
+		dir := reachableDir(t)
 		// Registered before the worker's stop, so it runs after it.
 		t.Cleanup(func() { removeWorkerCgroup(t, dir) })
 		c.workDirs = append(c.workDirs, dir)
-		args := append([]string{"worker", "--master", c.master.url,
+		args := []string{"worker", "--master", c.master.url,
 			"--listen", "127.0.0.1:0", "--cores", fmt.Sprint(cores), "--memory", fmt.Sprintf("%dm", max(2048, 128*cores)), "--work-dir", dir,
-			"--register-interval", "200ms", "--kill-grace", "2s"}, workerArgs...)
+			"--register-interval", "200ms", "--kill-grace", "2s"}
+		for _, a := range workerArgs {
+			if a == ownUsers {
+				a = "--executor-users=" + testUsers().String()
+			}
+			args = append(args, a)
+		}
 		c.workers = append(c.workers, start(t, fmt.Sprintf("worker-%d", i), env, args...))
 	}
 	c.waitFor(t, "workers alive", func(s masterJSON) bool { return s.alive() == workers })

@@ -127,14 +127,15 @@ func TestAClaimedExecutorsTraceShowsTheClaimInsteadOfProcessStart(t *testing.T) 
 	}
 }
 
-// A prestarted executor waits on one core, in its worker's cgroup; claimed,
-// it runs on its launch's cores, in its launch's cgroup.
+// A prestarted executor waits on one core, in a cgroup of its own under its
+// worker's; claimed, it runs on its launch's cores, its cgroup become its
+// launch's.
 func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T) {
 	t.Parallel()
 	c := startSizedCluster(t, nil, 1, 2, []string{"--prestart-executors", "1"})
 	standby := idleStandby(t, c)
-	if got, worker := tooltest.CgroupOf(t, standby), tooltest.CgroupOf(t, c.workers[0].cmd.Process.Pid); got != worker {
-		t.Errorf("the prestarted executor is in cgroup %s before its claim, want its worker's, %s", got, worker)
+	if got := tooltest.CgroupOf(t, standby); !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/standby-\d+$`).MatchString(got) {
+		t.Errorf("the prestarted executor is in cgroup %s before its claim, want one of its own under its worker's", got)
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", standby))
 	if err != nil {
@@ -164,7 +165,7 @@ func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T
 	if kids := childrenOf(c.workers[0].cmd.Process.Pid); !slices.Contains(kids, standby) {
 		t.Errorf("the worker's children %v do not include the prestarted process %d: it was not claimed", kids, standby)
 	}
-	// The claim moved it into its launch's cgroup, under its worker's.
+	// The claim made its cgroup its launch's, under its worker's.
 	if got := tooltest.CgroupOf(t, standby); !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
 		t.Errorf("the claimed executor is in cgroup %s, want its launch's under its worker's", got)
 	}

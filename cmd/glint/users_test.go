@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/glint-cluster/glint/internal/tooltest"
-	"github.com/glint-cluster/glint/pkg/contain"
 )
 
 // usersJSON is the part of a worker's /json this test reads.
@@ -60,29 +59,20 @@ func TestAWorkerAsRootRunsADriverAndItsClaimedExecutorsAsUsersOfTheirOwn(t *test
 		t.Skip("only root starts processes as other users: make test runs as root in CI")
 	}
 	t.Parallel()
-	base, err := os.MkdirTemp("", "glint-users-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	first := contain.DefaultUIDRange.Last + 10_000_000 + uint32(os.Getpid()%100_000)*16
-	users := contain.UIDRange{First: first, Last: first + 15}
-	work := filepath.Join(base, "work")
+	base := reachableDir(t)
+	users := testUsers()
 	ca, leaves := writePKI(t, base, 0o600, 0o644)
 	env := []string{"GLINT_TLS_CERT_FILE=" + leaves[0][0], "GLINT_TLS_KEY_FILE=" + leaves[0][1], "GLINT_TLS_CA_FILE=" + ca}
-	workerArgs := []string{"--work-dir", work, "--executor-users", users.String(), "--prestart-executors", "2"}
+	workerArgs := []string{"--executor-users", users.String(), "--prestart-executors", "2"}
 
-	_, stderr, err := glintWithEnv(t, env, append([]string{"worker", "--master", "https://127.0.0.1:1", "--listen", "127.0.0.1:0"}, workerArgs...)...)
+	_, stderr, err := glintWithEnv(t, env, append([]string{"worker", "--master", "https://127.0.0.1:1", "--listen", "127.0.0.1:0", "--work-dir", reachableDir(t)}, workerArgs...)...)
 	if want := "executors cannot read the worker's --tls-key-file; give them a certificate of their own"; err == nil || !strings.Contains(stderr, want) {
 		t.Fatalf("a worker with executor users and TLS but no executor certificate: %v, want it refused with %q:\n%s", err, want, stderr)
 	}
 
 	workerArgs = append(workerArgs, "--executor-tls-cert-file", leaves[1][0], "--executor-tls-key-file", leaves[1][1])
 	c := startSizedCluster(t, env, 1, 4, workerArgs)
-	w := c.workers[0]
+	w, work := c.workers[0], c.workDirs[0]
 	workerJSON := func() usersJSON {
 		resp := getPage(t, c.client, w.url+"/json")
 		defer resp.Body.Close()

@@ -191,10 +191,10 @@ func (p *Parent) Path() string { return p.path }
 // New makes the group name under p with limits l. name is one path element;
 // a group of that name left over is removed first.
 func (p *Parent) New(name string, l Limits) (*Group, error) {
-	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return nil, fmt.Errorf("new cgroup %q: not a name", name)
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
-	g := &Group{h: p.h, path: path.Join(p.path, name)}
+	g := &Group{h: p.h, path: path.Join(p.path, name), cpu: p.cpu}
 	if err := g.Remove(); err != nil {
 		return nil, fmt.Errorf("new cgroup %s: %w", g.path, err)
 	}
@@ -204,6 +204,14 @@ func (p *Parent) New(name string, l Limits) (*Group, error) {
 	}
 	g.c = c
 	return g, nil
+}
+
+// checkName checks that name is one path element.
+func checkName(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return fmt.Errorf("cgroup %q: not a name", name)
+	}
+	return nil
 }
 
 // Close removes every group under p, with the processes still in them, and
@@ -236,6 +244,7 @@ func (p *Parent) removeGroups() error {
 type Group struct {
 	h    hierarchy
 	path string
+	cpu  CPULimit
 	c    group // nil once removed, or for a group only being removed
 }
 
@@ -250,6 +259,34 @@ func (g *Group) Path() string { return g.path }
 func (g *Group) Start(cmd *exec.Cmd, start func() error) error {
 	if err := g.c.start(cmd, start); err != nil {
 		return fmt.Errorf("start in cgroup %s: %w", g.path, err)
+	}
+	return nil
+}
+
+// Become makes g, made ahead for a process that runs in it already (a
+// prestarted executor), the group of that process's launch: renamed name
+// (on v1; a v2 group keeps its name) and limited to l, with no process
+// moved — a move waits on the kernel (Start). A group left of that name is
+// removed first.
+func (g *Group) Become(name string, l Limits) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if to := path.Join(path.Dir(g.path), name); to != g.path {
+		old := &Group{h: g.h, path: to}
+		if err := old.Remove(); err != nil {
+			return fmt.Errorf("cgroup %s becomes %s: %w", g.path, to, err)
+		}
+		switch c, err := g.h.rename(g.path, to); {
+		case errors.Is(err, errNoRename):
+		case err != nil:
+			return fmt.Errorf("cgroup %s becomes %s: %w", g.path, to, err)
+		default:
+			g.c, g.path = c, to
+		}
+	}
+	if err := g.c.limit(l, g.cpu); err != nil {
+		return fmt.Errorf("limit cgroup %s: %w", g.path, err)
 	}
 	return nil
 }
@@ -339,11 +376,16 @@ type hierarchy interface {
 	procs(path string) ([]int, error)
 	// remove removes the empty cgroup path; gone already is not an error.
 	remove(path string) error
+	// rename renames the group from to to (v1), or says it cannot
+	// (errNoRename).
+	rename(from, to string) (group, error)
 }
 
 // group is one made group.
 type group interface {
 	start(cmd *exec.Cmd, start func() error) error
 	add(pid int) error
+	// limit sets the group's limits to l.
+	limit(l Limits, cpu CPULimit) error
 	stat() (Stat, error)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	cgroups "github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
 
 	"github.com/glint-cluster/glint/internal/tooltest"
 )
@@ -492,4 +493,85 @@ func BenchmarkStart(b *testing.B) {
 			}
 		})
 	})
+}
+
+// A group made ahead with a process in it becomes that process's launch's
+// group: renamed (v1) and limited, the process still in it, no group left
+// of the old name.
+func TestAGroupMadeAheadBecomesItsLaunchsWithItsProcessInIt(t *testing.T) {
+	p := openParent(t)
+	g, err := p.New("standby", Limits{Pids: DefaultPids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := childCommand("sleep")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(cmd, cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Wait() })
+	waitLines(t, bufio.NewReader(out), "ready")
+	old := g.Path()
+	if err := g.Become("executor-app-0", Limits{MemoryBytes: MemoryLimit(64), Cores: 1, Pids: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if want := p.Path() + "/executor-app-0"; g.Path() != want {
+		t.Errorf("group at %s, want %s", g.Path(), want)
+	}
+	h := p.h.(*v1)
+	for c, want := range map[cgroup1.Name]string{
+		cgroup1.Memory: "memory.limit_in_bytes " + strconv.FormatInt(MemoryLimit(64), 10),
+		cgroup1.Cpu:    "cpu.cfs_quota_us 100000",
+		cgroup1.Pids:   "pids.max 50",
+	} {
+		file, value, _ := strings.Cut(want, " ")
+		if b, err := os.ReadFile(filepath.Join(h.root, string(c), g.Path(), file)); err != nil || strings.TrimSpace(string(b)) != value {
+			t.Errorf("%s = %q, %v; want %s", file, b, err, value)
+		}
+		if pids, err := readProcs(filepath.Join(h.root, string(c), g.Path(), "cgroup.procs")); err != nil || len(pids) != 1 || pids[0] != cmd.Process.Pid {
+			t.Errorf("%s group holds %v (%v), want the process %d", c, pids, err, cmd.Process.Pid)
+		}
+		if _, err := os.Stat(filepath.Join(h.root, string(c), old)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s group %s left (%v)", c, old, err)
+		}
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A v2 group keeps its name when it becomes a launch's (the kernel renames
+// none), and takes the launch's limits.
+func TestAV2GroupMadeAheadTakesItsLaunchsLimits(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"cgroup.controllers", "cgroup.subtree_control", "w/cgroup.subtree_control"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), []byte("cpu memory pids\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := Open("w", Options{Root: root, Version: 2, CPU: CPUHard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.New("standby", Limits{Pids: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Become("executor-app-0", Limits{Cores: 2, MemoryBytes: MemoryLimit(1024), Pids: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if g.Path() != "/w/standby" {
+		t.Errorf("group at %s, want /w/standby", g.Path())
+	}
+	for f, w := range map[string]string{"memory.max": strconv.FormatInt(MemoryLimit(1024), 10), "pids.max": "100", "cpu.max": "200000 100000"} {
+		if b, err := os.ReadFile(filepath.Join(root, "w/standby", f)); err != nil || string(b) != w {
+			t.Errorf("%s = %q, %v; want %q", f, b, err, w)
+		}
+	}
 }

@@ -57,6 +57,16 @@ func (h *v1) makeParent(path string, cores int32) error {
 }
 
 func (h *v1) create(path string, l Limits, cpu CPULimit) (group, error) {
+	cg, err := cgroup1.New(cgroup1.StaticPath(path), h.resources(l, cpu), cgroup1.WithHierarchy(h.subsystems))
+	if err != nil {
+		// Half made: remove what was.
+		return nil, errors.Join(err, h.remove(path))
+	}
+	return &v1Group{h: h, cg: cg}, nil
+}
+
+// resources are l as v1's limits.
+func (h *v1) resources(l Limits, cpu CPULimit) *specs.LinuxResources {
 	res := &specs.LinuxResources{}
 	if l.MemoryBytes > 0 {
 		res.Memory = &specs.LinuxMemory{Limit: &l.MemoryBytes}
@@ -77,10 +87,27 @@ func (h *v1) create(path string, l Limits, cpu CPULimit) (group, error) {
 	if l.Pids > 0 {
 		res.Pids = &specs.LinuxPids{Limit: &l.Pids}
 	}
-	cg, err := cgroup1.New(cgroup1.StaticPath(path), res, cgroup1.WithHierarchy(h.subsystems))
+	return res
+}
+
+// rename renames the group from to to in each hierarchy (once where two
+// controllers share one), as v1 allows.
+func (h *v1) rename(from, to string) (group, error) {
+	for _, c := range v1Controllers {
+		dir := filepath.Join(h.root, string(c))
+		err := os.Rename(filepath.Join(dir, from), filepath.Join(dir, to))
+		if errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat(filepath.Join(dir, to)); serr == nil {
+				continue // renamed through the controller it shares a mount with
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	cg, err := cgroup1.Load(cgroup1.StaticPath(to), cgroup1.WithHierarchy(h.subsystems))
 	if err != nil {
-		// Half made: remove what was.
-		return nil, errors.Join(err, h.remove(path))
+		return nil, err
 	}
 	return &v1Group{h: h, cg: cg}, nil
 }
@@ -180,6 +207,8 @@ func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
 }
 
 func (g *v1Group) add(pid int) error { return g.cg.Add(cgroup1.Process{Pid: pid}) }
+
+func (g *v1Group) limit(l Limits, cpu CPULimit) error { return g.cg.Update(g.h.resources(l, cpu)) }
 
 func (g *v1Group) stat() (Stat, error) {
 	m, err := g.cg.Stat(cgroup1.IgnoreNotExist)

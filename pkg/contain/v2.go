@@ -62,6 +62,15 @@ func (h *v2) makeParent(path string, cores int32) error {
 }
 
 func (h *v2) create(path string, l Limits, cpu CPULimit) (group, error) {
+	m, err := cgroup2.NewManager(h.root, path, h.resources(l, cpu))
+	if err != nil {
+		return nil, err
+	}
+	return &v2Group{h: h, m: m, dir: filepath.Join(h.root, path)}, nil
+}
+
+// resources are l as v2's limits.
+func (h *v2) resources(l Limits, cpu CPULimit) *cgroup2.Resources {
 	res := &cgroup2.Resources{}
 	if l.MemoryBytes > 0 {
 		// The whole group is killed on OOM, as one executor: no process of
@@ -86,12 +95,15 @@ func (h *v2) create(path string, l Limits, cpu CPULimit) (group, error) {
 	if l.Pids > 0 {
 		res.Pids = &cgroup2.Pids{Max: l.Pids}
 	}
-	m, err := cgroup2.NewManager(h.root, path, res)
-	if err != nil {
-		return nil, err
-	}
-	return &v2Group{m: m, dir: filepath.Join(h.root, path)}, nil
+	return res
 }
+
+// rename is not v2's: the kernel renames no group of the unified
+// hierarchy.
+func (h *v2) rename(string, string) (group, error) { return nil, errNoRename }
+
+// errNoRename says the hierarchy renames no group.
+var errNoRename = errors.New("this cgroup hierarchy renames no group")
 
 func (h *v2) children(path string) ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(h.root, path))
@@ -126,6 +138,7 @@ func (h *v2) remove(path string) error {
 }
 
 type v2Group struct {
+	h   *v2
 	m   *cgroup2.Manager
 	dir string // the group's directory
 }
@@ -146,6 +159,8 @@ func (g *v2Group) start(cmd *exec.Cmd, start func() error) error {
 }
 
 func (g *v2Group) add(pid int) error { return g.m.AddProc(uint64(pid)) }
+
+func (g *v2Group) limit(l Limits, cpu CPULimit) error { return g.m.Update(g.h.resources(l, cpu)) }
 
 func (g *v2Group) stat() (Stat, error) {
 	m, err := g.m.StatFiltered(cgroup2.StatCPU | cgroup2.StatMemory | cgroup2.StatMemoryEvents)

@@ -70,8 +70,8 @@ func Name(v any) string {
 // failed as "<step>: <error>".
 const (
 	StepCommand      = "command"
-	StepCgroup       = "cgroup"
 	StepClaim        = "claim"
+	StepCgroup       = "cgroup"
 	StepHandover     = "handover"
 	StepWorkdir      = "workdir"
 	StepLogs         = "logs"
@@ -80,7 +80,7 @@ const (
 )
 
 // LaunchSteps are the launch steps.
-var LaunchSteps = []string{StepCommand, StepCgroup, StepClaim, StepHandover, StepWorkdir, StepLogs, StepProcessStart, StepReport}
+var LaunchSteps = []string{StepCommand, StepClaim, StepCgroup, StepHandover, StepWorkdir, StepLogs, StepProcessStart, StepReport}
 
 // LaunchStepOf is the launch step a failed launch's message names, or "".
 func LaunchStepOf(message string) string {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -48,6 +51,8 @@ type prestart struct {
 	warming  map[*standby]bool
 	closed   bool
 	wg       sync.WaitGroup // processes being started
+	// made counts the processes started, naming their cgroups.
+	made atomic.Int64
 }
 
 // standby is a prestarted executor process waiting for its claim.
@@ -55,6 +60,9 @@ type standby struct {
 	cmd   *exec.Cmd
 	claim *os.File // the worker's end of the claim channel
 	url   string   // where it will serve, from the socket it holds
+	// group, on a contained worker, is the process's cgroup, which its
+	// claim makes its launch's (contain.Group.Become).
+	group *contain.Group
 	// launchDir is a work directory made with the process: the workdir
 	// step of its launch moves it into place, so that a claim makes no
 	// files.
@@ -109,7 +117,7 @@ func (p *prestart) admit(sb *standby, err error) {
 		p.s.log.Warn("prestart an executor", "err", err)
 	}
 	if sb != nil && (err != nil || closed) {
-		sb.discard(p.s.cfg.KillGrace)
+		sb.discard(p.s.cfg.KillGrace, p.s.log)
 	}
 }
 
@@ -172,8 +180,22 @@ func (p *prestart) start() (*standby, error) {
 		ExtraFiles:  []*os.File{socket, theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
-	if err := p.s.cfg.SpanRelay.Start(cmd); err != nil {
+	start := func() error { return p.s.cfg.SpanRelay.Start(cmd) }
+	if p.s.cgroups != nil {
+		// Born in a group of its own, which becomes its launch's at the
+		// claim: nothing is moved on the launch's path.
+		if sb.group, err = p.s.cgroups.New(fmt.Sprintf("standby-%d", p.made.Add(1)), contain.Limits{Pids: p.s.cfg.PidsLimit}); err != nil {
+			mine.Close()
+			sb.removeDir()
+			return nil, err
+		}
+		err = sb.group.Start(cmd, start)
+	} else {
+		err = start()
+	}
+	if err != nil {
 		mine.Close()
+		sb.removeGroup(p.s.log)
 		sb.removeDir()
 		return nil, err
 	}
@@ -250,7 +272,7 @@ func (p *prestart) close() {
 	p.wg.Wait()
 	var wg sync.WaitGroup
 	for _, sb := range idle {
-		wg.Go(func() { sb.discard(p.s.cfg.KillGrace) })
+		wg.Go(func() { sb.discard(p.s.cfg.KillGrace, p.s.log) })
 	}
 	wg.Wait()
 }
@@ -258,8 +280,9 @@ func (p *prestart) close() {
 // discard ends an unclaimed process: closing its claim channel makes it exit;
 // after grace it is killed. It is reaped, and the directory made with it
 // removed.
-func (sb *standby) discard(grace time.Duration) {
+func (sb *standby) discard(grace time.Duration, log *slog.Logger) {
 	defer sb.removeDir()
+	defer sb.removeGroup(log)
 	sb.claim.Close()
 	done := make(chan struct{})
 	go func() {
@@ -272,6 +295,17 @@ func (sb *standby) discard(grace time.Duration) {
 		_ = syscall.Kill(-sb.cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
+}
+
+// removeGroup removes an unclaimed process's cgroup, with what runs in it.
+func (sb *standby) removeGroup(log *slog.Logger) {
+	if sb.group == nil {
+		return
+	}
+	if err := sb.group.Remove(); err != nil {
+		log.Warn("remove cgroup", "err", err)
+	}
+	sb.group = nil
 }
 
 // claimStep hands a prestarted executor its launch, as soon as the command
@@ -297,29 +331,30 @@ func (claimStep) choose(l *launch) step { return l.prestart.claim(l) }
 func (c claimStep) Run(ctx context.Context, l *launch) error {
 	sb, p := c.standby, c.prestart
 	if ctx.Err() != nil {
-		sb.discard(p.s.cfg.KillGrace)
+		sb.discard(p.s.cfg.KillGrace, p.s.log)
 		p.fill()
 		return fmt.Errorf("not started: %w", context.Cause(ctx))
 	}
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
-	// On a contained worker the process joins the launch's cgroup before it
-	// learns its launch (the memory it holds stays charged to the
-	// worker's).
-	if l.group != nil {
-		if err := l.group.Add(sb.cmd.Process.Pid); err != nil {
-			sb.discard(p.s.cfg.KillGrace)
+	// On a contained worker the process's cgroup becomes the launch's, with
+	// its limits, before it learns its launch.
+	if sb.group != nil {
+		if err := sb.group.Become(l.cgroupName, l.limits); err != nil {
+			sb.discard(p.s.cfg.KillGrace, p.s.log)
 			p.fill()
-			span.AddEvent("prestarted executor not movable into its cgroup: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
+			span.AddEvent("prestarted executor's cgroup not made its launch's: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
 			return nil
 		}
+		l.group, sb.group = sb.group, nil
+		span.SetAttributes(attribute.String("glint.cgroup", l.group.Path()))
 	}
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()
 	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(telemetry.ContextWithSpanContextOf(ctx, l.trace), l.env), Secrets: l.secrets, Dir: l.dir, UID: l.uid}); err != nil {
-		sb.discard(p.s.cfg.KillGrace)
+		sb.discard(p.s.cfg.KillGrace, p.s.log)
 		p.fill()
 		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
 		return nil
@@ -330,7 +365,7 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 
 // abandon ends a claimed process whose launch failed before the handover.
 func (c *claimStep) abandon() {
-	c.standby.discard(c.prestart.s.cfg.KillGrace)
+	c.standby.discard(c.prestart.s.cfg.KillGrace, c.prestart.s.log)
 	c.prestart.fill()
 }
 

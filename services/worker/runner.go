@@ -353,7 +353,7 @@ func (r *runner[S]) run() {
 		steps := []step{
 			// prestart: make and start the process, or claim a prestarted
 			// one as soon as its command is known and hand it its log files
-			commandStep{}, cgroupStep{}, claimStep{}, workdirStep{}, logsStep{}, startStep{},
+			commandStep{}, claimStep{}, cgroupStep{}, workdirStep{}, logsStep{}, startStep{},
 			// poststart: it runs; the report step calls the poststart hook
 			reportStep{running: r.running},
 		}

@@ -16,17 +16,19 @@ import (
 // its memory limit is its granted memory plus the overhead of
 // contain.MemoryLimit, its CPU its granted cores (Config.CPULimit), with
 // Config.PidsLimit processes and threads. process.start starts the process
-// in it; a claimed prestarted process is moved into it before it is handed
-// its launch, so no code of the launch runs outside it. The exit phase
+// in it. A claimed prestarted process has one already, which the claim step
+// made its launch's before it handed the process its launch, so no code of
+// the launch runs outside it: the step is then skipped. The exit phase
 // reads it (an OOM kill) and removes it. It runs only on a contained worker.
 type cgroupStep struct{}
 
 // Name is "cgroup".
 func (cgroupStep) Name() string { return lifecycle.StepCgroup }
 
-// choose skips the step on a worker that contains nothing.
+// choose skips the step on a worker that contains nothing, and for a
+// claimed process, which has its group.
 func (cgroupStep) choose(l *launch) step {
-	if l.cgroups == nil {
+	if l.cgroups == nil || l.group != nil {
 		return nil
 	}
 	return cgroupStep{}
