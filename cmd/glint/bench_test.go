@@ -481,7 +481,7 @@ func inTurns(order *rand.Rand, rounds int, kinds []func()) {
 func TestBenchLaunch(t *testing.T) {
 	launches, epochs, quick := 600, 20, benchtable.Start(t)
 	if quick {
-		launches, epochs = 40, 2
+		launches, epochs = 3, 1
 	}
 	f, err := floor.New(buildFloor(t))
 	if err != nil {
