@@ -198,6 +198,10 @@ func (p *Parent) New(name string, l Limits) (*Group, error) {
 	if err := g.Remove(); err != nil {
 		return nil, fmt.Errorf("new cgroup %s: %w", g.path, err)
 	}
+	if c := p.h.ahead(p.path, g.path, l, p.cpu); c != nil {
+		g.c = c
+		return g, nil
+	}
 	c, err := p.h.create(g.path, l, p.cpu)
 	if err != nil {
 		return nil, fmt.Errorf("new cgroup %s: %w", g.path, err)
@@ -327,6 +331,7 @@ const removeWait = 10 * time.Second
 // process is never killed: on v1 its launching thread may still be in g,
 // about to leave (Group.Start), and Remove waits for it.
 func (g *Group) Remove() error {
+	g.h.evict(g.path)
 	deadline := time.Now().Add(removeWait)
 	self := os.Getpid()
 	for {
@@ -379,6 +384,12 @@ type hierarchy interface {
 	// rename renames the group from to to (v1), or says it cannot
 	// (errNoRename).
 	rename(from, to string) (group, error)
+	// ahead is the group path made from one made ahead under parent with
+	// limits l, whose start moves nothing (v1); nil when there is none.
+	ahead(parent, path string, l Limits, cpu CPULimit) group
+	// evict takes this process's launching thread out of path, if it
+	// waits there (v1), so that path can be removed.
+	evict(path string)
 }
 
 // group is one made group.

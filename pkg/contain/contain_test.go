@@ -575,3 +575,85 @@ func TestAV2GroupMadeAheadTakesItsLaunchsLimits(t *testing.T) {
 		}
 	}
 }
+
+// settled returns once the launching thread moved on after its last start
+// (off the start's path).
+func settled() {
+	_ = launcher().run(func(int, homeOf) (func() error, error) { return nil, nil })
+}
+
+// threadsOf lists the threads of this process in the v1 group path.
+func threadsOf(t *testing.T, h *v1, path string) []int {
+	t.Helper()
+	tids, err := readProcs(filepath.Join(h.root, string(cgroup1.Memory), path, "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []int
+	for _, tid := range tids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err == nil {
+			ours = append(ours, tid)
+		}
+	}
+	return ours
+}
+
+// After a start on v1 the launching thread waits in a spare group under
+// the parent; the next group made there is that spare, renamed and
+// limited, with the thread in it already, so its start moves nothing; the
+// thread then waits in a new spare, which Close removes with the rest.
+func TestV1MakesTheNextGroupAheadWithTheLaunchingThreadInIt(t *testing.T) {
+	p := openParent(t)
+	h := p.h.(*v1)
+	first, err := p.New("first", Limits{Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertStartsIn(t, first, 1)
+	settled()
+	spares := func() []string {
+		var names []string
+		children, err := h.children(p.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range children {
+			if strings.HasPrefix(c, spareName) {
+				names = append(names, c)
+			}
+		}
+		return names
+	}
+	spare := spares()
+	if len(spare) != 1 || len(threadsOf(t, h, p.Path()+"/"+spare[0])) != 1 {
+		t.Fatalf("spare groups %v after a start, want one holding the launching thread", spare)
+	}
+	next, err := p.New("next", Limits{MemoryBytes: MemoryLimit(64), Cores: 1, Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spares()) != 0 || len(threadsOf(t, h, next.Path())) != 1 {
+		t.Fatalf("spare groups %v once the next group is made, threads %v in it; want none, and the launching thread", spares(), threadsOf(t, h, next.Path()))
+	}
+	if b, err := os.ReadFile(filepath.Join(h.root, string(cgroup1.Memory), next.Path(), "memory.limit_in_bytes")); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(MemoryLimit(64), 10) {
+		t.Errorf("the group made ahead has memory limit %q, %v; want its own", b, err)
+	}
+	assertStartsIn(t, next, 1)
+	settled()
+	if threads := threadsOf(t, h, next.Path()); len(threads) != 0 || len(spares()) != 1 {
+		t.Errorf("threads %v left in the started group and spares %v; want none and a new one", threads, spares())
+	}
+	// A group made ahead whose start never comes is removed all the same.
+	unused, err := p.New("unused", Limits{Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unused.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*Group{first, next} {
+		if err := g.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	pathpkg "path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -62,7 +63,7 @@ func (h *v1) create(path string, l Limits, cpu CPULimit) (group, error) {
 		// Half made: remove what was.
 		return nil, errors.Join(err, h.remove(path))
 	}
-	return &v1Group{h: h, cg: cg}, nil
+	return &v1Group{h: h, cg: cg, path: path}, nil
 }
 
 // resources are l as v1's limits.
@@ -109,7 +110,59 @@ func (h *v1) rename(from, to string) (group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &v1Group{h: h, cg: cg}, nil
+	return &v1Group{h: h, cg: cg, path: to}, nil
+}
+
+// ahead is the spare group under parent (one the launcher thread waits in),
+// renamed path and limited to l: a start in it forks with no move. Nil when
+// there is none, or it could not be made path (then it is removed).
+func (h *v1) ahead(parent, path string, l Limits, cpu CPULimit) group {
+	f := launcher()
+	var g *v1Group
+	_ = f.run(func(int, homeOf) (func() error, error) {
+		sp := f.spare
+		if sp == nil || sp.h != h || pathpkg.Dir(sp.path) != parent {
+			return nil, nil
+		}
+		f.spare = nil
+		c, err := h.rename(sp.path, path)
+		if err == nil {
+			g = c.(*v1Group)
+			err = g.limit(l, cpu)
+		}
+		if err != nil {
+			g = nil
+			home := f.goHome(h)
+			return func() error {
+				err := home()
+				_ = h.remove(sp.path)
+				_ = h.remove(path)
+				return err
+			}, nil
+		}
+		f.at = path
+		return nil, nil
+	})
+	if g == nil {
+		return nil
+	}
+	return g
+}
+
+// evict takes the launcher thread out of the group path, if it waits in it
+// (a spare, or a group taken from one whose start never came), so that the
+// group can be removed.
+func (h *v1) evict(path string) {
+	f := launcher()
+	_ = f.run(func(int, homeOf) (func() error, error) {
+		if f.spare != nil && f.spare.path == path {
+			f.spare = nil
+		}
+		if f.at != path {
+			return nil, nil
+		}
+		return f.goHome(h), nil
+	})
 }
 
 func (h *v1) children(path string) ([]string, error) {
@@ -182,27 +235,33 @@ func readProcs(name string) ([]int, error) {
 }
 
 type v1Group struct {
-	h  *v1
-	cg cgroup1.Cgroup
+	h    *v1
+	cg   cgroup1.Cgroup
+	path string
 }
 
-// start forks cmd from the launcher thread once that thread moved into
-// the group (v1 places threads, through its tasks files), so the process
-// starts in the group. The thread moves back to its own cgroups once start
-// returned, off the launch's path: a move waits on the kernel, which takes
-// the threadgroup rwsem for writing and so waits for an RCU grace period
-// (BenchmarkStart).
+// start forks cmd from the launcher thread, in the group (v1 places
+// threads, through its tasks files), so the process starts in the group:
+// at once if the thread waits in it (a group made ahead: ahead), else once
+// it moved in. A move waits on the kernel, which takes the threadgroup
+// rwsem for writing and so waits for an RCU grace period (BenchmarkStart).
+// Once start returned, off the launch's path, the thread moves on to wait
+// in a new spare group under the same parent, for the next start (or in
+// its own cgroups, if none can be made).
 func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
-	return launcher().run(func(tid int, home homeOf) (func() error, error) {
-		back, err := home(g.h)
-		if err != nil {
+	f := launcher()
+	return f.run(func(tid int, home homeOf) (func() error, error) {
+		if _, err := home(g.h); err != nil {
 			return nil, fmt.Errorf("the launching thread's cgroups: %w", err)
 		}
-		goBack := func() error { return back.AddTask(cgroup1.Process{Pid: tid}) }
-		if err := g.cg.AddTask(cgroup1.Process{Pid: tid}); err != nil {
-			return goBack, err
+		moveOn := func() error { return f.wait(g.h, pathpkg.Dir(g.path)) }
+		if f.at != g.path {
+			if err := g.cg.AddTask(cgroup1.Process{Pid: tid}); err != nil {
+				return moveOn, err
+			}
+			f.at = g.path
 		}
-		return goBack, start()
+		return moveOn, start()
 	})
 }
 
@@ -243,6 +302,57 @@ type forker struct {
 	// Used by the thread alone.
 	homes map[*v1]cgroup1.Cgroup // its own cgroups in each hierarchy
 	err   error                  // why it starts no more processes (errLauncherAway)
+	// at is the group the thread is in, "" for its own cgroups; spare,
+	// when set, is the group made ahead it waits in (at), which the next
+	// group made under the same parent becomes (ahead).
+	at    string
+	spare *v1Group
+	// spares counts the spare groups made, naming them.
+	spares int
+}
+
+// spareName prefixes the names of the groups made ahead.
+const spareName = ".spare-"
+
+// wait moves the thread into the spare group under parent in h — one made
+// now if there is none — to wait for the next start; into its own cgroups
+// if that fails.
+func (f *forker) wait(h *v1, parent string) error {
+	if f.spare == nil || f.spare.h != h || pathpkg.Dir(f.spare.path) != parent {
+		if f.spare != nil {
+			// Another parent's: removed if empty, else by its parent's Close.
+			_ = f.spare.h.remove(f.spare.path)
+		}
+		f.spare = nil
+		f.spares++
+		c, err := h.create(pathpkg.Join(parent, spareName+strconv.Itoa(f.spares)), Limits{}, CPUOff)
+		if err != nil {
+			return f.goHome(h)()
+		}
+		f.spare = c.(*v1Group)
+	}
+	if err := f.spare.cg.AddTask(cgroup1.Process{Pid: f.tid}); err != nil {
+		_ = f.spare.h.remove(f.spare.path)
+		f.spare = nil
+		return f.goHome(h)()
+	}
+	f.at = f.spare.path
+	return nil
+}
+
+// goHome is what moves the thread back to its own cgroups in h.
+func (f *forker) goHome(h *v1) func() error {
+	return func() error {
+		back, err := f.home(h)
+		if err == nil {
+			err = back.AddTask(cgroup1.Process{Pid: f.tid})
+		}
+		if err != nil {
+			return fmt.Errorf("the launching thread's cgroups: %w", err)
+		}
+		f.at = ""
+		return nil
+	}
 }
 
 // homeOf returns the launcher thread's own cgroups in h.

@@ -102,6 +102,13 @@ func (h *v2) resources(l Limits, cpu CPULimit) *cgroup2.Resources {
 // hierarchy.
 func (h *v2) rename(string, string) (group, error) { return nil, errNoRename }
 
+// ahead is nil: v2 forks a process into its group (clone3), and moves
+// nothing, so it makes no group ahead.
+func (h *v2) ahead(string, string, Limits, CPULimit) group { return nil }
+
+// evict does nothing: no thread of this process waits in a v2 group.
+func (h *v2) evict(string) {}
+
 // errNoRename says the hierarchy renames no group.
 var errNoRename = errors.New("this cgroup hierarchy renames no group")
 
