@@ -327,10 +327,12 @@ func (l *loopback) copyTree(t testing.TB, owner, src, dst, target string, tweak 
 }
 
 // start runs p until the test ends and waits until it is ready. Its
-// environment is its compose environment and nothing of the test's.
+// environment is its compose environment and nothing of the test's; and, as
+// the image's user is not root, a worker's executors run as the worker's
+// user (the test's, which may be root) as they do in its container.
 func (l *loopback) start(t testing.TB, p *process) {
 	t.Helper()
-	env := []string{"-i", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
+	env := []string{"-i", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(), "GLINT_EXECUTOR_USERS=off"}
 	env = append(env, p.env...)
 	args := append(append(env, p.bin), p.args...)
 	proc := tooltest.Start(t, p.name, p.ready, "/usr/bin/env", args...)

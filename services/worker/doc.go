@@ -15,6 +15,8 @@
 //   - state.go: each kind's states and transition table, as data.
 //   - step_command.go, step_cgroup.go, step_workdir.go, step_logs.go,
 //     step_start.go, step_report.go: the named launch steps, one file each.
+//   - users.go: the uids processes run as, their work dirs, the secret files
+//     checked at start.
 //   - process.go: exit status, and the kill of a process group with a grace period.
 //   - finals.go: final states no master acknowledged yet.
 //   - launched.go: the executor ids launched per application, so a resent
@@ -64,14 +66,17 @@
 //     substituted argument by argument, never through a shell; the environment
 //     is the worker's, then GOMAXPROCS set to the process's cores, then the
 //     command's own, then the GLINT_* variables.
-//   - cgroup, on a contained worker: the process's cgroup under the worker's.
-//   - claim, when a prestarted executor fits: it is handed its launch.
+//   - claim, when a prestarted executor fits: its cgroup becomes the launch's
+//     and it is handed its launch.
+//   - cgroup, on a contained worker, unless claimed: the process's cgroup
+//     under the worker's.
 //   - workdir: <work-dir>/<app-id>/<executor-id> or <work-dir>/<driver-id>,
-//     taken from the spare or the claimed process when one is ready.
+//     taken from the spare or the claimed process when one is ready; its
+//     user's alone when processes run as users of their own.
 //   - logs: stdout and stderr, headed by the command with secrets redacted.
 //   - process.start: fork and exec in the process's own process group and
 //     work directory, stdin from /dev/null, with the parent-death signal set,
-//     in its cgroup on a contained worker. An executor gets its listening
+//     in its cgroup on a contained worker, as its user (users.go). An executor gets its listening
 //     socket as file descriptor 3; each process gets its secrets in a pipe,
 //     never in its environment or arguments, and the launch's trace context in
 //     TRACEPARENT. For a claimed executor this step is handover: it sends the
@@ -115,8 +120,14 @@
 // overhead, its cores (Config.CPULimit) and Config.PidsLimit processes. The
 // exit phase reads the cgroup, so an OOM kill ends the process with a message
 // that says so, and removes it. Where no writable hierarchy exists the worker
-// says so once and runs its processes unconfined. Processes run as the
-// worker's user.
+// says so once and runs its processes unconfined.
+//
+// A worker started as root (Config.ExecutorUsers) runs each application's
+// executors as a uid of their own and each driver as another (users.go):
+// no group besides its own, a work dir only it reads, taken back when its
+// owner's last process ends, and none of the worker's files readable. A
+// prestarted executor drops from root to its uid at its claim. Otherwise
+// processes run as the worker's user, which it says at start.
 //
 // Every UsageInterval the worker measures, outside its lock, the CPU time,
 // resident memory and peak of each running process tree (usageSource; the
