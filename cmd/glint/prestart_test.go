@@ -13,6 +13,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/jaeger"
 	"github.com/glint-cluster/glint/internal/tooltest"
+	"github.com/glint-cluster/glint/pkg/contain"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
@@ -165,9 +166,18 @@ func TestAPrestartedExecutorRunsOnOneCoreUntilClaimedThenOnItsCores(t *testing.T
 	if kids := childrenOf(c.workers[0].cmd.Process.Pid); !slices.Contains(kids, standby) {
 		t.Errorf("the worker's children %v do not include the prestarted process %d: it was not claimed", kids, standby)
 	}
-	// The claim made its cgroup its launch's, under its worker's.
-	if got := tooltest.CgroupOf(t, standby); !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
+	// The claim made its cgroup its launch's, under its worker's, limited
+	// to the launch's memory.
+	got := tooltest.CgroupOf(t, standby)
+	if !regexp.MustCompile(`^/glint-worker-[0-9a-f]{12}/executor-app-[^/]+-0$`).MatchString(got) {
 		t.Errorf("the claimed executor is in cgroup %s, want its launch's under its worker's", got)
+	}
+	limitFile := filepath.Join("/sys/fs/cgroup/memory", got, "memory.limit_in_bytes")
+	if _, err := os.Stat(limitFile); err != nil {
+		limitFile = filepath.Join("/sys/fs/cgroup", got, "memory.max")
+	}
+	if b, err := os.ReadFile(limitFile); err != nil || strings.TrimSpace(string(b)) != fmt.Sprint(contain.MemoryLimit(256)) {
+		t.Errorf("the claimed executor's memory limit is %q (%v), want %d: 256 MiB and its overhead", b, err, contain.MemoryLimit(256))
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(worker())
 	case "secrets":
 		os.Exit(secretsChild())
+	case "claimed":
+		os.Exit(claimedChild())
 	}
 	os.Exit(m.Run())
 }

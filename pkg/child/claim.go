@@ -256,8 +256,13 @@ func receiveClaim(fd int) (Claim, error) {
 // worker's death: the kernel forgets that request when a process's
 // credentials change.
 func becomeUser(uid int) error {
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("drop supplementary groups: %w", err)
+	// Each set*id call stops every thread of the process: one is saved
+	// when there is no group to drop (the worker starts its prestarted
+	// executors in none).
+	if groups, err := syscall.Getgroups(); err != nil || len(groups) > 0 {
+		if err := syscall.Setgroups([]int{}); err != nil {
+			return fmt.Errorf("drop supplementary groups: %w", err)
+		}
 	}
 	if err := syscall.Setgid(uid); err != nil {
 		return fmt.Errorf("become group %d: %w", uid, err)

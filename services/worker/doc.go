@@ -66,10 +66,10 @@
 //     substituted argument by argument, never through a shell; the environment
 //     is the worker's, then GOMAXPROCS set to the process's cores, then the
 //     command's own, then the GLINT_* variables.
-//   - claim, when a prestarted executor fits: its cgroup becomes the launch's
-//     and it is handed its launch.
-//   - cgroup, on a contained worker, unless claimed: the process's cgroup
-//     under the worker's.
+//   - claim, when a prestarted executor fits: it is handed its launch.
+//   - cgroup, on a contained worker: the process's cgroup under the worker's;
+//     a claimed executor's own, made with it, becomes the launch's while it
+//     takes its claim, before the handover lets it register.
 //   - workdir: <work-dir>/<app-id>/<executor-id> or <work-dir>/<driver-id>,
 //     taken from the spare or the claimed process when one is ready; its
 //     user's alone when processes run as users of their own.
@@ -126,7 +126,7 @@
 // executors as a uid of their own and each driver as another (users.go):
 // no group besides its own, a work dir only it reads, taken back when its
 // owner's last process ends, and none of the worker's files readable. A
-// prestarted executor drops from root to its uid at its claim. Otherwise
+// prestarted executor drops from root to its uid as it takes its claim. Otherwise
 // processes run as the worker's user, which it says at start.
 //
 // Every UsageInterval the worker measures, outside its lock, the CPU time,

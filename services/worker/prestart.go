@@ -60,8 +60,8 @@ type standby struct {
 	cmd   *exec.Cmd
 	claim *os.File // the worker's end of the claim channel
 	url   string   // where it will serve, from the socket it holds
-	// group, on a contained worker, is the process's cgroup, which its
-	// claim makes its launch's (contain.Group.Become).
+	// group, on a contained worker, is the process's cgroup, which the
+	// cgroup step of its launch makes the launch's (contain.Group.Become).
 	group *contain.Group
 	// launchDir is a work directory made with the process: the workdir
 	// step of its launch moves it into place, so that a claim makes no
@@ -180,10 +180,15 @@ func (p *prestart) start() (*standby, error) {
 		ExtraFiles:  []*os.File{socket, theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
+	if p.s.users != nil {
+		// It waits as root, but in no group besides root's: its claim has
+		// then one call fewer to make as it becomes its user.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()), Groups: []uint32{}}
+	}
 	start := func() error { return p.s.cfg.SpanRelay.Start(cmd) }
 	if p.s.cgroups != nil {
-		// Born in a group of its own, which becomes its launch's at the
-		// claim: nothing is moved on the launch's path.
+		// Born in a group of its own, which becomes its launch's once it
+		// is claimed: nothing is moved on the launch's path.
 		if sb.group, err = p.s.cgroups.New(fmt.Sprintf("standby-%d", p.made.Add(1)), contain.Limits{Pids: p.s.cfg.PidsLimit}); err != nil {
 			mine.Close()
 			sb.removeDir()
@@ -338,18 +343,6 @@ func (c claimStep) Run(ctx context.Context, l *launch) error {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
 		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
-	// On a contained worker the process's cgroup becomes the launch's, with
-	// its limits, before it learns its launch.
-	if sb.group != nil {
-		if err := sb.group.Become(l.cgroupName, l.limits); err != nil {
-			sb.discard(p.s.cfg.KillGrace, p.s.log)
-			p.fill()
-			span.AddEvent("prestarted executor's cgroup not made its launch's: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
-			return nil
-		}
-		l.group, sb.group = sb.group, nil
-		span.SetAttributes(attribute.String("glint.cgroup", l.group.Path()))
-	}
 	// Stamped before the claim is sent, for the same reason as a started
 	// process: the claimed one may reach its driver before SendClaim returns.
 	claimed := l.now()

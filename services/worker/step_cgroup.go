@@ -16,32 +16,48 @@ import (
 // its memory limit is its granted memory plus the overhead of
 // contain.MemoryLimit, its CPU its granted cores (Config.CPULimit), with
 // Config.PidsLimit processes and threads. process.start starts the process
-// in it. A claimed prestarted process has one already, which the claim step
-// made its launch's before it handed the process its launch, so no code of
-// the launch runs outside it: the step is then skipped. The exit phase
-// reads it (an OOM kill) and removes it. It runs only on a contained worker.
+// in it. A claimed prestarted process was born in a group of its own, which
+// the step makes its launch's instead (contain.Group.Become), while the
+// process takes its claim: the process waits for the log files the
+// handover step sends before it registers with its driver, so no task runs
+// outside the launch's group. The exit phase reads the group (an OOM kill)
+// and removes it. The step runs only on a contained worker.
 type cgroupStep struct{}
 
 // Name is "cgroup".
 func (cgroupStep) Name() string { return lifecycle.StepCgroup }
 
-// choose skips the step on a worker that contains nothing, and for a
-// claimed process, which has its group.
+// choose skips the step on a worker that contains nothing.
 func (cgroupStep) choose(l *launch) step {
-	if l.cgroups == nil || l.group != nil {
+	if l.cgroups == nil {
 		return nil
 	}
 	return cgroupStep{}
 }
 
-// Run makes the cgroup.
+// Run makes the cgroup, or the claimed process's its launch's; if that
+// fails, the claimed process is ended and process.start starts one in a
+// group made for it.
 func (cgroupStep) Run(ctx context.Context, l *launch) error {
+	span := trace.SpanFromContext(ctx)
+	if c := l.claimed; c != nil {
+		g := c.standby.group
+		err := g.Become(l.cgroupName, l.limits)
+		if err == nil {
+			l.group, c.standby.group = g, nil
+			span.SetAttributes(attribute.String("glint.cgroup", g.Path()))
+			return nil
+		}
+		c.abandon()
+		l.claimed = nil
+		span.AddEvent("claimed executor's cgroup not made its launch's: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
+	}
 	g, err := l.cgroups.New(l.cgroupName, l.limits)
 	if err != nil {
 		return err
 	}
 	l.group = g
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("glint.cgroup", g.Path()))
+	span.SetAttributes(attribute.String("glint.cgroup", g.Path()))
 	return nil
 }
 
