@@ -396,11 +396,12 @@ func TestWebUIAnswersHostileInputWithAClear4xx(t *testing.T) {
 		t.Fatalf("submit: %v\n%s\n%s", err, out, errOut)
 	}
 	app := c.waitFor(t, "pi completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 }).CompletedApps[0]
-	secret := filepath.Join(filepath.Dir(c.workDirs[0]), "secret")
+	secret := filepath.Join(c.workDirs[0], "secret")
 	if err := os.WriteFile(secret, []byte("not for the web"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A link inside the work dir that points out of it is not followed.
+	// A link an executor made that points out of its directory (to another
+	// application's log, or any of the worker's files) is not followed.
 	if err := os.Remove(filepath.Join(c.workDirs[0], app.ID, "0", "stderr")); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestWebUIAnswersHostileInputWithAClear4xx(t *testing.T) {
 		{log + "?offset=99999999999", http.StatusRequestedRangeNotSatisfiable, "past the end"},
 		{log + "?offset=99999999999999999999999", http.StatusBadRequest, "not a byte offset"},
 		{log + "?offset=-1", http.StatusBadRequest, "not a byte offset"},
-		{w + "/log/" + app.ID + "/0/stderr", http.StatusForbidden, "inside the work dir"},
+		{w + "/log/" + app.ID + "/0/stderr", http.StatusForbidden, "inside its work dir"},
 		{w + "/log/" + app.ID + "/0/environ", http.StatusBadRequest, "stdout and stderr"},
 		{w + "/log/" + app.ID + "/00/stdout", http.StatusBadRequest, "executor id"},
 		{w + "/log/" + app.ID + "/-1/stdout", http.StatusBadRequest, "executor id"},

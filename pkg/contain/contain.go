@@ -328,8 +328,9 @@ const removeWait = 10 * time.Second
 
 // Remove kills every process still in g (SIGKILL, again until none is left)
 // and removes it; a group that is gone already is not an error. This
-// process is never killed: on v1 its launching thread may still be in g,
-// about to leave (Group.Start), and Remove waits for it.
+// process is never killed: on v1 its launching thread may wait in g (a
+// group made ahead, or one whose start never came), and Remove first moves
+// it out (evict).
 func (g *Group) Remove() error {
 	g.h.evict(g.path)
 	deadline := time.Now().Add(removeWait)

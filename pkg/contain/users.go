@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // UIDRange is the user ids a worker running as root gives the processes it
@@ -17,7 +21,8 @@ import (
 // cluster-mode driver, run as a uid of their own from it, whose group id is
 // the same number, with no supplementary groups. The uids need no entry in
 // /etc/passwd, and must belong to nobody else on the machine: a worker kills
-// whatever runs as a uid of its range when it starts, and when it frees one.
+// whatever runs as a uid of its range, and no other worker's, when it
+// starts, and as a uid it frees.
 // The zero range is none: processes run as the worker's user.
 type UIDRange struct {
 	First, Last uint32
@@ -55,10 +60,20 @@ func (r UIDRange) contains(uid uint32) bool {
 	return r != (UIDRange{}) && uid >= r.First && uid <= r.Last
 }
 
+// UIDLockFile is where the workers of a machine lock the uids they give
+// out (one byte of it per uid, an open file description's lock, which the
+// kernel drops when the worker dies), so that two workers whose ranges
+// overlap never give one uid to two owners, nor kill each other's processes.
+const UIDLockFile = "/run/glint/executor-uids.lock"
+
 // Users hands out the uids of a UIDRange: one to each owner (an application
-// id, a driver id) for as long as it has processes on the worker.
+// id, a driver id) for as long as it has processes on the worker. It gives
+// them in turn from a random start, so a uid comes back only after every
+// other of the range served: what an owner left where every user may write
+// (/tmp, /dev/shm) is not its next owner's soon.
 type Users struct {
 	r    UIDRange
+	lock *os.File // UIDLockFile, or the file NewUsers was given
 	mu   sync.Mutex
 	next uint32
 	// owners are the owners holding a uid, with how many processes of
@@ -72,20 +87,81 @@ type holder struct {
 	runs int
 }
 
-// NewUsers hands out r's uids, after killing every process that still runs
-// as one of them (what a worker killed by SIGKILL left).
-func NewUsers(r UIDRange) (*Users, error) {
-	if err := killUIDs(r.contains); err != nil {
+// NewUsers hands out r's uids, locked in lockFile (UIDLockFile), after
+// killing every process that still runs as one of them and is no other
+// worker's (what a worker killed by SIGKILL left).
+func NewUsers(r UIDRange, lockFile string) (*Users, error) {
+	if err := os.MkdirAll(filepath.Dir(lockFile), 0o755); err != nil {
+		return nil, fmt.Errorf("the uids' lock file: %w", err)
+	}
+	lock, err := os.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the uids' lock file: %w", err)
+	}
+	u := &Users{r: r, lock: lock, next: r.First + rand.Uint32N(r.Last-r.First+1), owners: map[string]*holder{}, taken: map[uint32]bool{}}
+	if err := u.killLeft(); err != nil {
+		lock.Close()
 		return nil, err
 	}
-	return &Users{r: r, next: r.First, owners: map[string]*holder{}, taken: map[uint32]bool{}}, nil
+	return u, nil
 }
 
-// Range is the uids u hands out.
-func (u *Users) Range() UIDRange { return u.r }
+// killLeft kills what runs as a uid of the range that no worker holds.
+func (u *Users) killLeft() error {
+	procs, err := procsOf(u.r.contains)
+	if err != nil {
+		return err
+	}
+	seen := map[uint32]bool{}
+	for _, p := range procs {
+		if seen[p.uid] {
+			continue
+		}
+		seen[p.uid] = true
+		switch held, err := u.tryLock(p.uid); {
+		case err != nil:
+			return err
+		case !held:
+			continue // another worker's
+		}
+		err := killUIDs(func(uid uint32) bool { return uid == p.uid })
+		if uerr := u.unlock(p.uid); err == nil {
+			err = uerr
+		}
+		if err != nil {
+			return fmt.Errorf("uid %d: %w", p.uid, err)
+		}
+	}
+	return nil
+}
+
+// tryLock locks uid's byte of the lock file, if no other worker holds it.
+func (u *Users) tryLock(uid uint32) (bool, error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(uid), Len: 1}
+	switch err := unix.FcntlFlock(u.lock.Fd(), unix.F_OFD_SETLK, &lk); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EACCES):
+		return false, nil
+	default:
+		return false, fmt.Errorf("lock uid %d: %w", uid, err)
+	}
+}
+
+func (u *Users) unlock(uid uint32) error {
+	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: int64(uid), Len: 1}
+	if err := unix.FcntlFlock(u.lock.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		return fmt.Errorf("unlock uid %d: %w", uid, err)
+	}
+	return nil
+}
+
+// Close frees every uid u holds, for other workers.
+func (u *Users) Close() error { return u.lock.Close() }
 
 // Acquire is owner's uid: the one its processes running already have, else
-// a free one. Each Acquire is matched by a Release.
+// the next free one, which no other worker holds. Each Acquire is matched
+// by a Release.
 func (u *Users) Acquire(owner string) (uint32, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -100,7 +176,13 @@ func (u *Users) Acquire(owner string) (uint32, error) {
 		if u.next > u.r.Last || u.next < u.r.First {
 			u.next = u.r.First
 		}
-		if !u.taken[uid] {
+		if u.taken[uid] {
+			continue
+		}
+		switch held, err := u.tryLock(uid); {
+		case err != nil:
+			return 0, err
+		case held:
 			u.taken[uid] = true
 			u.owners[owner] = &holder{uid: uid, runs: 1}
 			return uid, nil
@@ -126,69 +208,116 @@ func (u *Users) Release(owner string) error {
 	if err := killUIDs(func(uid uint32) bool { return uid == h.uid }); err != nil {
 		return fmt.Errorf("uid %d kept: %w", h.uid, err)
 	}
+	if err := u.unlock(h.uid); err != nil {
+		return err
+	}
 	delete(u.taken, h.uid)
 	return nil
 }
 
-// killAttempts bounds how many times killUIDs scans for processes: a
-// process may fork while it is being killed.
-const killAttempts = 10
+// killWait bounds how long killUIDs waits for what it killed to end (a
+// process may fork while it is being killed, and a large one takes a while
+// to free its memory).
+const killWait = 10 * time.Second
 
 // killUIDs sends SIGKILL to every process whose real or effective uid is
-// one of which, until none is left.
+// one of which, until none is left but zombies, which hold nothing.
 func killUIDs(which func(uint32) bool) error {
-	for range killAttempts {
-		pids, err := pidsOf(which)
-		if err != nil || len(pids) == 0 {
+	deadline := time.Now().Add(killWait)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		procs, err := procsOf(which)
+		if err != nil || len(procs) == 0 {
 			return err
 		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, p := range procs {
+			p.kill(which)
 		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes still running %v after being killed", len(procs), killWait)
+		}
+		time.Sleep(pause)
 	}
-	return errors.New("processes still running after being killed")
 }
 
-// pidsOf lists the running processes whose real or effective uid is one of
-// which, from /proc. A process that ends while it is read is not one.
-func pidsOf(which func(uint32) bool) ([]int, error) {
+// proc is a process running as uid (its real or effective uid).
+type proc struct {
+	pid int
+	uid uint32
+}
+
+// kill sends p SIGKILL through a pidfd, once the pidfd is known to be of a
+// process that runs as one of which: a pid read from /proc may be another
+// process's by the time it is signalled.
+func (p proc) kill(which func(uint32) bool) {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(fd)
+	if q, ok := readProc(p.pid, which); ok && q.uid == p.uid {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// procsOf lists the processes, zombies aside, whose real or effective uid is
+// one of which, from /proc. A process that ends while it is read is not one.
+func procsOf(which func(uint32) bool) ([]proc, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	var pids []int
+	var procs []proc
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		if real, effective, ok := statusUIDs(string(b)); ok && (which(real) || which(effective)) {
-			pids = append(pids, pid)
+		if p, ok := readProc(pid, which); ok {
+			procs = append(procs, p)
 		}
 	}
-	return pids, nil
+	return procs, nil
 }
 
-// statusUIDs reads the real and effective uid from a /proc/PID/status.
-func statusUIDs(status string) (real, effective uint32, ok bool) {
+// readProc is process pid, if it runs, not a zombie, as one of which.
+func readProc(pid int, which func(uint32) bool) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return proc{}, false
+	}
+	real, effective, zombie, ok := parseStatus(string(b))
+	switch {
+	case !ok || zombie:
+		return proc{}, false
+	case which(real):
+		return proc{pid: pid, uid: real}, true
+	case which(effective):
+		return proc{pid: pid, uid: effective}, true
+	}
+	return proc{}, false
+}
+
+// parseStatus reads the real and effective uid from a /proc/PID/status,
+// and whether the process is a zombie.
+func parseStatus(status string) (real, effective uint32, zombie, ok bool) {
 	for line := range strings.Lines(status) {
+		if state, found := strings.CutPrefix(line, "State:"); found {
+			zombie = strings.HasPrefix(strings.TrimSpace(state), "Z")
+			continue
+		}
 		rest, found := strings.CutPrefix(line, "Uid:")
 		if !found {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) < 2 {
-			return 0, 0, false
+			return 0, 0, false, false
 		}
 		r, rerr := strconv.ParseUint(f[0], 10, 32)
 		e, eerr := strconv.ParseUint(f[1], 10, 32)
-		return uint32(r), uint32(e), rerr == nil && eerr == nil
+		return uint32(r), uint32(e), zombie, rerr == nil && eerr == nil
 	}
-	return 0, 0, false
+	return 0, 0, false, false
 }
 
 // Execute (search, for a directory) and Read are what OthersCan checks a

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseUIDRange(t *testing.T) {
@@ -46,7 +48,7 @@ func testRange(n uint32) UIDRange {
 // one, a full range refuses a third, and a freed uid is given again.
 func TestUsersGiveEachOwnerAUidOfItsOwnUntilItsLastRelease(t *testing.T) {
 	r := testRange(2)
-	u, err := NewUsers(r)
+	u, err := NewUsers(r, testLockFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +75,31 @@ func TestUsersGiveEachOwnerAUidOfItsOwnUntilItsLastRelease(t *testing.T) {
 	}
 }
 
-// startAs starts a sleeping process as uid, and returns what says whether
-// it ended (waiting for it up to 10 s).
-func startAs(t *testing.T, uid uint32) (ended func() bool) {
+// started is a process startAs started.
+type started struct{ done chan struct{} }
+
+// ended says whether the process ended.
+func (s started) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitEnd waits up to 10 s for the process to end, and says whether it did.
+func (s started) waitEnd() bool {
+	select {
+	case <-s.done:
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
+// startAs starts a sleeping process as uid.
+func startAs(t *testing.T, uid uint32) started {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("only root starts processes as other users: make test runs as root in CI")
@@ -85,20 +109,13 @@ func startAs(t *testing.T, uid uint32) (ended func() bool) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	s := started{done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		<-s.done
 	})
-	return func() bool {
-		select {
-		case <-done:
-			return true
-		case <-time.After(10 * time.Second):
-			return false
-		}
-	}
+	return s
 }
 
 // What runs as a uid of the range when the users are made (a worker
@@ -107,11 +124,11 @@ func startAs(t *testing.T, uid uint32) (ended func() bool) {
 func TestUsersKillWhatRunsAsTheirUids(t *testing.T) {
 	r := testRange(1)
 	left := startAs(t, r.First)
-	u, err := NewUsers(r)
+	u, err := NewUsers(r, testLockFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !left() {
+	if !left.waitEnd() {
 		t.Fatalf("a process left running as uid %d was not killed by NewUsers", r.First)
 	}
 	uid, _ := u.Acquire("app")
@@ -119,18 +136,112 @@ func TestUsersKillWhatRunsAsTheirUids(t *testing.T) {
 	if err := u.Release("app"); err != nil {
 		t.Fatal(err)
 	}
-	if !daemon() {
+	if !daemon.waitEnd() {
 		t.Fatalf("a process running as the freed uid %d was not killed", uid)
 	}
 }
 
-func TestStatusUIDs(t *testing.T) {
-	real, effective, ok := statusUIDs("Name:\tx\nUid:\t1000\t0\t0\t0\nGid:\t1\t1\t1\t1\n")
-	if !ok || real != 1000 || effective != 0 {
-		t.Errorf("got %d, %d, %v; want 1000, 0, true", real, effective, ok)
+func TestParseStatus(t *testing.T) {
+	real, effective, zombie, ok := parseStatus("Name:\tx\nState:\tS (sleeping)\nUid:\t1000\t0\t0\t0\nGid:\t1\t1\t1\t1\n")
+	if !ok || real != 1000 || effective != 0 || zombie {
+		t.Errorf("got %d, %d, zombie %v, %v; want 1000, 0, false, true", real, effective, zombie, ok)
 	}
-	if _, _, ok := statusUIDs("Name:\tx\n"); ok {
+	if _, _, zombie, ok := parseStatus("Name:\tx\nState:\tZ (zombie)\nUid:\t1000\t1000\t1000\t1000\n"); !ok || !zombie {
+		t.Errorf("a zombie's status read as zombie %v, %v", zombie, ok)
+	}
+	if _, _, _, ok := parseStatus("Name:\tx\n"); ok {
 		t.Error("a status without a Uid line read")
+	}
+}
+
+// testLockFile is a uids' lock file of the test's own.
+func testLockFile(t *testing.T) string { return filepath.Join(t.TempDir(), "uids.lock") }
+
+// Two workers whose ranges overlap, locking in one file, never give one uid
+// to two owners, and one starting does not kill what runs as the other's
+// uids; once the other is gone (its lock file closed, as when it died), what
+// it left is killed.
+func TestUsersOfTwoWorkersShareNoUidAndKillOnlyWhatNoWorkerHolds(t *testing.T) {
+	r, lock := testRange(2), testLockFile(t)
+	first, err := NewUsers(r, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := first.Acquire("app-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := startAs(t, a)
+	second, err := NewUsers(r, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	b, err := second.Acquire("app-b")
+	if err != nil || b == a {
+		t.Fatalf("the second worker gave app-b %d, %v; the first gave app-a %d", b, err, a)
+	}
+	if uid, err := second.Acquire("app-c"); err == nil {
+		t.Fatalf("the second worker gave app-c %d, the first's app-a's or its own app-b's", uid)
+	}
+	if running.ended() {
+		t.Fatal("the second worker killed what runs as the first's uid")
+	}
+	first.Close()
+	third, err := NewUsers(r, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if !running.waitEnd() {
+		t.Fatalf("a process left running as uid %d by a worker gone was not killed", a)
+	}
+}
+
+// A process of a uid that ended but is not reaped yet (a zombie) holds
+// nothing: it does not keep its uid.
+func TestAZombieDoesNotKeepItsUid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root starts processes as other users: make test runs as root in CI")
+	}
+	r := testRange(1)
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.First, Gid: r.First, Groups: []uint32{}}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	var si unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &si, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	u, err := NewUsers(r, testLockFile(t))
+	if err != nil {
+		t.Fatalf("with a zombie of uid %d: %v", r.First, err)
+	}
+	defer u.Close()
+}
+
+// A worker gives its uids from a start of its own each time it starts: a
+// restarted worker does not give its first owner the uid its last first
+// owner had.
+func TestUsersStartWhereTheyWill(t *testing.T) {
+	r, lock := testRange(1000), testLockFile(t)
+	firsts := map[uint32]bool{}
+	for range 20 {
+		u, err := NewUsers(r, lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, err := u.Acquire("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		firsts[uid] = true
+		u.Close()
+	}
+	if len(firsts) == 1 {
+		t.Errorf("20 workers' first owners all got uid %v", firsts)
 	}
 }
 
@@ -189,5 +300,32 @@ func TestOthersCanSeesTheWholeWayToAFile(t *testing.T) {
 	}
 	if err := OthersCannotRead(secret); err == nil || !strings.Contains(err.Error(), "is readable by every user: chmod o-r it") {
 		t.Errorf("OthersCannotRead(a 0644 file) = %v, want it said readable", err)
+	}
+}
+
+// A uid one worker freed is another's to give; one it holds is not.
+func TestAUidOneWorkerFreedIsAnothersToGive(t *testing.T) {
+	r, lock := testRange(1), testLockFile(t)
+	first, err := NewUsers(r, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := NewUsers(r, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if _, err := first.Acquire("app-a"); err != nil {
+		t.Fatal(err)
+	}
+	if uid, err := second.Acquire("app-b"); err == nil {
+		t.Fatalf("the second worker gave app-b uid %d, which the first holds", uid)
+	}
+	if err := first.Release("app-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Acquire("app-b"); err != nil {
+		t.Errorf("the uid the first worker freed: %v", err)
 	}
 }

@@ -295,7 +295,9 @@ var errLauncherAway = errors.New("the launching thread could not return to its o
 // forker is the thread v1 starts contained processes from: one goroutine
 // locked to its thread for the life of the process, so that the thread
 // never ends (a child's Pdeathsig fires when the thread that forked it
-// ends) and runs nothing else while it is in a group.
+// ends) and runs nothing but starts and the moves, renames and limits of
+// the groups it waits in: no other goroutine's work is charged to a
+// group.
 type forker struct {
 	calls chan func()
 	tid   int // set by the thread before the first call

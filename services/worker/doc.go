@@ -73,11 +73,13 @@
 //   - workdir: <work-dir>/<app-id>/<executor-id> or <work-dir>/<driver-id>,
 //     taken from the spare or the claimed process when one is ready; its
 //     user's alone when processes run as users of their own.
-//   - logs: stdout and stderr, headed by the command with secrets redacted.
+//   - logs: stdout and stderr, headed by the command with secrets redacted;
+//     never a link or FIFO its user put in their place.
 //   - process.start: fork and exec in the process's own process group and
 //     work directory, stdin from /dev/null, with the parent-death signal set,
-//     in its cgroup on a contained worker, as its user (users.go). An executor gets its listening
-//     socket as file descriptor 3; each process gets its secrets in a pipe,
+//     in its cgroup on a contained worker, as its user (users.go). An
+//     executor gets its listening socket as file descriptor 3; each process
+//     gets its secrets in a pipe,
 //     never in its environment or arguments, and the launch's trace context in
 //     TRACEPARENT. For a claimed executor this step is handover: it sends the
 //     log files.

@@ -2,10 +2,12 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 )
@@ -66,7 +68,27 @@ func commandHeader(argv []string) string {
 	return b.String()
 }
 
-// openLog opens name for appending.
+// openLog opens name for appending: a regular file of one link, never
+// through a symbolic link nor a FIFO, as name is in a directory the
+// process's user owns (a driver restarted reopens what its last run may
+// have replaced), which the worker writes as root.
 func openLog(name string) (*os.File, error) {
-	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
+		f.Close()
+		return nil, fmt.Errorf("log %s is not a file of its own (mode %#o, %d links): refused", name, st.Mode, st.Nlink)
+	}
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

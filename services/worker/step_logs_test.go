@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -46,5 +47,37 @@ func TestLogsStepHidesSecretsInTheHeaderOnly(t *testing.T) {
 	}
 	if !slices.Equal(l.argv, argv) {
 		t.Errorf("argv = %q after the logs step, want %q: the process runs the whole command", l.argv, argv)
+	}
+}
+
+// The log files are in a directory the process's user owns, which the
+// worker writes as root: what the process put in their place (a link to a
+// file of the worker's, a FIFO that would hold the launch) is refused, and
+// the file it leads to is left as it was.
+func TestLogsStepOpensNoLinkNorFIFOItFindsInPlaceOfALog(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, log, target string) error
+	}{
+		{"symbolic link", func(_ *testing.T, log, target string) error { return os.Symlink(target, log) }},
+		{"hard link", func(_ *testing.T, log, target string) error { return os.Link(target, log) }},
+		{"FIFO", func(_ *testing.T, log, _ string) error { return syscall.Mkfifo(log, 0o600) }},
+	} {
+		dir := t.TempDir()
+		target := filepath.Join(t.TempDir(), "precious")
+		if err := os.WriteFile(target, []byte("precious"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.make(t, filepath.Join(dir, "stdout"), target); err != nil {
+			t.Fatal(err)
+		}
+		l := &launch{dir: dir, argv: []string{"glint", "executor"}}
+		if err := (logsStep{}).Run(context.Background(), l); err == nil {
+			l.closeLogs()
+			t.Errorf("%s in place of stdout: opened", tc.name)
+		}
+		if b, _ := os.ReadFile(target); string(b) != "precious" {
+			t.Errorf("%s in place of stdout: its target holds %q", tc.name, b)
+		}
 	}
 }

@@ -22,9 +22,10 @@ import (
 
 // startStep resolves argv[0] on the worker's PATH and forks and execs the
 // process, as its user on a worker that runs each application as a user of
-// its own (refused when that user cannot execute argv[0]), in its cgroup on a contained worker (cgroupStep), in its own
-// process group (so a kill reaches its children too), in its work directory, with stdout and stderr going to its log files, stdin
-// from /dev/null, its secrets in a pipe (child.SecretsFDEnv; never in its
+// its own (refused when that user cannot execute argv[0]), in its cgroup on
+// a contained worker (cgroupStep), in its own process group (so a kill
+// reaches its children too), in its work directory, with stdout and stderr
+// going to its log files, stdin from /dev/null, its secrets in a pipe (child.SecretsFDEnv; never in its
 // environment or arguments), when it was forked (child.ForkedAtEnv: an
 // executor's executor.boot span starts then), and the launch's trace
 // context (launch.trace) in TRACEPARENT/TRACESTATE so the process's spans

@@ -117,7 +117,9 @@ type logPage struct {
 // serveLog serves LogPageBytes of dir's log stream from ?offset (default:
 // the last page), as a page, or as plain text with ?raw=1 (follow mode's
 // polls; X-Log-End says where the next poll starts). The file is opened
-// inside the work dir through an os.Root, so no link can lead out of it.
+// inside its owner's directory through an os.Root, so no link its process
+// made can lead out of it (to another application's log, or the worker's
+// files).
 func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, dir, owner string) {
 	stream := r.PathValue("stream")
 	if stream != "stdout" && stream != "stderr" {
@@ -125,20 +127,24 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, 
 		return
 	}
 	q := r.URL.Query()
-	root, err := os.OpenRoot(s.cfg.WorkDir)
-	if err != nil {
-		s.site.Fail(w, r, fmt.Errorf("open work dir: %w", err))
-		return
-	}
-	defer root.Close()
-	f, err := root.Open(filepath.Join(dir, stream))
+	root, err := os.OpenRoot(filepath.Join(s.cfg.WorkDir, dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		s.site.Error(w, r, http.StatusNotFound, fmt.Sprintf("%s has no %s on this worker", owner, stream))
 		return
 	}
 	if err != nil {
-		// A link that leads out of the work dir, or a file the worker may not read.
-		s.site.Error(w, r, http.StatusForbidden, fmt.Sprintf("the %s of %s cannot be opened inside the work dir: %v", stream, owner, err))
+		s.site.Fail(w, r, fmt.Errorf("open the work dir of %s: %w", owner, err))
+		return
+	}
+	defer root.Close()
+	f, err := root.Open(stream)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.site.Error(w, r, http.StatusNotFound, fmt.Sprintf("%s has no %s on this worker", owner, stream))
+		return
+	}
+	if err != nil {
+		// A link that leads out of its directory, or a file the worker may not read.
+		s.site.Error(w, r, http.StatusForbidden, fmt.Sprintf("the %s of %s cannot be opened inside its work dir: %v", stream, owner, err))
 		return
 	}
 	defer f.Close()

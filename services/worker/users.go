@@ -53,7 +53,7 @@ func openUsers(cfg Config) (*contain.Users, error) {
 			cfg.Logger.Warn("the executor users cannot execute this binary: a launch of it is refused", "err", err)
 		}
 	}
-	users, err := contain.NewUsers(cfg.ExecutorUsers)
+	users, err := contain.NewUsers(cfg.ExecutorUsers, contain.UIDLockFile)
 	if err != nil {
 		return nil, fmt.Errorf("--executor-users %s: %w", cfg.ExecutorUsers, err)
 	}
@@ -104,21 +104,33 @@ func giveDir(l *launch) error {
 	if l.uid == 0 {
 		return nil
 	}
-	if err := os.Chmod(filepath.Dir(l.dir), 0o711); err != nil {
+	if err := setDir(filepath.Dir(l.dir), -1, 0o711); err != nil {
 		return err
 	}
-	if err := os.Chown(l.dir, int(l.uid), int(l.uid)); err != nil {
-		return err
-	}
-	return os.Chmod(l.dir, 0o700)
+	return setDir(l.dir, int(l.uid), 0o700)
 }
 
 // reclaimDir makes dir the worker's, and its alone.
-func reclaimDir(dir string) error {
-	if err := os.Lchown(dir, os.Geteuid(), os.Getegid()); err != nil {
-		return err
+func reclaimDir(dir string) error { return setDir(dir, os.Geteuid(), 0o700) }
+
+// setDir gives the directory dir to uid (and the group of that number; -1:
+// its owner stays) with mode, through the directory itself: never through
+// a symbolic link that may have taken its place.
+func setDir(dir string, uid int, mode os.FileMode) error {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	return os.Chmod(dir, 0o700)
+	defer syscall.Close(fd)
+	if uid >= 0 {
+		if err := syscall.Fchown(fd, uid, uid); err != nil {
+			return &fs.PathError{Op: "chown", Path: dir, Err: err}
+		}
+	}
+	if err := syscall.Fchmod(fd, uint32(mode)); err != nil {
+		return &fs.PathError{Op: "chmod", Path: dir, Err: err}
+	}
+	return nil
 }
 
 // reclaimDirs takes back every work directory a uid of r still owns (what

@@ -244,3 +244,38 @@ func TestExecutorUsersWithTLSNeedTheirOwnReadableIdentity(t *testing.T) {
 		}
 	}
 }
+
+// A work dir the worker gives to its user, or takes back, is changed
+// through itself: a link that took its place is refused, and what it leads
+// to is left as it was.
+func TestGivingOrTakingBackAWorkDirFollowsNoLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives directories to other users: make test runs as root in CI")
+	}
+	app := filepath.Join(t.TempDir(), "app-20260101000000-0000")
+	precious := t.TempDir()
+	if err := os.Mkdir(app, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(app, "0")
+	if err := os.Symlink(precious, link); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(precious)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := giveDir(&launch{dir: link, uid: testUIDs(t, 1).First}); err == nil {
+		t.Error("giveDir gave a link")
+	}
+	if err := reclaimDir(link); err == nil {
+		t.Error("reclaimDir took back a link")
+	}
+	after, err := os.Stat(precious)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Mode() != before.Mode() || after.Sys().(*syscall.Stat_t).Uid != before.Sys().(*syscall.Stat_t).Uid {
+		t.Errorf("the link's target went from %v uid %d to %v uid %d", before.Mode(), before.Sys().(*syscall.Stat_t).Uid, after.Mode(), after.Sys().(*syscall.Stat_t).Uid)
+	}
+}

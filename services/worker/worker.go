@@ -275,11 +275,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	if s.cgroups, err = openCgroup(cfg); err != nil {
+		s.closeUsers()
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	s.spare = &spare{workDir: cfg.WorkDir, log: s.log}
 	if s.prestart, err = newPrestart(s); err != nil {
 		s.closeCgroup()
+		s.closeUsers()
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	return s, nil
@@ -312,6 +314,13 @@ func openCgroup(cfg Config) (*contain.Parent, error) {
 	}
 	cfg.Logger.Info("executors and drivers contained", "cgroup", p.Path(), "cgroup_version", p.Version(), "cpu_limit", cfg.CPULimit, "pids_limit", cfg.PidsLimit)
 	return p, nil
+}
+
+// closeUsers frees the uids the worker holds, once its processes ended.
+func (s *Server) closeUsers() {
+	if s.users != nil {
+		_ = s.users.Close()
+	}
 }
 
 // closeCgroup removes the worker's cgroup, once its processes ended.
@@ -471,6 +480,7 @@ func (s *Server) shutdown() {
 	s.prestart.close()
 	s.runners.Wait()
 	s.closeCgroup()
+	s.closeUsers()
 	s.spare.close()
 	delivered := make(chan struct{})
 	go func() {
