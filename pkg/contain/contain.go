@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -249,7 +250,9 @@ type Group struct {
 	h    hierarchy
 	path string
 	cpu  CPULimit
-	c    group // nil once removed, or for a group only being removed
+	// mu guards c, which Stat may read while Remove ends it.
+	mu sync.Mutex
+	c  group // nil once removed, or for a group only being removed
 }
 
 // Path is the group's path from the hierarchy's root.
@@ -316,6 +319,11 @@ type Stat struct {
 
 // Stat reads what g's processes used.
 func (g *Group) Stat() (Stat, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.c == nil {
+		return Stat{}, fmt.Errorf("stat cgroup %s: %w", g.path, os.ErrNotExist)
+	}
 	st, err := g.c.stat()
 	if err != nil {
 		return Stat{}, fmt.Errorf("stat cgroup %s: %w", g.path, err)
@@ -338,7 +346,7 @@ func (g *Group) Remove() error {
 	for {
 		pids, err := g.h.procs(g.path)
 		if errors.Is(err, os.ErrNotExist) {
-			g.c = nil
+			g.removed()
 			return nil
 		}
 		if err != nil {
@@ -363,8 +371,14 @@ func (g *Group) Remove() error {
 	if err := g.h.remove(g.path); err != nil {
 		return fmt.Errorf("remove cgroup %s: %w", g.path, err)
 	}
-	g.c = nil
+	g.removed()
 	return nil
+}
+
+func (g *Group) removed() {
+	g.mu.Lock()
+	g.c = nil
+	g.mu.Unlock()
 }
 
 // hierarchy is one cgroup version's way of doing what Parent and Group do.

@@ -28,6 +28,9 @@ import (
 // tests' executors are granted, with the overhead (128 MiB in all).
 const allocBytes = 256 << 20
 
+// cachedBytes is what a cache child writes to a file.
+const cachedBytes = 48 << 20
+
 // testCgroup is a worker cgroup of the test's own.
 func testCgroup(t *testing.T) string {
 	return fmt.Sprintf("glint-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())
@@ -143,6 +146,29 @@ func TestAContainedExecutorUsesAtMostItsCores(t *testing.T) {
 	if cores := used / took.Seconds(); cores > 1.1 {
 		t.Errorf("the executor used %.2f cores, want at most 1.1", cores)
 	}
+}
+
+// A contained executor's usage is its cgroup's, what its limit applies to:
+// the file it wrote counts as memory while its pages stay cached, as no
+// process's resident memory shows it.
+func TestAContainedExecutorsUsageIsItsCgroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this starts real processes in cgroups; make test runs it")
+	}
+	c := startCluster(t, clusterConfig{worker: Config{Cgroup: testCgroup(t), UsageInterval: 20 * time.Millisecond}})
+	w := c.worker
+	appID := c.registerApp(t, executorCommand(t, "cache", 0), 1)
+	dir := filepath.Join(w.cfg.WorkDir, appID, "0")
+	t.Cleanup(func() {
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFileContains(t, filepath.Join(dir, "stdout"), "cached")
+	tooltest.Eventually(t, "the executor's memory counting the file it wrote", func() bool {
+		e, _ := w.executor(t, appID, 0)
+		return e.MemoryBytes >= cachedBytes && e.PeakBytes >= e.MemoryBytes && e.CPUSeconds > 0
+	})
 }
 
 // Without a cgroup hierarchy it can write, a worker says so once, shows

@@ -128,12 +128,14 @@
 // executors as a uid of their own and each driver as another (users.go):
 // no group besides its own, a work dir only it reads, taken back when its
 // owner's last process ends, and none of the worker's files readable. A
-// prestarted executor drops from root to its uid as it takes its claim. Otherwise
-// processes run as the worker's user, which it says at start.
+// prestarted executor drops from root to its uid as it takes its claim.
+// Otherwise processes run as the worker's user, which it says at start.
 //
 // Every UsageInterval the worker measures, outside its lock, the CPU time,
-// resident memory and peak of each running process tree (usageSource; the
-// default reads /proc) and sends it with its heartbeats.
+// memory and peak of each running process: its cgroup's on a contained
+// worker (memory then counts its page cache, as its limit does), else its
+// process tree's resident memory (usageSource, which reads /proc); it sends
+// them with its heartbeats.
 //
 // Every CleanupInterval the worker removes, inside an os.Root of its work dir
 // and without following links, the directories named by application or

@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		childCPU: prometheus.NewDesc("glint_worker_children_cpu_seconds_total",
 			"CPU time, user and system, the process trees of the worker's executors or drivers used since the worker started.", []string{"process"}, nil),
 		childMemory: prometheus.NewDesc("glint_worker_children_memory_bytes",
-			"Resident memory of the running executors' or drivers' process trees: now (current), or the sum of each one's highest (peak).", []string{"process", "kind"}, nil),
+			"Memory of the running executors or drivers (their cgroups', page cache included, on a contained worker; else their process trees' resident memory): now (current), or the sum of each one's highest (peak).", []string{"process", "kind"}, nil),
 	}
 	reg.MustRegister(m.processStart, m.masterConnected, m.heartbeatFailures, m.workDirsRemoved, m.staleCommands, &stateCollector{m: m, s: s})
 	return m

@@ -251,8 +251,11 @@ type runner[S comparable] struct {
 	// uses it.
 	current *launch
 
-	state      S
-	pid        int
+	state S
+	pid   int
+	// group is the running process's cgroup, from which usage samples it
+	// (nil on a worker that contains nothing, and once the process ended).
+	group      *contain.Group
 	measured   // what its processes used (usage.go)
 	restarts   int
 	message    string
@@ -444,6 +447,9 @@ func (r *runner[S]) exit(l *launch) (e exit, restart bool) {
 	wctx, span := r.s.tracer.Start(r.ctx, "process.wait", trace.WithNewRoot(),
 		trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(r.ctx)}), trace.WithAttributes(l.attrs...))
 	e, killed := waitProcess(r.ctx, r.log, l.cmd, r.s.cfg.KillGrace)
+	r.s.mu.Lock()
+	r.group = nil
+	r.s.mu.Unlock()
 	grouped, oom := r.endGroup(l)
 	r.s.mu.Lock()
 	r.s.usedCPU[r.kind.noun] += r.endUsageLocked(l.cmd.Process.Pid, l.cmd.ProcessState, grouped)
@@ -498,7 +504,7 @@ func endWait(span trace.Span, e exit, failed bool, message string) {
 func (r *runner[S]) running(ctx context.Context, l *launch) {
 	r.s.mu.Lock()
 	r.setStateLocked(r.kind.running)
-	r.pid = l.cmd.Process.Pid
+	r.pid, r.group = l.cmd.Process.Pid, l.group
 	r.s.mu.Unlock()
 	r.hooks.poststart(ctx, l)
 }

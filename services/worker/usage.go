@@ -35,9 +35,7 @@ type usage struct {
 
 // usageSource measures process trees; the worker asks it every
 // UsageInterval, outside its lock, for the trees of its running executors
-// and drivers. procSource reads /proc; a source reading each process's
-// cgroup (named by /proc/PID/cgroup) can take its place without the worker
-// changing.
+// and drivers that have no cgroup (sampleUsage). procSource reads /proc.
 type usageSource interface {
 	// measure returns, for each of pids, the usage of the tree of processes
 	// rooted at it (the process and its descendants) since it started. A
@@ -216,25 +214,32 @@ func (s *Server) usageLoop(ctx context.Context) {
 	}
 }
 
-// sampleUsage measures every running executor and driver once.
+// sampleUsage measures every running executor and driver once: from its
+// cgroup on a contained worker (what its limits apply to: memory counts
+// its page cache too), else its process tree from /proc.
 func (s *Server) sampleUsage() {
 	s.mu.Lock()
-	pids := make([]int, 0, len(s.executors)+len(s.drivers))
+	var pids []int
+	groups := map[int]*contain.Group{}
 	for _, r := range s.executors {
-		if r.pid != 0 {
-			pids = append(pids, r.pid)
-		}
+		sampleOf(&r.runner, &pids, groups)
 	}
 	for _, r := range s.drivers {
-		if r.pid != 0 {
-			pids = append(pids, r.pid)
-		}
+		sampleOf(&r.runner, &pids, groups)
 	}
 	s.mu.Unlock()
-	if len(pids) == 0 {
+	if len(pids)+len(groups) == 0 {
 		return
 	}
-	got := s.usage.measure(pids)
+	got := map[int]usage{}
+	if len(pids) > 0 {
+		got = s.usage.measure(pids)
+	}
+	for pid, g := range groups {
+		if st, err := g.Stat(); err == nil {
+			got[pid] = usage{cpuSeconds: st.CPUSeconds, memoryBytes: st.MemoryBytes, peakBytes: st.PeakBytes}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.executors {
@@ -246,6 +251,18 @@ func (s *Server) sampleUsage() {
 		if u, ok := got[r.pid]; ok && r.pid != 0 {
 			s.usedCPU[driverKind.noun] += r.measured.addLocked(r.pid, u)
 		}
+	}
+}
+
+// sampleOf adds r's running process to what sampleUsage measures: its
+// group, or its pid.
+func sampleOf[S comparable](r *runner[S], pids *[]int, groups map[int]*contain.Group) {
+	switch {
+	case r.pid == 0:
+	case r.group != nil:
+		groups[r.pid] = r.group
+	default:
+		*pids = append(*pids, r.pid)
 	}
 }
 

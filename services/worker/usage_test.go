@@ -26,8 +26,9 @@ import (
 // heldBytes is what a hold-memory child touches and holds.
 const heldBytes = 64 << 20
 
-// usageChild is the burn, hold-memory, alloc and spin modes of runChild
-// (alloc and spin: contain_test.go). burn starts a
+// usageChild is the burn, hold-memory, alloc, spin and cache modes of
+// runChild (alloc, spin and cache: contain_test.go); cache writes a file of
+// cachedBytes, which stays in the page cache, charged to its cgroup. burn starts a
 // hold-memory grandchild, prints "holding" once it holds its memory, and
 // spins one core; hold-memory touches every page of heldBytes and holds
 // them. Both end when the file "release" appears in dir.
@@ -47,6 +48,16 @@ func usageChild(mode, dir string, deadline time.Time) int {
 			time.Sleep(10 * time.Millisecond)
 		}
 		runtime.KeepAlive(b)
+		return 0
+	case "cache":
+		if err := os.WriteFile(filepath.Join(dir, "cache"), make([]byte, cachedBytes), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("cached")
+		for !released() {
+			time.Sleep(10 * time.Millisecond)
+		}
 		return 0
 	case "spin":
 		for range runtime.GOMAXPROCS(0) {

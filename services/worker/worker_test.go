@@ -117,7 +117,7 @@ func runChild(mode string) int {
 		fmt.Printf("grandchild %d\n", gc.Process.Pid)
 		time.Sleep(time.Until(deadline))
 		return 0
-	case "burn", "hold-memory", "alloc", "spin":
+	case "burn", "hold-memory", "alloc", "spin", "cache":
 		return usageChild(mode, dir, deadline)
 	case "worker":
 		return workerChild()
