@@ -503,7 +503,7 @@ func TestADriverWaitsOutAFailoverAndARecoveryWithTheStandbyFirst(t *testing.T) {
 		t.Fatalf("submit: %v\n%s", err, out)
 	}
 	if s, err := statusOf(leader.url); err != nil || s != "STANDBY" {
-		t.Fatalf("the restarted master is %s (%v), want STANDBY", s, err)
+		t.Fatalf("the restarted master is %s (%v), want STANDBY; its log:\n%s", s, err, readFile(leader.proc.log))
 	}
 }
 
