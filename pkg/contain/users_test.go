@@ -48,10 +48,7 @@ func testRange(n uint32) UIDRange {
 // one, a full range refuses a third, and a freed uid is given again.
 func TestUsersGiveEachOwnerAUidOfItsOwnUntilItsLastRelease(t *testing.T) {
 	r := testRange(2)
-	u, err := NewUsers(r, testLockFile(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := newUsers(t, r, testLockFile(t))
 	a1, _ := u.Acquire("app-a")
 	a2, _ := u.Acquire("app-a")
 	b, _ := u.Acquire("app-b")
@@ -101,9 +98,7 @@ func (s started) waitEnd() bool {
 // startAs starts a sleeping process as uid.
 func startAs(t *testing.T, uid uint32) started {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("only root starts processes as other users: make test runs as root in CI")
-	}
+	needRoot(t)
 	cmd := exec.Command("sleep", "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
 	if err := cmd.Start(); err != nil {
@@ -124,10 +119,7 @@ func startAs(t *testing.T, uid uint32) started {
 func TestUsersKillWhatRunsAsTheirUids(t *testing.T) {
 	r := testRange(1)
 	left := startAs(t, r.First)
-	u, err := NewUsers(r, testLockFile(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := newUsers(t, r, testLockFile(t))
 	if !left.waitEnd() {
 		t.Fatalf("a process left running as uid %d was not killed by NewUsers", r.First)
 	}
@@ -154,6 +146,26 @@ func TestParseStatus(t *testing.T) {
 	}
 }
 
+// needRoot skips a test that starts processes as other users unless it
+// runs as root, as make test does in CI.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("only root starts processes as other users: make test runs as root in CI")
+	}
+}
+
+// newUsers is NewUsers(r, lockFile), closed when the test ends.
+func newUsers(t *testing.T, r UIDRange, lockFile string) *Users {
+	t.Helper()
+	u, err := NewUsers(r, lockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = u.Close() })
+	return u
+}
+
 // testLockFile is a uids' lock file of the test's own.
 func testLockFile(t *testing.T) string { return filepath.Join(t.TempDir(), "uids.lock") }
 
@@ -163,20 +175,13 @@ func testLockFile(t *testing.T) string { return filepath.Join(t.TempDir(), "uids
 // it left is killed.
 func TestUsersOfTwoWorkersShareNoUidAndKillOnlyWhatNoWorkerHolds(t *testing.T) {
 	r, lock := testRange(2), testLockFile(t)
-	first, err := NewUsers(r, lock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := newUsers(t, r, lock)
 	a, err := first.Acquire("app-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	running := startAs(t, a)
-	second, err := NewUsers(r, lock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	second := newUsers(t, r, lock)
 	b, err := second.Acquire("app-b")
 	if err != nil || b == a {
 		t.Fatalf("the second worker gave app-b %d, %v; the first gave app-a %d", b, err, a)
@@ -188,11 +193,7 @@ func TestUsersOfTwoWorkersShareNoUidAndKillOnlyWhatNoWorkerHolds(t *testing.T) {
 		t.Fatal("the second worker killed what runs as the first's uid")
 	}
 	first.Close()
-	third, err := NewUsers(r, lock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer third.Close()
+	newUsers(t, r, lock)
 	if !running.waitEnd() {
 		t.Fatalf("a process left running as uid %d by a worker gone was not killed", a)
 	}
@@ -201,9 +202,7 @@ func TestUsersOfTwoWorkersShareNoUidAndKillOnlyWhatNoWorkerHolds(t *testing.T) {
 // A process of a uid that ended but is not reaped yet (a zombie) holds
 // nothing: it does not keep its uid.
 func TestAZombieDoesNotKeepItsUid(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only root starts processes as other users: make test runs as root in CI")
-	}
+	needRoot(t)
 	r := testRange(1)
 	cmd := exec.Command("true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.First, Gid: r.First, Groups: []uint32{}}}
@@ -215,11 +214,9 @@ func TestAZombieDoesNotKeepItsUid(t *testing.T) {
 	if err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &si, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
 		t.Fatal(err)
 	}
-	u, err := NewUsers(r, testLockFile(t))
-	if err != nil {
+	if _, err := NewUsers(r, testLockFile(t)); err != nil {
 		t.Fatalf("with a zombie of uid %d: %v", r.First, err)
 	}
-	defer u.Close()
 }
 
 // A worker gives its uids from a start of its own each time it starts: a
@@ -229,10 +226,7 @@ func TestUsersStartWhereTheyWill(t *testing.T) {
 	r, lock := testRange(1000), testLockFile(t)
 	firsts := map[uint32]bool{}
 	for range 20 {
-		u, err := NewUsers(r, lock)
-		if err != nil {
-			t.Fatal(err)
-		}
+		u := newUsers(t, r, lock)
 		uid, err := u.Acquire("app")
 		if err != nil {
 			t.Fatal(err)
@@ -306,16 +300,8 @@ func TestOthersCanSeesTheWholeWayToAFile(t *testing.T) {
 // A uid one worker freed is another's to give; one it holds is not.
 func TestAUidOneWorkerFreedIsAnothersToGive(t *testing.T) {
 	r, lock := testRange(1), testLockFile(t)
-	first, err := NewUsers(r, lock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
-	second, err := NewUsers(r, lock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	first := newUsers(t, r, lock)
+	second := newUsers(t, r, lock)
 	if _, err := first.Acquire("app-a"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -231,9 +232,9 @@ func (s *Server) sampleUsage() {
 	if len(pids)+len(groups) == 0 {
 		return
 	}
-	got := map[int]usage{}
+	got := make(map[int]usage, len(pids)+len(groups))
 	if len(pids) > 0 {
-		got = s.usage.measure(pids)
+		maps.Copy(got, s.usage.measure(pids))
 	}
 	for pid, g := range groups {
 		if st, err := g.Stat(); err == nil {
