@@ -28,6 +28,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/builtin"
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/otlp"
 	"github.com/glint-cluster/glint/services/driver"
 )
 
@@ -157,7 +158,7 @@ func tracedDrivers(t testing.TB, j *jaegerServer) trace.TracerProvider {
 	for k, v := range env {
 		os.Setenv(k, v)
 	}
-	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceDriver)
+	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceDriver, otlp.Exporter)
 	for k := range env {
 		os.Unsetenv(k)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/glint-cluster/glint/internal/process"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/telemetry/otlp"
 )
 
 // Main runs the glint command line for the applications in apps and returns
@@ -45,7 +46,7 @@ func newExecutorCommand(g *globals) *cobra.Command { return process.NewExecutorC
 // flags would add to every executor's start, and the page faults of their
 // code more still.
 func newRoot(apps *app.Registry, args []string, stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{&process.Globals{Apps: apps, Stdout: stdout, Stderr: stderr}}
+	g := &globals{&process.Globals{Apps: apps, Stdout: stdout, Stderr: stderr, Export: otlp.Exporter}}
 	root := g.Root(&cobra.Command{
 		Use:   "glint",
 		Short: "Glint: an observable re-creation of Spark's standalone cluster manager",

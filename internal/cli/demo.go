@@ -135,7 +135,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	tp, shutdown, err := telemetry.Setup(ctx, telemetry.ServiceSubmit)
+	tp, shutdown, err := telemetry.Setup(ctx, telemetry.ServiceSubmit, g.Export)
 	if err != nil {
 		return err
 	}

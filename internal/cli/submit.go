@@ -23,6 +23,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/otlp"
 	"github.com/glint-cluster/glint/services/driver"
 )
 
@@ -131,7 +132,7 @@ func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (
 // glint-driver though it shares the process with glint-submit. stop flushes
 // the driver's spans.
 func clientMode(ctx context.Context, cfg *driver.Config, exe string, stdout io.Writer, log *slog.Logger) (stop func(), err error) {
-	tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.ServiceDriver)
+	tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.ServiceDriver, otlp.Exporter)
 	if err != nil {
 		return nil, err
 	}

@@ -141,6 +141,9 @@ type Globals struct {
 	Redaction string
 	// TLS is this process's TLS files; zero: unencrypted HTTP/2.
 	TLS rpc.TLSFiles
+	// Export sends this process's spans to a collector (otlp.Exporter);
+	// nil in the executor's binary, whose spans go through its worker.
+	Export telemetry.Exporter
 	// Relay sends on the spans of the processes this one starts, once
 	// Observe set tracing up (nil when untraced).
 	Relay *telemetry.Relay
@@ -218,7 +221,7 @@ func (g *Globals) Observe(ctx context.Context, service string, tags map[string]s
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--log-level: %w", err)
 	}
-	tp, shutdown, err := telemetry.Setup(ctx, service, attrs...)
+	tp, shutdown, err := telemetry.Setup(ctx, service, g.Export, attrs...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -11,16 +11,17 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"go.opentelemetry.io/otel"
-	"google.golang.org/protobuf/encoding/protowire"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // RelayFDEnv names the file descriptor a traced process sends its spans
 // through instead of exporting them itself: the write end of a pipe whose
 // read end its worker holds (Relay.Start). Each export is written to it as
 // a frame — a 4-byte big-endian length, then an ExportTraceServiceRequest —
-// and the worker sends the frames on with its own next export. An executor
+// and the worker sends the frames on to its collector. An executor
 // lives for an application, often for seconds; exporting its handful of
 // spans itself took a connection to the collector and an HTTP client of its
 // own, much of what tracing cost it.
@@ -30,20 +31,30 @@ const (
 	// relayFrameMax bounds one frame: an export of at most a batch of spans
 	// (512 by default, each a few hundred bytes) is far below it.
 	relayFrameMax = 4 << 20
-	// relayHeldMax bounds the relayed bytes a process holds between two of
-	// its exports; frames that would pass it are dropped and counted.
+	// relayHeldMax bounds the relayed bytes a process holds waiting to be
+	// sent on; frames that would pass it are dropped and counted.
 	relayHeldMax = 16 << 20
+	// relayTimeout bounds the sending on of one frame.
+	relayTimeout = 30 * time.Second
 )
 
-// A Relay sends on, with its process's own exports, the spans of the
-// processes it starts through it (a worker's executors). The
-// frames are checked to be nothing but ExportTraceServiceRequest's
-// resource_spans entries, so that each joins the process's own request as
-// more of them. A nil *Relay starts processes as they are: they export their
-// spans themselves.
+// A Relay sends on to the collector, each as it comes, the frames of the
+// processes it starts through it (a worker's executors), with its process's
+// own exporter (Exporter's upload). A frame waits while the one before it is
+// sent, so a slow collector never holds up a process writing its spans; a
+// nil *Relay starts processes as they are: they export their spans
+// themselves.
 type Relay struct {
-	b       *batcher
+	upload  func(context.Context, []byte) error
 	readers sync.WaitGroup
+
+	mu      sync.Mutex
+	queue   [][]byte
+	held    int  // bytes in queue
+	sending bool // a goroutine sends the queue
+	dropped int
+	// pending counts the frames queued and not yet sent (or failed).
+	pending sync.WaitGroup
 }
 
 // Start starts cmd with the write end of a new pipe as its spans' way out
@@ -79,9 +90,8 @@ func (r *Relay) Start(cmd *exec.Cmd) error {
 	return nil
 }
 
-// read queues the frames from rd until it ends. A frame too long, or not
-// made of resource_spans entries, ends the reading: the process's later
-// exports fail on a closed pipe.
+// read queues the frames from rd until it ends. A frame too long ends the
+// reading: the process's later exports fail on a closed pipe.
 func (r *Relay) read(rd io.Reader) error {
 	var size [4]byte
 	for {
@@ -99,40 +109,74 @@ func (r *Relay) read(rd io.Reader) error {
 		if _, err := io.ReadFull(rd, frame); err != nil {
 			return fmt.Errorf("a frame of %d bytes cut short: %w", n, err)
 		}
-		if err := checkRelayed(frame); err != nil {
-			return err
-		}
-		r.b.relay(frame)
+		r.relay(frame)
 	}
 }
 
-// wait waits until the spans of every process started through r were read,
-// or ctx ends.
-func (r *Relay) wait(ctx context.Context) {
+// relay queues frame to be sent on, unless the frames waiting hold too
+// many bytes already (it is dropped and counted).
+func (r *Relay) relay(frame []byte) {
+	if len(frame) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held+len(frame) > relayHeldMax {
+		r.dropped++
+		return
+	}
+	r.queue = append(r.queue, frame)
+	r.held += len(frame)
+	r.pending.Add(1)
+	if !r.sending {
+		r.sending = true
+		go r.send()
+	}
+}
+
+// send sends on the queued frames, one at a time, until none is left.
+func (r *Relay) send() {
+	for {
+		r.mu.Lock()
+		if len(r.queue) == 0 {
+			r.sending = false
+			r.mu.Unlock()
+			return
+		}
+		frame := r.queue[0]
+		r.queue = r.queue[1:]
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+		if err := r.upload(ctx, frame); err != nil {
+			otel.Handle(fmt.Errorf("send on relayed spans: %w", err))
+		}
+		cancel()
+		r.mu.Lock()
+		r.held -= len(frame)
+		r.mu.Unlock()
+		r.pending.Done()
+	}
+}
+
+// drain waits until the spans of every process started through r were read
+// and sent on, or ctx ends, and says how many frames were dropped, if any
+// were.
+func (r *Relay) drain(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		r.readers.Wait()
+		r.pending.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		return fmt.Errorf("send on relayed spans: %w", ctx.Err())
 	}
-}
-
-// checkRelayed accepts a frame made only of ExportTraceServiceRequest
-// field 1 (resource_spans) entries, each whole.
-func checkRelayed(frame []byte) error {
-	for len(frame) > 0 {
-		num, typ, n := protowire.ConsumeTag(frame)
-		if n < 0 || num != fRequestResourceSpans || typ != protowire.BytesType {
-			return errors.New("a frame that is not an ExportTraceServiceRequest of resource_spans")
-		}
-		frame = frame[n:]
-		if n = protowire.ConsumeFieldValue(num, typ, frame); n < 0 {
-			return errors.New("a frame with a resource_spans entry cut short")
-		}
-		frame = frame[n:]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dropped > 0 {
+		return fmt.Errorf("%d exports of started processes dropped: %d bytes of them were waiting", r.dropped, relayHeldMax)
 	}
 	return nil
 }
@@ -173,4 +217,36 @@ func writeFrame(w io.Writer, msg []byte) error {
 		return fmt.Errorf("relay spans: %w", err)
 	}
 	return nil
+}
+
+// relayExporter is the exporter of a process whose spans its worker sends
+// on: each export is one frame on the relay.
+type relayExporter struct {
+	mu  sync.Mutex
+	out *os.File // nil once shut down
+	msg []byte
+}
+
+var _ sdktrace.SpanExporter = (*relayExporter)(nil)
+
+func (e *relayExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.out == nil {
+		return errors.New("relay spans: shut down")
+	}
+	e.msg = appendTraceRequest(e.msg[:0], spans)
+	return writeFrame(e.out, e.msg)
+}
+
+// Shutdown closes the relay: the worker's reading of it ends.
+func (e *relayExporter) Shutdown(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.out == nil {
+		return nil
+	}
+	err := e.out.Close()
+	e.out = nil
+	return err
 }

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/glint-cluster/glint/pkg/telemetry/otlp"
 )
 
 // relayChildEnv makes this test binary the started process of
@@ -30,7 +33,7 @@ func TestRelayChild(t *testing.T) {
 		os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	}
 	fd := os.Getenv(RelayFDEnv)
-	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceExecutor)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceExecutor, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func runRelayed(t *testing.T, relay *Relay, env []string) {
 func TestAnUntracedProcessClosesTheRelayItWasGiven(t *testing.T) {
 	mine := newCollector(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
-	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker, otlp.Exporter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +88,7 @@ func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T
 	for _, ownEnv := range []bool{true, false} {
 		mine, theirs := newCollector(t), newCollector(t)
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", mine.URL)
-		tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker)
+		tp, shutdown, err := NewTracerProvider(context.Background(), ServiceWorker, otlp.Exporter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +102,7 @@ func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T
 			env = append(os.Environ(), relayChildEnv+"=traced", "OTEL_EXPORTER_OTLP_ENDPOINT="+theirs.URL)
 		} else {
 			// It inherits this process's environment: it would export to
-			// mine, in a request of its own.
+			// mine itself.
 			t.Setenv(relayChildEnv, "traced")
 		}
 		runRelayed(t, relay, env)
@@ -112,11 +115,8 @@ func TestAStartedProcessSendsItsSpansThroughTheProcessThatStartedIt(t *testing.T
 		if len(theirs.got) != 0 {
 			t.Errorf("own environment %v: the started process exported %d requests itself", ownEnv, len(theirs.got))
 		}
-		if len(mine.got) != 1 {
-			t.Fatalf("own environment %v: %d requests, want one with both processes' spans", ownEnv, len(mine.got))
-		}
 		services := map[string]string{}
-		for _, rs := range mine.got[0].GetResourceSpans() {
+		for _, rs := range mine.resourceSpans() {
 			service := ""
 			for _, kv := range rs.GetResource().GetAttributes() {
 				if kv.GetKey() == "service.name" {
@@ -140,55 +140,72 @@ func frame(msg []byte) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)
 }
 
-// resourceSpans is an ExportTraceServiceRequest of one resource_spans entry
-// holding content.
-func resourceSpans(content string) []byte {
-	return protowire.AppendBytes(protowire.AppendTag(nil, fRequestResourceSpans, protowire.BytesType), []byte(content))
+// uploads is a relay's upload that keeps what it is given.
+type uploads struct {
+	mu     sync.Mutex
+	frames [][]byte
+	held   chan struct{} // when not nil, each upload waits for it to close
 }
 
-func TestARelayQueuesWholeResourceSpansFramesAndStopsAtAnyOther(t *testing.T) {
-	one, two := resourceSpans("one"), resourceSpans("two")
-	otherField := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("x"))
-	cutShort := resourceSpans("three")[:4]
+func (u *uploads) relay() *Relay {
+	return &Relay{upload: func(_ context.Context, frame []byte) error {
+		if u.held != nil {
+			<-u.held
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.frames = append(u.frames, frame)
+		return nil
+	}}
+}
+
+func TestARelaySendsOnEveryFrameInOrderAndStopsAtOneTooLong(t *testing.T) {
+	one, two := []byte("one"), []byte("two")
 	for _, tc := range []struct {
 		name   string
 		stream []byte
-		queued []byte
+		sent   [][]byte
 		err    string
 	}{
-		{"two frames", append(frame(one), frame(two)...), append(one, two...), ""},
+		{"two frames", append(frame(one), frame(two)...), [][]byte{one, two}, ""},
 		{"an empty frame", frame(nil), nil, ""},
-		{"another field", append(frame(one), frame(otherField)...), one, "not an ExportTraceServiceRequest"},
-		{"an entry cut short", append(frame(cutShort), frame(two)...), nil, "cut short"},
-		{"a frame over the limit", binary.BigEndian.AppendUint32(nil, relayFrameMax+1), nil, "over the limit"},
-		{"a frame shorter than it says", frame(one)[:5], nil, "cut short"},
+		{"a frame over the limit", append(frame(one), binary.BigEndian.AppendUint32(nil, relayFrameMax+1)...), [][]byte{one}, "over the limit"},
+		{"a frame shorter than it says", append(frame(one), frame(two)[:5]...), [][]byte{one}, "cut short"},
 	} {
-		e := &batches{}
-		b := newBatcher(e)
-		err := (&Relay{b: b}).read(bytes.NewReader(tc.stream))
+		u := &uploads{}
+		r := u.relay()
+		err := r.read(bytes.NewReader(tc.stream))
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
 		}
-		if err := b.Shutdown(context.Background()); err != nil {
+		if err := r.drain(context.Background()); err != nil {
 			t.Error(err)
 		}
-		if !bytes.Equal(e.relayed, tc.queued) {
-			t.Errorf("%s: exported %q, want %q", tc.name, e.relayed, tc.queued)
+		if fmt.Sprint(u.frames) != fmt.Sprint(tc.sent) {
+			t.Errorf("%s: sent %q, want %q", tc.name, u.frames, tc.sent)
 		}
 	}
 }
 
+// Frames wait while the collector is slow, up to what a relay holds; the
+// rest are dropped and counted, and the reading goes on.
 func TestRelayedFramesBeyondWhatIsHeldAreDroppedAndCounted(t *testing.T) {
-	b := newBatcher(&batches{})
+	u := &uploads{held: make(chan struct{})}
+	r := u.relay()
 	big := make([]byte, relayHeldMax/4)
+	var stream []byte
 	for range 5 {
-		b.relay(big)
+		stream = append(stream, frame(big)...)
 	}
-	if len(b.relayed) != relayHeldMax {
-		t.Errorf("%d bytes held, want %d", len(b.relayed), relayHeldMax)
+	if err := r.read(bytes.NewReader(stream)); err != nil {
+		t.Fatal(err)
 	}
-	if err := b.Shutdown(context.Background()); err == nil || !strings.Contains(err.Error(), "1 exports of started processes dropped") {
-		t.Errorf("shutdown: %v, want the dropped export counted", err)
+	close(u.held)
+	if err := r.drain(context.Background()); err == nil || !strings.Contains(err.Error(), "1 exports of started processes dropped") {
+		t.Errorf("drain: %v, want the dropped export counted", err)
+	}
+	if len(u.frames) != 4 {
+		t.Errorf("%d frames sent on, want the 4 held", len(u.frames))
 	}
 }
 

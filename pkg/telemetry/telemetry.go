@@ -68,11 +68,19 @@ func StartSubmit(ctx context.Context, tp trace.TracerProvider, app string, attrs
 var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(
 	propagation.TraceContext{}, propagation.Baggage{})
 
-// Setup builds the tracer provider for service, makes it and Propagator the
-// global ones, and returns a shutdown that flushes every pending span. attrs
-// describe the process (glint.app.id, glint.executor.id, …) on every span.
-func Setup(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
-	tp, shutdown, err := NewTracerProvider(ctx, service, attrs...)
+// An Exporter makes, for a process that sends its spans to a collector
+// itself, its span exporter and the upload of the frames (each an
+// ExportTraceServiceRequest) that the processes it starts send through its
+// Relay. otlp.Exporter, OpenTelemetry's OTLP exporters, is Glint's; the
+// executor's binary has none: its spans go through its worker.
+type Exporter func(context.Context) (sdktrace.SpanExporter, func(ctx context.Context, frame []byte) error, error)
+
+// Setup builds the tracer provider for service (NewTracerProvider), makes
+// it and Propagator the global ones, and returns a shutdown that flushes
+// every pending span. attrs describe the process (glint.app.id,
+// glint.executor.id, …) on every span.
+func Setup(ctx context.Context, service string, export Exporter, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
+	tp, shutdown, err := NewTracerProvider(ctx, service, export, attrs...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,41 +89,60 @@ func Setup(ctx context.Context, service string, attrs ...attribute.KeyValue) (tr
 	return tp, shutdown, nil
 }
 
-// NewTracerProvider returns a tracer provider for service that batches spans
-// to the OTLP endpoint named by OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, over the protocol named by
-// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf, the only one) — or,
-// in a process started with RelayFDEnv, to the worker that started it. Its
-// Relay (RelayOf) sends on the spans of the processes it starts; the
-// shutdown waits for theirs before it flushes.
+// NewTracerProvider returns a tracer provider for service whose spans the
+// SDK's batch span processor (set by the OTEL_BSP_* variables) sends — in a
+// process started with RelayFDEnv, to the worker that started it; otherwise,
+// when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// names a collector, through export, and its Relay (RelayOf) sends on the
+// spans of the processes it starts; its shutdown waits for theirs before it
+// flushes its own.
 // With no endpoint it returns a no-op provider that still passes incoming
 // trace context on, and a shutdown that does nothing (and closes a relay it
-// was given).
-func NewTracerProvider(ctx context.Context, service string, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
+// was given); so it does, saying why, when the process has a collector but
+// no export.
+func NewTracerProvider(ctx context.Context, service string, export Exporter, attrs ...attribute.KeyValue) (trace.TracerProvider, func(context.Context) error, error) {
+	untraced := func() (trace.TracerProvider, func(context.Context) error, error) {
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	}
+	out, err := relayOut()
+	if err != nil {
+		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
+	}
 	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		// A relay it was given (its command's environment turned tracing
 		// off) is closed, so that nothing it starts inherits it.
-		if relay, err := relayOut(); err == nil && relay != nil {
-			relay.Close()
+		if out != nil {
+			out.Close()
 		}
-		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+		return untraced()
 	}
-	exporter, err := newExporter()
-	if err != nil {
-		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
+	var exporter sdktrace.SpanExporter = &relayExporter{out: out}
+	var relay *Relay
+	if out == nil {
+		if export == nil {
+			otel.Handle(fmt.Errorf("%s sends its spans through the worker that starts it, and it has none: its spans are not exported", service))
+			return untraced()
+		}
+		var upload func(context.Context, []byte) error
+		if exporter, upload, err = export(ctx); err != nil {
+			return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
+		}
+		relay = &Relay{upload: upload}
 	}
 	res, err := newResource(ctx, service, attrs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up tracing for %s: %w", service, err)
 	}
-	b := newBatcher(exporter)
 	tp := &provider{
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithResource(res)),
-		relay:          &Relay{b: b},
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)),
+		relay:          relay,
 	}
 	return tp, func(ctx context.Context) error {
-		tp.relay.wait(ctx)
-		return tp.Shutdown(ctx)
+		var err error
+		if tp.relay != nil {
+			err = tp.relay.drain(ctx)
+		}
+		return errors.Join(err, tp.Shutdown(ctx))
 	}, nil
 }
 
@@ -126,24 +153,12 @@ type provider struct {
 }
 
 // RelayOf returns the Relay of a provider NewTracerProvider made, as it
-// made it; nil for any other (untraced) provider.
+// made it; nil for any other (untraced or relayed) provider.
 func RelayOf(tp trace.TracerProvider) *Relay {
 	if p, ok := tp.(*provider); ok {
 		return p.relay
 	}
 	return nil
-}
-
-func newExporter() (sdktrace.SpanExporter, error) {
-	protocol := otlpEnv("PROTOCOL")
-	switch protocol {
-	case "", "http/protobuf":
-		return newOTLPExporter()
-	case "grpc":
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL grpc: Glint exports over http/protobuf only (gRPC is not linked, so that every process starts cheaply): use the collector's OTLP/HTTP port, 4318 by default")
-	default:
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want http/protobuf", protocol)
-	}
 }
 
 // newResource describes the process: service.name (OTEL_SERVICE_NAME wins),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -16,6 +17,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/glint-cluster/glint/pkg/telemetry/otlp"
 )
 
 func TestLogRecordsCarryTheTraceAndSpanOfTheirContext(t *testing.T) {
@@ -70,7 +73,7 @@ func TestTraceContextCrossesIntoAChildsEnvironment(t *testing.T) {
 func TestWithoutAnEndpointNothingIsExportedButContextStillFlows(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceMaster)
+	tp, shutdown, err := NewTracerProvider(context.Background(), ServiceMaster, otlp.Exporter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +94,28 @@ func TestWithoutAnEndpointNothingIsExportedButContextStillFlows(t *testing.T) {
 func TestUnknownOTLPProtocolIsAnError(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
-	if _, _, err := NewTracerProvider(context.Background(), ServiceMaster); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+	if _, _, err := NewTracerProvider(context.Background(), ServiceMaster, otlp.Exporter); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// A process with a collector named but no exporter of its own (the
+// executor's binary) and no worker to relay its spans traces nothing, and
+// says why.
+func TestAProcessWithNoExporterAndNoRelayIsUntracedAndSaysSo(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	var said []error
+	defer otel.SetErrorHandler(otel.GetErrorHandler())
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { said = append(said, err) }))
+	tp, _, err := NewTracerProvider(context.Background(), ServiceExecutor, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tp.(noop.TracerProvider); !ok {
+		t.Errorf("provider %T, want the no-op provider", tp)
+	}
+	if len(said) != 1 || !strings.Contains(said[0].Error(), "not exported") {
+		t.Errorf("said %v, want why its spans are not exported", said)
 	}
 }
 

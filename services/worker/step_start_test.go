@@ -24,6 +24,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/otlp"
 )
 
 func TestStartStepRunsProcessInItsOwnGroup(t *testing.T) {
@@ -180,7 +181,7 @@ func TestStartStepGivesTheProcessTheWorkersSpanRelay(t *testing.T) {
 	}))
 	defer collector.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceWorker)
+	tp, shutdown, err := telemetry.NewTracerProvider(context.Background(), telemetry.ServiceWorker, otlp.Exporter)
 	if err != nil {
 		t.Fatal(err)
 	}
