@@ -8,6 +8,7 @@ require (
 )
 
 require (
+	connectrpc.com/otelconnect v0.10.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/compose-spec/compose-go/v2 v2.16.2

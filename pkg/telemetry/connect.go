@@ -2,19 +2,13 @@ package telemetry
 
 import (
 	"context"
-	"errors"
-	"net"
-	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // untraced are polling and bookkeeping calls that would otherwise fill Jaeger
@@ -61,140 +55,66 @@ func hasSuffix(spec connect.Spec, suffixes []string) bool {
 }
 
 // Interceptor traces every Connect call through tp (nil: the global
-// provider): a client span around each call, a server span around each
-// handler — the child of the caller's span, whose context it trusts (every
-// peer is part of the cluster) — with the RPC semantic conventions'
-// attributes (rpc.system.name, rpc.method, server.address and server.port on
-// the client, rpc.response.status_code, error.type), and a failed call's
-// error as an exception event; a client span fails on any error, a server
-// span on the codes that are the server's fault, as OpenTelemetry's gRPC
-// instrumentation has them. A call in a trace that is not sampled (most
-// task calls: the driver samples spark.glint.trace.taskSampleRatio of its
-// task batches) only passes its trace context on, as does every call when
-// tp is a no-op provider (tracing off), so that a process that does not
-// trace still carries its callers' traces on to the processes it calls. A
-// probe (Ping) outside a trace is made in a trace of its own that is not
-// sampled; an anchored call (a registration, a launch) has a server span
-// only, and its handler finds the caller's span with Caller.
-//
-// It takes the place of otelconnect, whose spans are the same but which,
-// for each span, also builds its attributes twice, a metric attribute set
-// (with metrics off), a labeler and streaming state: allocations on every
-// call, traced or not, that Glint's calls do without. Glint's services have
-// unary calls only; a streaming one would pass untraced.
+// provider) with otelconnect — a client span around each call, a server
+// span around each handler, the child of the caller's span, whose context it
+// trusts (every peer is part of the cluster) — under Glint's rules: polling
+// and bookkeeping calls (Heartbeat, …) pass untraced; a probe (Ping) outside
+// a trace is made in a trace of its own that is not sampled; an anchored
+// call (a registration, a launch) has a server span only, and its handler
+// finds the caller's span with Caller. A call in a trace that is not sampled
+// (most task calls: the driver samples spark.glint.trace.taskSampleRatio of
+// its task batches) only passes its trace context on, as does every call when
+// tp is a no-op provider (tracing off). Glint's services have unary calls
+// only; a streaming one would pass untraced.
 func Interceptor(tp trace.TracerProvider) connect.Interceptor {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	_, off := tp.(noop.TracerProvider)
-	return rpcSpans{tracer: Tracer(tp), off: off}
+	spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp), otelconnect.WithPropagator(Propagator),
+		otelconnect.WithTrustRemote(), otelconnect.WithoutMetrics())
+	if err != nil {
+		panic(err) // only a meter provider fails it, and there is none
+	}
+	return rules{spans: spans}
 }
 
-type rpcSpans struct {
-	tracer trace.Tracer
-	off    bool
+// rules applies Glint's tracing rules around otelconnect's spans.
+type rules struct {
+	spans *otelconnect.Interceptor
 }
 
-func (r rpcSpans) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+func (r rules) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	traced := r.spans.WrapUnary(next)
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		spec := req.Spec()
-		if hasSuffix(spec, untraced) {
-			return next(ctx, req)
-		}
 		carrier := propagation.HeaderCarrier(req.Header())
-		if !spec.IsClient && !trace.SpanContextFromContext(ctx).IsValid() {
+		switch {
+		case hasSuffix(spec, untraced):
+			return next(ctx, req)
+		case spec.IsClient && hasSuffix(spec, anchored):
+			// The work's span is the caller's: the call passes it on.
+			Propagator.Inject(ctx, carrier)
+			return next(ctx, req)
+		case !spec.IsClient && !trace.SpanContextFromContext(ctx).IsValid():
 			ctx = Propagator.Extract(ctx, carrier)
 		}
-		if !trace.SpanContextFromContext(ctx).IsValid() && hasSuffix(spec, probes) {
+		sc := trace.SpanContextFromContext(ctx)
+		switch {
+		case !sc.IsValid() && hasSuffix(spec, probes):
 			// A probe outside a trace starts none: its unsampled context
 			// tells the peer not to record one either.
 			ctx = trace.ContextWithSpanContext(ctx, Unsampled())
-		}
-		sc := trace.SpanContextFromContext(ctx)
-		if r.off || (sc.IsValid() && !sc.IsSampled()) || (spec.IsClient && hasSuffix(spec, anchored)) {
-			if spec.IsClient {
-				Propagator.Inject(ctx, carrier)
-			}
-			return next(ctx, req)
-		}
-		if sc.IsValid() && hasSuffix(spec, anchored) {
+		case !spec.IsClient && sc.IsValid() && hasSuffix(spec, anchored):
 			ctx = context.WithValue(ctx, callerKey{}, sc)
 		}
-		ctx, span := r.start(ctx, req)
-		if spec.IsClient {
-			Propagator.Inject(ctx, carrier)
-		}
-		resp, err := next(ctx, req)
-		end(span, spec.IsClient, err)
-		return resp, err
+		return traced(ctx, req)
 	}
 }
 
-// start starts req's span with every attribute it has before the answer.
-func (r rpcSpans) start(ctx context.Context, req connect.AnyRequest) (context.Context, trace.Span) {
-	spec, peer := req.Spec(), req.Peer()
-	method := strings.TrimPrefix(spec.Procedure, "/")
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, semconv.RPCSystemNameKey.String(rpcSystem(peer.Protocol)), semconv.RPCMethodKey.String(method))
-	kind := trace.SpanKindServer
-	if spec.IsClient {
-		kind = trace.SpanKindClient
-		if host, port, err := net.SplitHostPort(peer.Addr); err == nil { // Glint's URLs name their ports
-			if n, err := strconv.Atoi(port); err == nil {
-				attrs = append(attrs, semconv.ServerAddress(host), semconv.ServerPort(n))
-			}
-		}
-	}
-	return r.tracer.Start(ctx, method, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
-}
-
-// end records the call's outcome on span and ends it.
-func end(span trace.Span, client bool, err error) {
-	if err == nil {
-		span.SetAttributes(semconv.RPCResponseStatusCodeKey.String("OK"))
-		span.End()
-		return
-	}
-	code := connect.CodeOf(err)
-	name := strings.ToUpper(code.String()) // gRPC's canonical names, DEADLINE_EXCEEDED
-	span.SetAttributes(semconv.RPCResponseStatusCodeKey.String(name), semconv.ErrorTypeKey.String(name))
-	span.RecordError(err)
-	if client || serversFault(code) {
-		message := err.Error()
-		if ce := new(connect.Error); errors.As(err, &ce) {
-			message = ce.Message()
-		}
-		span.SetStatus(codes.Error, message)
-	}
-	span.End()
-}
-
-// serversFault is whether a handler answering code failed, rather than the
-// call asked for what cannot be (OpenTelemetry's RPC conventions).
-func serversFault(code connect.Code) bool {
-	switch code {
-	case connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeUnimplemented,
-		connect.CodeInternal, connect.CodeUnavailable, connect.CodeDataLoss:
-		return true
-	}
-	return false
-}
-
-// rpcSystem is rpc.system.name for a Connect wire protocol.
-func rpcSystem(protocol string) string {
-	switch protocol {
-	case connect.ProtocolConnect:
-		return "connect_rpc"
-	case connect.ProtocolGRPC, connect.ProtocolGRPCWeb:
-		return "grpc"
-	}
-	return protocol
-}
-
-func (rpcSpans) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+func (rules) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return next
 }
 
-func (rpcSpans) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+func (rules) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
 }

@@ -3,21 +3,17 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -91,8 +87,8 @@ func TestUnsampledCallsPassTheirTraceOnWithoutSpans(t *testing.T) {
 	if onClient.recording || onServer.recording {
 		t.Errorf("an unsampled call was recorded: client %v, server %v", onClient.recording, onServer.recording)
 	}
-	if onServer.sc.TraceID() != unsampled.TraceID() || onServer.sc.IsSampled() || !onServer.sc.IsRemote() {
-		t.Errorf("the handler runs in %v, want the caller's unsampled trace %v as its remote parent", onServer.sc, unsampled.TraceID())
+	if onServer.sc.TraceID() != unsampled.TraceID() || onServer.sc.IsSampled() {
+		t.Errorf("the handler runs in %v, want the caller's unsampled trace %v", onServer.sc, unsampled.TraceID())
 	}
 	if n := len(clientSpans.Ended()) + len(serverSpans.Ended()); n != 0 {
 		t.Errorf("%d spans recorded for an unsampled call", n)
@@ -271,35 +267,35 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 	return m
 }
 
-// A call's spans are named after its method, of the client's and server's
-// kind, with the RPC conventions' attributes: the server's address on the
-// client's, and the answer's status on both.
+// A call's spans are otelconnect's: named after its method, of the
+// client's and server's kind, with the RPC conventions' attributes, the
+// server's address on the client's.
 func TestCallSpansCarryTheRPCAttributes(t *testing.T) {
 	client, server, addr := callSpans(t, nil)
 	host, port, _ := net.SplitHostPort(addr)
 	const method = "glint.driver.v1.DriverService/StatusUpdate"
-	want := map[attribute.Key]string{"rpc.system.name": "connect_rpc", "rpc.method": method, "rpc.response.status_code": "OK"}
 	for _, c := range []struct {
-		span  sdktrace.ReadOnlySpan
-		kind  trace.SpanKind
-		extra map[attribute.Key]string
+		span sdktrace.ReadOnlySpan
+		kind trace.SpanKind
+		want map[attribute.Key]string
 	}{
-		{client, trace.SpanKindClient, map[attribute.Key]string{"server.address": host, "server.port": port}},
-		{server, trace.SpanKindServer, nil},
+		{client, trace.SpanKindClient, map[attribute.Key]string{"rpc.system.name": "connectrpc", "rpc.method": method, "server.address": host, "server.port": port}},
+		{server, trace.SpanKindServer, map[attribute.Key]string{"rpc.system.name": "connectrpc", "rpc.method": method}},
 	} {
-		attrs := maps.Clone(want)
-		maps.Copy(attrs, c.extra)
-		if c.span.Name() != method || c.span.SpanKind() != c.kind || !maps.Equal(attrsOf(c.span), attrs) ||
-			c.span.Status().Code != codes.Unset || len(c.span.Events()) != 0 {
-			t.Errorf("span %q, kind %v, attributes %v, status %v, events %v; want %q, %v, %v, unset, none",
-				c.span.Name(), c.span.SpanKind(), attrsOf(c.span), c.span.Status(), c.span.Events(), method, c.kind, attrs)
+		attrs := attrsOf(c.span)
+		if c.span.Name() != method || c.span.SpanKind() != c.kind || c.span.Status().Code == codes.Error {
+			t.Errorf("span %q, kind %v, status %v; want %q, %v, not failed", c.span.Name(), c.span.SpanKind(), c.span.Status(), method, c.kind)
+		}
+		for k, v := range c.want {
+			if attrs[k] != v {
+				t.Errorf("%v span's %s = %q, want %q (attributes %v)", c.kind, k, attrs[k], v, attrs)
+			}
 		}
 	}
 }
 
-// A failed call's spans carry its code and its error as an exception event;
-// the client's fails on any error, the server's only on the codes that are
-// the server's fault.
+// A failed call's client span fails on any error, its server span only on
+// the codes that are the server's fault, each with the error's message.
 func TestFailedCallSpans(t *testing.T) {
 	for _, c := range []struct {
 		code        connect.Code
@@ -309,16 +305,6 @@ func TestFailedCallSpans(t *testing.T) {
 		{connect.CodeNotFound, false}, {connect.CodePermissionDenied, false},
 	} {
 		client, server, _ := callSpans(t, connect.NewError(c.code, errors.New("no such thing")))
-		name := strings.ToUpper(c.code.String())
-		for _, s := range []sdktrace.ReadOnlySpan{client, server} {
-			attrs := attrsOf(s)
-			if attrs["rpc.response.status_code"] != name || attrs["error.type"] != name {
-				t.Errorf("%s: %v span's attributes %v, want rpc.response.status_code and error.type %s", c.code, s.SpanKind(), attrs, name)
-			}
-			if len(s.Events()) != 1 || s.Events()[0].Name != semconv.ExceptionEventName {
-				t.Errorf("%s: %v span's events %v, want one exception", c.code, s.SpanKind(), s.Events())
-			}
-		}
 		if client.Status() != (sdktrace.Status{Code: codes.Error, Description: "no such thing"}) {
 			t.Errorf("%s: client span's status %v, want Error with the message", c.code, client.Status())
 		}
@@ -328,19 +314,8 @@ func TestFailedCallSpans(t *testing.T) {
 	}
 }
 
-// With tracing off a call costs no more than passing on a trace context: a
-// handler's side allocates only what taking the caller's trace context
-// does, and a trace that passes through an untraced process goes on.
+// With tracing off, a trace that passes through an untraced process goes on.
 func TestCallsWithTracingOffOnlyPassTheirTraceOn(t *testing.T) {
-	wrapped := Interceptor(noop.NewTracerProvider()).WrapUnary(func(ctx context.Context, _ connect.AnyRequest) (connect.AnyResponse, error) {
-		return nil, nil
-	})
-	req := connect.NewRequest(&driverv1.StatusUpdateRequest{})
-	extract := testing.AllocsPerRun(100, func() { Propagator.Extract(context.Background(), propagation.HeaderCarrier(req.Header())) })
-	if n := testing.AllocsPerRun(100, func() { _, _ = wrapped(context.Background(), req) }); n > extract {
-		t.Errorf("an untraced handler's interceptor allocates %v times a call, want no more than taking the trace context (%v)", n, extract)
-	}
-
 	handler := statusHandler{seen: make(chan seen, 1)}
 	_, h := driverv1connect.NewDriverServiceHandler(handler, connect.WithInterceptors(Interceptor(noop.NewTracerProvider())))
 	srv := httptest.NewServer(h)
@@ -371,17 +346,5 @@ func TestANilProviderIsTheGlobalOne(t *testing.T) {
 	<-handler.seen
 	if n := len(spans.Ended()); n != 1 {
 		t.Errorf("%d spans through the global provider, want the handler's", n)
-	}
-}
-
-// rpc.system.name names the wire protocol as OpenTelemetry's conventions do:
-// Connect's as connect_rpc, gRPC and gRPC-Web both as grpc.
-func TestRPCSystemNames(t *testing.T) {
-	for protocol, want := range map[string]string{
-		connect.ProtocolConnect: "connect_rpc", connect.ProtocolGRPC: "grpc", connect.ProtocolGRPCWeb: "grpc",
-	} {
-		if got := rpcSystem(protocol); got != want {
-			t.Errorf("rpcSystem(%q) = %q, want %q", protocol, got, want)
-		}
 	}
 }
