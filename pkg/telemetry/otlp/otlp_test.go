@@ -162,4 +162,3 @@ func TestSettingsThatCannotWorkAreErrors(t *testing.T) {
 		})
 	}
 }
-
