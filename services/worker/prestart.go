@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,14 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/contain"
-	"github.com/glint-cluster/glint/pkg/lifecycle"
-	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // MaxPrestartExecutors bounds --prestart-executors.
@@ -311,92 +304,4 @@ func (sb *standby) removeGroup(log *slog.Logger) {
 		log.Warn("remove cgroup", "err", err)
 	}
 	sb.group = nil
-}
-
-// claimStep hands a prestarted executor its launch, as soon as the command
-// is known: the arguments after `executor`, the GLINT_* variables with the
-// step's trace context, its secrets, and the work directory, which the
-// workdir and logs steps make while the executor takes up its launch; the
-// handover step then gives it its log files. It is chosen (choose) only when a prestarted
-// process fits the launch; if that process is gone, nothing is claimed and
-// process.start starts one.
-type claimStep struct {
-	standby  *standby
-	prestart *prestart
-}
-
-// Name is "claim".
-func (claimStep) Name() string { return lifecycle.StepClaim }
-
-// choose claims a prestarted executor for l when one fits; nil, no step,
-// when none does.
-func (claimStep) choose(l *launch) step { return l.prestart.claim(l) }
-
-// Run claims the process.
-func (c claimStep) Run(ctx context.Context, l *launch) error {
-	sb, p := c.standby, c.prestart
-	if ctx.Err() != nil {
-		sb.discard(p.s.cfg.KillGrace, p.s.log)
-		p.fill()
-		return fmt.Errorf("not started: %w", context.Cause(ctx))
-	}
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(semconv.ProcessCommandArgs(l.redaction.Args(l.template.GetArgs())...),
-		semconv.ProcessExecutablePath(l.redaction.Arg(sb.cmd.Path)), semconv.ProcessPID(sb.cmd.Process.Pid))
-	// Stamped before the claim is sent, for the same reason as a started
-	// process: the claimed one may reach its driver before SendClaim returns.
-	claimed := l.now()
-	if err := child.SendClaim(sb.claim, child.Claim{Args: l.argv[len(p.command):], Env: telemetry.InjectEnv(telemetry.ContextWithSpanContextOf(ctx, l.trace), l.env), Secrets: l.secrets, Dir: l.dir, UID: l.uid}); err != nil {
-		sb.discard(p.s.cfg.KillGrace, p.s.log)
-		p.fill()
-		span.AddEvent("prestarted executor unusable: process.start starts one", trace.WithAttributes(attribute.String("error", err.Error())))
-		return nil
-	}
-	l.claimed, l.startedAt = &c, claimed
-	return nil
-}
-
-// abandon ends a claimed process whose launch failed before the handover.
-func (c *claimStep) abandon() {
-	c.standby.discard(c.prestart.s.cfg.KillGrace, c.prestart.s.log)
-	c.prestart.fill()
-}
-
-// handoverStep takes process.start's place in a claimed launch: it gives the
-// claimed executor its log files, which the logs step made in its work
-// directory; the executor registers with its driver only once it has them.
-// If the process is gone, it starts one as process.start would.
-type handoverStep struct{}
-
-// Name is "handover".
-func (handoverStep) Name() string { return lifecycle.StepHandover }
-
-// Run hands the log files over, or starts a process if that fails.
-func (handoverStep) Run(ctx context.Context, l *launch) error {
-	defer l.closeLogs()
-	c := l.claimed
-	l.claimed = nil
-	sb, p := c.standby, c.prestart
-	if ctx.Err() != nil {
-		c.abandon()
-		return fmt.Errorf("not started: %w", context.Cause(ctx))
-	}
-	if err := child.SendLogs(sb.claim, l.stdout, l.stderr); err != nil {
-		c.abandon()
-		trace.SpanFromContext(ctx).AddEvent("claimed executor unusable: starting a process", trace.WithAttributes(attribute.String("error", err.Error())))
-		return startStep{}.Run(ctx, l)
-	}
-	// The claimed executor says when it registered with its driver (or its
-	// channel closes with it): the runner reports it running, and the
-	// replacement starts, only then, so that neither competes with the
-	// launch for the CPU.
-	registered := make(chan struct{})
-	go func() {
-		_, _ = sb.claim.Read(make([]byte, 1))
-		sb.claim.Close()
-		close(registered)
-		p.fill()
-	}()
-	l.cmd, l.path, l.url, l.registered = sb.cmd, sb.cmd.Path, sb.url, registered
-	return nil
 }
