@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -449,7 +449,7 @@ func idleExecutorRSS(t testing.TB, c *benchCluster) {
 // at each exec, a large part of the floor, which a Go child does not need.
 func buildFloor(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "glint-floor")
-	if out, err := staticBuild(bin, "../glint-floor").CombinedOutput(); err != nil {
+	if out, err := staticBuild(bin, "../../cmd/glint-floor").CombinedOutput(); err != nil {
 		t.Fatalf("build glint-floor: %v\n%s", err, out)
 	}
 	return bin

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	glintBin = filepath.Join(dir, "glint")
-	build := staticBuild(dir+string(filepath.Separator), ".", "../glint-executor")
+	build := staticBuild(dir+string(filepath.Separator), "../../cmd/glint", "../../cmd/glint-executor")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build glint:", err)
