@@ -91,6 +91,7 @@ func runExecutor(ctx context.Context, g *Globals, args *child.ExecutorArgs, boot
 	defer stopObserving()
 	if claim == nil {
 		recordBoot(ctx, tp, booted)
+		cfg.Booted = booted
 	}
 	if warmErr != nil {
 		log.Warn("prestarted executor: warm-up before the claim failed", "err", warmErr)

@@ -36,6 +36,21 @@ func ExecutorFinished(s masterv1.ExecutorState) bool {
 	return false
 }
 
+// Unasked is whether an executor in state s (exit, its exit status if it
+// has one) ended without being asked to: it FAILED, was LOST, or EXITED on
+// its own but for a clean exit. A KILLED executor was killed on purpose —
+// by its driver, its application's end or a person — and a DECOMMISSIONED
+// one left with its worker.
+func Unasked(s masterv1.ExecutorState, exit *int32) bool {
+	switch s {
+	case masterv1.ExecutorState_EXECUTOR_STATE_FAILED, masterv1.ExecutorState_EXECUTOR_STATE_LOST:
+		return true
+	case masterv1.ExecutorState_EXECUTOR_STATE_EXITED:
+		return exit == nil || *exit != 0
+	}
+	return false
+}
+
 // DriverFinished reports whether a driver runs no more under its id:
 // FINISHED, FAILED, KILLED, ERROR, or RELAUNCHING (the master relaunched it
 // under a new id after its worker was lost).

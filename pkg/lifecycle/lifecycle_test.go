@@ -70,6 +70,28 @@ func TestFinishedStatesAreSparks(t *testing.T) {
 	}
 }
 
+func TestAnEndIsUnaskedWhenTheExecutorFailedWasLostOrExitedUnclean(t *testing.T) {
+	zero, one := int32(0), int32(1)
+	for _, tc := range []struct {
+		state masterv1.ExecutorState
+		exit  *int32
+		want  bool
+	}{
+		{masterv1.ExecutorState_EXECUTOR_STATE_FAILED, &one, true},
+		{masterv1.ExecutorState_EXECUTOR_STATE_LOST, nil, true},
+		{masterv1.ExecutorState_EXECUTOR_STATE_EXITED, &one, true},
+		{masterv1.ExecutorState_EXECUTOR_STATE_EXITED, nil, true},
+		{masterv1.ExecutorState_EXECUTOR_STATE_EXITED, &zero, false},
+		{masterv1.ExecutorState_EXECUTOR_STATE_KILLED, nil, false},
+		{masterv1.ExecutorState_EXECUTOR_STATE_DECOMMISSIONED, nil, false},
+		{masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, nil, false},
+	} {
+		if got := Unasked(tc.state, tc.exit); got != tc.want {
+			t.Errorf("Unasked(%v, %v) = %v, want %v", tc.state, tc.exit, got, tc.want)
+		}
+	}
+}
+
 func TestLaunchStepOfNamesTheStepAFailedLaunchSays(t *testing.T) {
 	for message, want := range map[string]string{
 		`process.start: fork/exec /nope: no such file or directory`:     StepProcessStart,

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -356,16 +357,17 @@ func TestSessionsAreBoundedTheFirstToEndGoesFirst(t *testing.T) {
 	}
 }
 
-func TestTimelineDrawsEachKnownPhaseInOrderOnOneAxis(t *testing.T) {
+func TestTimelineDrawsEachKnownPhaseInOrderFromItsOwnRequest(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	tl := NewTimeline([]Launch{
-		{Executor: 0, At: [7]time.Time{ms(0), ms(10), ms(20), ms(40), ms(60), ms(70), ms(100)}},
-		// Its first task is not known yet, and its worker's clock is behind.
-		{Executor: 1, At: [7]time.Time{ms(0), ms(10), ms(5), ms(30), ms(50), ms(60), {}}},
+		{Executor: 0, Cause: "initial", At: [8]time.Time{ms(0), ms(10), ms(20), ms(40), ms(50), ms(60), ms(70), ms(100)}},
+		// Asked for 3 s later; its first task is not known yet, and its
+		// worker's clock is behind.
+		{Executor: 1, Cause: "dynamic allocation", At: [8]time.Time{ms(3000), ms(3010), ms(3005), ms(3030), ms(3040), ms(3050), ms(3060), {}}},
 	})
 	if len(tl.Rows) != 2 || tl.Total != 100*time.Millisecond {
-		t.Fatalf("timeline %+v: want 2 rows over 100ms", tl)
+		t.Fatalf("timeline %+v: want 2 rows over 100ms, each from its own request", tl)
 	}
 	full := tl.Rows[0].Bars
 	if len(full) != len(Phases) {
@@ -381,15 +383,71 @@ func TestTimelineDrawsEachKnownPhaseInOrderOnOneAxis(t *testing.T) {
 	if x != timelineLabel+timelinePlot {
 		t.Errorf("last bar ends at %v, want the axis' end %v", x, timelineLabel+timelinePlot)
 	}
-	if !strings.Contains(full[3].Title, "12:00:00.040000 → 12:00:00.060000 (20ms)") {
-		t.Errorf("bar title %q: want its exact times", full[3].Title)
+	if !strings.Contains(full[4].Title, "12:00:00.050000 → 12:00:00.060000 (10ms)") {
+		t.Errorf("bar title %q: want its exact times", full[4].Title)
+	}
+	if got := tl.Rows[0].Durations; got[2] != "20ms" || got[6] != "30ms" || tl.Rows[0].Total != "100ms" {
+		t.Errorf("row 0's numbers %q, total %q", got, tl.Rows[0].Total)
 	}
 	partial := tl.Rows[1].Bars
-	if len(partial) != len(Phases)-1 {
-		t.Errorf("row 1 has %d bars, want %d (no first task yet)", len(partial), len(Phases)-1)
+	if len(partial) != len(Phases)-1 || partial[0].X != timelineLabel {
+		t.Errorf("row 1 has %d bars from %v, want %d from the axis' start (its own request)", len(partial), partial[0].X, len(Phases)-1)
 	}
 	if skewed := partial[1]; skewed.W != timelineMinBar {
 		t.Errorf("a phase that ends before it starts is %v wide, want %v", skewed.W, timelineMinBar)
+	}
+	if tl.Rows[1].Durations[6] != "" || tl.Rows[1].Cause != "dynamic allocation" {
+		t.Errorf("row 1: first task %q, cause %q", tl.Rows[1].Durations[6], tl.Rows[1].Cause)
+	}
+}
+
+// A launch without a boot (a prestarted executor's) goes from its process'
+// start to its RetrieveSparkProps.
+func TestALaunchWithoutABootRetrievesItsPropertiesFromItsStart(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tl := NewTimeline([]Launch{{Executor: 0, At: [8]time.Time{ms(0), ms(1), ms(2), ms(3), {}, ms(4), ms(5), ms(6)}}})
+	bars := tl.Rows[0].Bars
+	if len(bars) != len(Phases)-1 || bars[3].Phase != "RetrieveSparkProps" || tl.Rows[0].Durations[4] != "1ms" || tl.Rows[0].Durations[3] != "" {
+		t.Errorf("bars %+v, numbers %q: want no boot, RetrieveSparkProps from the process' start", bars, tl.Rows[0].Durations)
+	}
+}
+
+// A launch that failed has the phase it was in marked, up to its end, with
+// why.
+func TestAFailedLaunchIsMarkedInThePhaseItFailedIn(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tl := NewTimeline([]Launch{{Executor: 2, At: [8]time.Time{ms(0), ms(10), ms(20)}, Failed: "exec: no such file", Ended: ms(25)}})
+	row := tl.Rows[0]
+	last := row.Bars[len(row.Bars)-1]
+	if len(row.Bars) != 3 || !last.Failed || last.Phase != "process start" || !strings.Contains(last.Title, "no such file") {
+		t.Fatalf("bars %+v: want schedule, LaunchExecutor and a failed process start", row.Bars)
+	}
+	if row.FailedIn != "process start" || row.Failed != "exec: no such file" || row.Total != "25ms" {
+		t.Errorf("row %+v: want failed in process start, 25ms in all", row)
+	}
+}
+
+func TestTheAxisTicksAtRoundValues(t *testing.T) {
+	for _, tc := range []struct {
+		longest time.Duration
+		total   time.Duration
+		ticks   []string
+	}{
+		{80900 * time.Microsecond, 100 * time.Millisecond, []string{"0s", "20ms", "40ms", "60ms", "80ms", "100ms"}},
+		{36560 * time.Millisecond, 40 * time.Second, []string{"0s", "10s", "20s", "30s", "40s"}},
+		{7 * time.Millisecond, 8 * time.Millisecond, []string{"0s", "2ms", "4ms", "6ms", "8ms"}},
+	} {
+		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		tl := NewTimeline([]Launch{{At: [8]time.Time{t0, t0.Add(tc.longest)}}})
+		var labels []string
+		for _, tick := range tl.Ticks {
+			labels = append(labels, tick.Label)
+		}
+		if tl.Total != tc.total || !slices.Equal(labels, tc.ticks) {
+			t.Errorf("a launch of %v: axis %v with ticks %q, want %v with %q", tc.longest, tl.Total, labels, tc.total, tc.ticks)
+		}
 	}
 }
 

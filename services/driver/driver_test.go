@@ -20,6 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/glint-cluster/glint/internal/faultproxy"
 	"github.com/glint-cluster/glint/internal/servicetest"
@@ -163,15 +164,22 @@ func TestAnExecutorThatAskedForItsPropertiesIsRegisteredOnlyOnceItRetrievedThem(
 		defer cancel()
 		done <- register(ctx)
 	}()
-	if _, err := client.RetrieveSparkProps(context.Background(), connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{AppId: d.AppID(), ExecutorId: 0})); err != nil {
+	// A boot's end that is no time is refused.
+	if _, err := client.RetrieveSparkProps(context.Background(), connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{AppId: d.AppID(), ExecutorId: 0,
+		BootedAt: &timestamppb.Timestamp{Nanos: -1}})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("properties for an executor booted at no time: %v, want invalid_argument", err)
+	}
+	booted := time.Now().Add(-time.Millisecond).Round(time.Microsecond)
+	if _, err := client.RetrieveSparkProps(context.Background(), connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{AppId: d.AppID(), ExecutorId: 0,
+		BootedAt: timestamppb.New(booted)})); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("register once the properties were retrieved: %v", err)
 	}
 	tl := d.Timelines()
-	if len(tl) != 1 || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.Before(tl[0].PropsRetrieved) {
-		t.Errorf("timelines %+v: want executor 0 registered after it retrieved its properties", tl)
+	if len(tl) != 1 || tl[0].PropsRetrieved.IsZero() || tl[0].Registered.Before(tl[0].PropsRetrieved) || !tl[0].Booted.Equal(booted) {
+		t.Errorf("timelines %+v: want executor 0 booted at %v, registered after it retrieved its properties", tl, booted)
 	}
 }
 

@@ -25,11 +25,14 @@ import (
 // timestamps the master (Scheduled), the worker (Launched, Started) and this
 // driver (Registered, FirstTask) recorded. Zero means not (yet) reached.
 type Timeline struct {
-	ExecutorID     int32
-	WorkerID       string
-	Scheduled      time.Time
-	Launched       time.Time
-	Started        time.Time
+	ExecutorID int32
+	WorkerID   string
+	Scheduled  time.Time
+	Launched   time.Time
+	Started    time.Time
+	// Booted is when the executor process reached its main, as it said
+	// (zero for a prestarted executor).
+	Booted         time.Time
 	PropsRetrieved time.Time
 	Registered     time.Time
 	FirstTask      time.Time
@@ -101,6 +104,10 @@ func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[dr
 	if err := ids.ValidateExecutor(req.Msg.GetExecutorId()); err != nil {
 		return nil, rpc.Error(err)
 	}
+	booted := req.Msg.GetBootedAt()
+	if booted != nil && !booted.IsValid() {
+		return nil, rpc.Error(fmt.Errorf("retrieve properties: %w: booted_at is not a valid time", fault.ErrInvalidArgument))
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.checkAppLocked(req.Msg.GetAppId()); err != nil {
@@ -108,6 +115,9 @@ func (d *Driver) RetrieveSparkProps(ctx context.Context, req *connect.Request[dr
 	}
 	if e := d.executorLocked(req.Msg.GetExecutorId()); e.timeline.PropsRetrieved.IsZero() {
 		e.timeline.PropsRetrieved = time.Now()
+		if booted != nil {
+			e.timeline.Booted = booted.AsTime()
+		}
 		close(e.propsRetrieved)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AppID.String(d.appID), telemetry.ExecutorID.Int(int(req.Msg.GetExecutorId())))

@@ -23,6 +23,7 @@ func (d *Driver) reportLaunchLocked(t Timeline) {
 	req := &masterv1.ReportExecutorLaunchRequest{
 		AppId: appID, ExecutorId: t.ExecutorID,
 		PropsRetrievedAt: stamp(t.PropsRetrieved), RegisteredAt: stamp(t.Registered), FirstTaskAt: stamp(t.FirstTask),
+		BootedAt: stamp(t.Booted),
 	}
 	d.toMaster.Post(context.Background(), func(ctx context.Context) {
 		if _, err := master.ReportExecutorLaunch(ctx, connect.NewRequest(req)); err != nil {

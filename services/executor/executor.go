@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	executorv1 "github.com/glint-cluster/glint/pkg/api/glint/executor/v1"
@@ -59,6 +60,10 @@ type Config struct {
 	// on its driver: its registration sent, or a call to be tried again
 	// (the executor command then watches SIGTERM and SIGINT).
 	Waiting func()
+	// Booted is when the executor process reached its main, told to its
+	// driver with RetrieveSparkProps; zero for a prestarted executor, which
+	// booted before its launch.
+	Booted time.Time
 	// Instruments are the logger, tracer provider and metrics registry.
 	telemetry.Instruments
 }
@@ -246,11 +251,15 @@ func (s *Server) connect(ctx context.Context) error {
 	}))
 	defer stopRegister(nil)
 	propsDone := make(chan error, 1)
+	var booted *timestamppb.Timestamp
+	if !s.cfg.Booted.IsZero() {
+		booted = timestamppb.New(s.cfg.Booted)
+	}
 	go func() {
 		defer ask()
 		err := s.call(propsCtx, "retrieve properties", func(ctx context.Context) error {
 			resp, err := s.driver.retrieveSparkProps.CallUnary(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
-				AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID,
+				AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, BootedAt: booted,
 			}))
 			if err == nil {
 				s.log.Debug("retrieved properties", "count", len(resp.Msg.GetProperties()))

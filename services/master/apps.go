@@ -90,9 +90,9 @@ func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driver
 		state: masterv1.ApplicationState_APPLICATION_STATE_WAITING, startTime: started, driverSeen: s.now(),
 		trace:     tc,
 		executors: map[int32]*executorInfo{}, workers: map[*workerInfo]struct{}{}, executorLimit: unlimitedExecutors,
-		appToken: appToken,
-		client:   driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, masterToken)...),
-		mailbox:  rpc.NewMailbox(s.ctx),
+		appToken: appToken, askedAt: started, askedFor: masterv1.ExecutorCause_EXECUTOR_CAUSE_INITIAL,
+		client:  driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, masterToken)...),
+		mailbox: rpc.NewMailbox(s.ctx),
 	}
 	if desc.MaxCores == nil {
 		a.defaultCores = s.cfg.DefaultCores

@@ -601,6 +601,10 @@ func (s *Server) RequestExecutors(ctx context.Context, req *connect.Request[mast
 		if err != nil {
 			return nil, nil, err
 		}
+		// More than it holds and was allowed is asked for now.
+		if limit := int(req.Msg.GetRequestedTotal()); limit > a.executorLimit && limit > a.liveExecutors {
+			a.ask(s.now(), masterv1.ExecutorCause_EXECUTOR_CAUSE_DYNAMIC_ALLOCATION)
+		}
 		a.executorLimit = int(req.Msg.GetRequestedTotal())
 		if req.Msg.GetStopping() {
 			a.executorLimit, a.driverStopping = 0, true

@@ -87,6 +87,7 @@ func (s *Server) appProto(a *appInfo) *masterv1.ApplicationInfo {
 			LaunchedAt: stamp(e.launch.launched), StartedAt: stamp(e.launch.started),
 			PropsRetrievedAt: stamp(e.launch.propsRetrieved), RegisteredAt: stamp(e.launch.registered),
 			FirstTaskAt: stamp(e.launch.firstTask), RemovedAt: stamp(e.removedAt), Usage: e.used.proto(),
+			RequestedAt: stamp(e.requestedAt), RequestedFor: e.requestedFor, BootedAt: stamp(e.launch.booted),
 		})
 	}
 	p.Usage = used.proto()

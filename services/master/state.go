@@ -168,6 +168,10 @@ type executorInfo struct {
 	message     string
 	exitStatus  *int32
 	scheduledAt time.Time
+	// requestedAt is when it was asked for, requestedFor why (its
+	// application's asked); zero for one a recovering master adopted.
+	requestedAt  time.Time
+	requestedFor masterv1.ExecutorCause
 	// runningSince is when its worker reported it RUNNING, removedAt when
 	// the master removed it from its application.
 	runningSince, removedAt time.Time
@@ -229,6 +233,11 @@ type appInfo struct {
 	// (RequestExecutors with stopping): their ends are asked for, and it is
 	// told nothing more. A target of 0 from dynamic allocation is not that.
 	driverStopping bool
+	// askedAt is when, and askedFor why, the application last came to want
+	// an executor it does not hold (ask): the next executor placed for it
+	// was asked for then.
+	askedAt  time.Time
+	askedFor masterv1.ExecutorCause
 	// relaunchAfter holds new executors back after failures (backOffLocked).
 	relaunchAfter time.Time
 	executorLimit int
@@ -288,6 +297,7 @@ func (a *appInfo) addExecutor(w *workerInfo, cores int32, memoryMiB int64, now t
 	e := &executorInfo{
 		id: a.nextExecID, app: a, worker: w, cores: cores, memoryMiB: memoryMiB,
 		state: masterv1.ExecutorState_EXECUTOR_STATE_LAUNCHING, scheduledAt: now,
+		requestedAt: a.askedAt, requestedFor: a.askedFor,
 	}
 	a.nextExecID++
 	a.holdExecutor(e)
@@ -304,10 +314,19 @@ func (a *appInfo) holdExecutor(e *executorInfo) {
 	a.liveExecutors++
 }
 
-// removeExecutor removes e from a at now.
+// ask records that a came to want an executor at now, for cause.
+func (a *appInfo) ask(now time.Time, cause masterv1.ExecutorCause) {
+	a.askedAt, a.askedFor = now, cause
+}
+
+// removeExecutor removes e from a at now: one placed after it, while a
+// runs, replaces it.
 func (a *appInfo) removeExecutor(e *executorInfo, now time.Time) {
 	if _, ok := a.executors[e.id]; !ok {
 		return
+	}
+	if !a.finished() && !a.driverStopping {
+		a.ask(now, masterv1.ExecutorCause_EXECUTOR_CAUSE_REPLACEMENT)
 	}
 	delete(a.executors, e.id)
 	e.removedAt = now

@@ -16,9 +16,10 @@ import (
 
 // launchTimes are the steps of an executor's launch after the master
 // scheduled it: launched and started as its worker reported them, the rest
-// as its driver did (ReportExecutorLaunch). Zero is not (yet) known.
+// as its driver did (ReportExecutorLaunch), booted as the executor told its
+// driver. Zero is not (yet) known.
 type launchTimes struct {
-	launched, started, propsRetrieved, registered, firstTask time.Time
+	launched, started, booted, propsRetrieved, registered, firstTask time.Time
 }
 
 // fromWorker keeps the worker's launch timestamps from a state report.
@@ -61,8 +62,8 @@ func (s *Server) ReportExecutorLaunch(ctx context.Context, req *connect.Request[
 	if err := ids.ValidateExecutor(m.GetExecutorId()); err != nil {
 		return nil, rpc.Error(err)
 	}
-	times := []*timestamppb.Timestamp{m.GetPropsRetrievedAt(), m.GetRegisteredAt(), m.GetFirstTaskAt()}
-	for i, name := range []string{"props_retrieved_at", "registered_at", "first_task_at"} {
+	times := []*timestamppb.Timestamp{m.GetPropsRetrievedAt(), m.GetRegisteredAt(), m.GetFirstTaskAt(), m.GetBootedAt()}
+	for i, name := range []string{"props_retrieved_at", "registered_at", "first_task_at", "booted_at"} {
 		if times[i] != nil && !times[i].IsValid() {
 			return nil, rpc.Error(fmt.Errorf("report executor launch %s/%d: %w: %s is not a valid time", m.GetAppId(), m.GetExecutorId(), fault.ErrInvalidArgument, name))
 		}
@@ -76,7 +77,7 @@ func (s *Server) ReportExecutorLaunch(ctx context.Context, req *connect.Request[
 	if err := s.callerLocked(ctx).mayActOnApp("report on", e.app); err != nil {
 		return nil, rpc.Error(err)
 	}
-	e.launch.propsRetrieved, e.launch.registered, e.launch.firstTask = when(times[0]), when(times[1]), when(times[2])
+	e.launch.propsRetrieved, e.launch.registered, e.launch.firstTask, e.launch.booted = when(times[0]), when(times[1]), when(times[2]), when(times[3])
 	return connect.NewResponse(&masterv1.ReportExecutorLaunchResponse{}), nil
 }
 

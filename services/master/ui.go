@@ -1,6 +1,7 @@
 package master
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/http"
@@ -210,6 +211,8 @@ type executorRow struct {
 	CPU, MemoryPeak string
 	// LogURL is the executor's log pages on its worker, less the stream.
 	LogURL string
+	// Asked is whether it ended as it was asked to (lifecycle.Unasked).
+	Asked bool
 }
 
 func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) {
@@ -268,6 +271,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 			ID: e.GetId(), Worker: e.GetWorkerId(), WorkerURL: workerURLs[e.GetWorkerId()], State: lifecycle.Name(e.GetState()),
 			Cores: e.GetCores(), Memory: e.GetMemoryMib(), Exit: web.ExitText(e.ExitStatus, e.GetMessage()),
 			MemoryPeak: resources.FormatBytes(e.GetUsage().GetMemoryPeakBytes()) + " / " + resources.FormatMiB(e.GetMemoryMib()),
+			Asked:      lifecycle.ExecutorFinished(e.GetState()) && !lifecycle.Unasked(e.GetState(), e.ExitStatus),
 		}
 		var ran time.Duration
 		if e.GetState() == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING && e.GetStartedAt() != nil {
@@ -278,11 +282,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 			row.LogURL = fmt.Sprintf("%s/log/%s/%d", row.WorkerURL, a.GetId(), e.GetId())
 		}
 		p.Executors = append(p.Executors, row)
-		l := web.Launch{Executor: e.GetId()}
-		for i, t := range []*timestamppb.Timestamp{a.GetStartTime(), e.GetScheduledAt(), e.GetLaunchedAt(), e.GetStartedAt(), e.GetPropsRetrievedAt(), e.GetRegisteredAt(), e.GetFirstTaskAt()} {
-			l.At[i] = when(t)
-		}
-		launches = append(launches, l)
+		launches = append(launches, launchOf(e))
 	}
 	p.Timeline = web.NewTimeline(launches)
 	p.Events = appEvents(a, workerURLs)
@@ -306,4 +306,29 @@ func (s *Server) killDriverPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// causes are the words for why an executor was asked for.
+var causes = map[masterv1.ExecutorCause]string{
+	masterv1.ExecutorCause_EXECUTOR_CAUSE_INITIAL:            "initial",
+	masterv1.ExecutorCause_EXECUTOR_CAUSE_DYNAMIC_ALLOCATION: "dynamic allocation",
+	masterv1.ExecutorCause_EXECUTOR_CAUSE_REPLACEMENT:        "replacement",
+}
+
+// launchOf is e's launch on the timeline: from its request (its scheduling,
+// for one adopted by a recovering master) to its first task, failed where
+// it ended before that without being asked to.
+func launchOf(e *masterv1.ExecutorInfo) web.Launch {
+	l := web.Launch{Executor: e.GetId(), Cause: causes[e.GetRequestedFor()]}
+	requested := e.GetRequestedAt()
+	if requested == nil {
+		requested = e.GetScheduledAt()
+	}
+	for i, t := range []*timestamppb.Timestamp{requested, e.GetScheduledAt(), e.GetLaunchedAt(), e.GetStartedAt(), e.GetBootedAt(), e.GetPropsRetrievedAt(), e.GetRegisteredAt(), e.GetFirstTaskAt()} {
+		l.At[i] = when(t)
+	}
+	if e.GetFirstTaskAt() == nil && lifecycle.Unasked(e.GetState(), e.ExitStatus) {
+		l.Failed, l.Ended = cmp.Or(e.GetMessage(), lifecycle.Name(e.GetState())), when(e.GetRemovedAt())
+	}
+	return l
 }

@@ -47,6 +47,7 @@ func TestExecutorsCarryTheirWholeLaunchToTheTimeline(t *testing.T) {
 		"path in app id":   {&masterv1.ReportExecutorLaunchRequest{AppId: "../../etc", ExecutorId: 0}, connect.CodeInvalidArgument},
 		"negative id":      {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: -1}, connect.CodeInvalidArgument},
 		"invalid time":     {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: 0, FirstTaskAt: &timestamppb.Timestamp{Nanos: -1}}, connect.CodeInvalidArgument},
+		"invalid boot":     {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: 0, BootedAt: &timestamppb.Timestamp{Seconds: -1e12}}, connect.CodeInvalidArgument},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := c.client.ReportExecutorLaunch(context.Background(), connect.NewRequest(tc.req)); connect.CodeOf(err) != tc.code {
@@ -55,19 +56,19 @@ func TestExecutorsCarryTheirWholeLaunchToTheTimeline(t *testing.T) {
 		})
 	}
 	if _, err := c.client.ReportExecutorLaunch(context.Background(), connect.NewRequest(&masterv1.ReportExecutorLaunchRequest{
-		AppId: app, ExecutorId: 0, PropsRetrievedAt: at(3), RegisteredAt: at(4), FirstTaskAt: at(5),
+		AppId: app, ExecutorId: 0, BootedAt: at(3), PropsRetrievedAt: at(4), RegisteredAt: at(5), FirstTaskAt: at(6),
 	})); err != nil {
 		t.Fatal(err)
 	}
 	e := c.app(t, app).GetExecutors()[0]
-	got := []*timestamppb.Timestamp{e.GetScheduledAt(), e.GetLaunchedAt(), e.GetStartedAt(), e.GetPropsRetrievedAt(), e.GetRegisteredAt(), e.GetFirstTaskAt()}
-	for i, want := range []*timestamppb.Timestamp{at(0), at(1), at(2), at(3), at(4), at(5)} {
+	got := []*timestamppb.Timestamp{e.GetRequestedAt(), e.GetScheduledAt(), e.GetLaunchedAt(), e.GetStartedAt(), e.GetBootedAt(), e.GetPropsRetrievedAt(), e.GetRegisteredAt(), e.GetFirstTaskAt()}
+	for i, want := range []*timestamppb.Timestamp{at(0), at(0), at(1), at(2), at(3), at(4), at(5), at(6)} {
 		if !got[i].AsTime().Equal(want.AsTime()) {
-			t.Errorf("launch step %d (%s) at %v, want %v", i, web.Phases[i], got[i].AsTime(), want.AsTime())
+			t.Errorf("launch step %d (the end of %s) at %v, want %v", i, append([]string{"request"}, web.Phases[:]...)[i], got[i].AsTime(), want.AsTime())
 		}
 	}
-	if p50 := launchP50(c.app(t, app)); p50 != 5*time.Millisecond {
-		t.Errorf("launch p50 %v, want 5ms (scheduled → first task)", p50)
+	if p50 := launchP50(c.app(t, app)); p50 != 6*time.Millisecond {
+		t.Errorf("launch p50 %v, want 6ms (scheduled → first task)", p50)
 	}
 	// An ended application's executors still take the driver's report: it
 	// may arrive after the application ended.
@@ -75,12 +76,12 @@ func TestExecutorsCarryTheirWholeLaunchToTheTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.client.ReportExecutorLaunch(context.Background(), connect.NewRequest(&masterv1.ReportExecutorLaunchRequest{
-		AppId: app, ExecutorId: 0, PropsRetrievedAt: at(3), RegisteredAt: at(4), FirstTaskAt: at(6),
+		AppId: app, ExecutorId: 0, PropsRetrievedAt: at(4), RegisteredAt: at(5), FirstTaskAt: at(7),
 	})); err != nil {
 		t.Errorf("report on an ended application's executor: %v", err)
 	}
-	if first := c.app(t, app).GetExecutors()[0].GetFirstTaskAt(); !first.AsTime().Equal(at(6).AsTime()) {
-		t.Errorf("first task at %v after the late report, want %v", first.AsTime(), at(6).AsTime())
+	if first := c.app(t, app).GetExecutors()[0].GetFirstTaskAt(); !first.AsTime().Equal(at(7).AsTime()) {
+		t.Errorf("first task at %v after the late report, want %v", first.AsTime(), at(7).AsTime())
 	}
 }
 

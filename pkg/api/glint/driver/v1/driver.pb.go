@@ -89,9 +89,12 @@ func (TaskState) EnumDescriptor() ([]byte, []int) {
 }
 
 type RetrieveSparkPropsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	ExecutorId    int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	AppId      string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	ExecutorId int32                  `protobuf:"varint,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// When the executor process reached its main (its boot's end); unset for
+	// a prestarted executor, which booted before its launch.
+	BootedAt      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=booted_at,json=bootedAt,proto3" json:"booted_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -138,6 +141,13 @@ func (x *RetrieveSparkPropsRequest) GetExecutorId() int32 {
 		return x.ExecutorId
 	}
 	return 0
+}
+
+func (x *RetrieveSparkPropsRequest) GetBootedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BootedAt
+	}
+	return nil
 }
 
 type RetrieveSparkPropsResponse struct {
@@ -1353,11 +1363,12 @@ var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\n" +
-	"\x1cglint/driver/v1/driver.proto\x12\x0fglint.driver.v1\x1a\x1cglint/master/v1/master.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n" +
+	"\x1cglint/driver/v1/driver.proto\x12\x0fglint.driver.v1\x1a\x1cglint/master/v1/master.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
 	"\x19RetrieveSparkPropsRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
-	"executorId\"\xb8\x01\n" +
+	"executorId\x127\n" +
+	"\tbooted_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bbootedAt\"\xb8\x01\n" +
 	"\x1aRetrieveSparkPropsResponse\x12[\n" +
 	"\n" +
 	"properties\x18\x01 \x03(\v2;.glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntryR\n" +
@@ -1518,40 +1529,41 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(v1.ExecutorState)(0),              // 26: glint.master.v1.ExecutorState
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	24, // 0: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	8,  // 1: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
-	0,  // 2: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
-	25, // 3: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	26, // 4: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	25, // 5: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	25, // 6: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
-	1,  // 7: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
-	3,  // 8: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
-	5,  // 9: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
-	7,  // 10: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
-	10, // 11: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
-	12, // 12: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
-	14, // 13: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
-	16, // 14: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
-	18, // 15: glint.driver.v1.DriverService.GetProgress:input_type -> glint.driver.v1.GetProgressRequest
-	20, // 16: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
-	22, // 17: glint.driver.v1.DriverService.ExecutorsRecovered:input_type -> glint.driver.v1.ExecutorsRecoveredRequest
-	2,  // 18: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 19: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 20: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	9,  // 21: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	11, // 22: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	13, // 23: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	15, // 24: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	17, // 25: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
-	19, // 26: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
-	21, // 27: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
-	23, // 28: glint.driver.v1.DriverService.ExecutorsRecovered:output_type -> glint.driver.v1.ExecutorsRecoveredResponse
-	18, // [18:29] is the sub-list for method output_type
-	7,  // [7:18] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	25, // 0: glint.driver.v1.RetrieveSparkPropsRequest.booted_at:type_name -> google.protobuf.Timestamp
+	24, // 1: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	8,  // 2: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
+	0,  // 3: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
+	25, // 4: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	26, // 5: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	25, // 6: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	25, // 7: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	1,  // 8: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
+	3,  // 9: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
+	5,  // 10: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
+	7,  // 11: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
+	10, // 12: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
+	12, // 13: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
+	14, // 14: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
+	16, // 15: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
+	18, // 16: glint.driver.v1.DriverService.GetProgress:input_type -> glint.driver.v1.GetProgressRequest
+	20, // 17: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
+	22, // 18: glint.driver.v1.DriverService.ExecutorsRecovered:input_type -> glint.driver.v1.ExecutorsRecoveredRequest
+	2,  // 19: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 20: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 21: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	9,  // 22: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	11, // 23: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	13, // 24: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	15, // 25: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	17, // 26: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	19, // 27: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
+	21, // 28: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
+	23, // 29: glint.driver.v1.DriverService.ExecutorsRecovered:output_type -> glint.driver.v1.ExecutorsRecoveredResponse
+	19, // [19:30] is the sub-list for method output_type
+	8,  // [8:19] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_glint_driver_v1_driver_proto_init() }

@@ -208,6 +208,62 @@ func (ExecutorState) EnumDescriptor() ([]byte, []int) {
 	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{2}
 }
 
+// ExecutorCause is why an executor was asked for.
+type ExecutorCause int32
+
+const (
+	ExecutorCause_EXECUTOR_CAUSE_UNSPECIFIED ExecutorCause = 0
+	// Its application registered wanting it.
+	ExecutorCause_EXECUTOR_CAUSE_INITIAL ExecutorCause = 1
+	// Its driver asked for more executors (dynamic allocation).
+	ExecutorCause_EXECUTOR_CAUSE_DYNAMIC_ALLOCATION ExecutorCause = 2
+	// It replaces one of its application's that ended.
+	ExecutorCause_EXECUTOR_CAUSE_REPLACEMENT ExecutorCause = 3
+)
+
+// Enum value maps for ExecutorCause.
+var (
+	ExecutorCause_name = map[int32]string{
+		0: "EXECUTOR_CAUSE_UNSPECIFIED",
+		1: "EXECUTOR_CAUSE_INITIAL",
+		2: "EXECUTOR_CAUSE_DYNAMIC_ALLOCATION",
+		3: "EXECUTOR_CAUSE_REPLACEMENT",
+	}
+	ExecutorCause_value = map[string]int32{
+		"EXECUTOR_CAUSE_UNSPECIFIED":        0,
+		"EXECUTOR_CAUSE_INITIAL":            1,
+		"EXECUTOR_CAUSE_DYNAMIC_ALLOCATION": 2,
+		"EXECUTOR_CAUSE_REPLACEMENT":        3,
+	}
+)
+
+func (x ExecutorCause) Enum() *ExecutorCause {
+	p := new(ExecutorCause)
+	*p = x
+	return p
+}
+
+func (x ExecutorCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExecutorCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_glint_master_v1_master_proto_enumTypes[3].Descriptor()
+}
+
+func (ExecutorCause) Type() protoreflect.EnumType {
+	return &file_glint_master_v1_master_proto_enumTypes[3]
+}
+
+func (x ExecutorCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExecutorCause.Descriptor instead.
+func (ExecutorCause) EnumDescriptor() ([]byte, []int) {
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{3}
+}
+
 // DriverState is Spark's DriverState, plus RESTARTING.
 type DriverState int32
 
@@ -267,11 +323,11 @@ func (x DriverState) String() string {
 }
 
 func (DriverState) Descriptor() protoreflect.EnumDescriptor {
-	return file_glint_master_v1_master_proto_enumTypes[3].Descriptor()
+	return file_glint_master_v1_master_proto_enumTypes[4].Descriptor()
 }
 
 func (DriverState) Type() protoreflect.EnumType {
-	return &file_glint_master_v1_master_proto_enumTypes[3]
+	return &file_glint_master_v1_master_proto_enumTypes[4]
 }
 
 func (x DriverState) Number() protoreflect.EnumNumber {
@@ -280,7 +336,7 @@ func (x DriverState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DriverState.Descriptor instead.
 func (DriverState) EnumDescriptor() ([]byte, []int) {
-	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{3}
+	return file_glint_master_v1_master_proto_rawDescGZIP(), []int{4}
 }
 
 // Command is what a worker runs: an argument vector whose elements may hold the
@@ -2288,8 +2344,11 @@ type ReportExecutorLaunchRequest struct {
 	PropsRetrievedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=props_retrieved_at,json=propsRetrievedAt,proto3" json:"props_retrieved_at,omitempty"`
 	RegisteredAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	FirstTaskAt      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first_task_at,json=firstTaskAt,proto3" json:"first_task_at,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When the executor process reached its main, as it said in its
+	// RetrieveSparkProps; unset for a prestarted one.
+	BootedAt      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=booted_at,json=bootedAt,proto3" json:"booted_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportExecutorLaunchRequest) Reset() {
@@ -2353,6 +2412,13 @@ func (x *ReportExecutorLaunchRequest) GetRegisteredAt() *timestamppb.Timestamp {
 func (x *ReportExecutorLaunchRequest) GetFirstTaskAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FirstTaskAt
+	}
+	return nil
+}
+
+func (x *ReportExecutorLaunchRequest) GetBootedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BootedAt
 	}
 	return nil
 }
@@ -2772,6 +2838,14 @@ type ExecutorInfo struct {
 	// When the master removed it (it ended, or was killed); unset while it
 	// runs, and for one a recovering master adopted ended.
 	RemovedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=removed_at,json=removedAt,proto3" json:"removed_at,omitempty"`
+	// When and why it was asked for: its launch starts then. Unset for one a
+	// recovering master adopted.
+	RequestedAt  *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	RequestedFor ExecutorCause          `protobuf:"varint,19,opt,name=requested_for,json=requestedFor,proto3,enum=glint.master.v1.ExecutorCause" json:"requested_for,omitempty"`
+	// When the executor process reached its main, as it told its driver (its
+	// host's clock): it booted from started_at to then. Unset for a
+	// prestarted executor, which booted before its launch.
+	BootedAt *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=booted_at,json=bootedAt,proto3" json:"booted_at,omitempty"`
 	// What it uses, as its worker last measured it.
 	Usage         *Usage `protobuf:"bytes,30,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2923,6 +2997,27 @@ func (x *ExecutorInfo) GetFirstTaskAt() *timestamppb.Timestamp {
 func (x *ExecutorInfo) GetRemovedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RemovedAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *ExecutorInfo) GetRequestedFor() ExecutorCause {
+	if x != nil {
+		return x.RequestedFor
+	}
+	return ExecutorCause_EXECUTOR_CAUSE_UNSPECIFIED
+}
+
+func (x *ExecutorInfo) GetBootedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BootedAt
 	}
 	return nil
 }
@@ -3799,14 +3894,15 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12!\n" +
 	"\fexecutor_ids\x18\x02 \x03(\x05R\vexecutorIds\"G\n" +
 	"\x15KillExecutorsResponse\x12.\n" +
-	"\x13killed_executor_ids\x18\x01 \x03(\x05R\x11killedExecutorIds\"\xa0\x02\n" +
+	"\x13killed_executor_ids\x18\x01 \x03(\x05R\x11killedExecutorIds\"\xd9\x02\n" +
 	"\x1bReportExecutorLaunchRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
 	"executorId\x12H\n" +
 	"\x12props_retrieved_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10propsRetrievedAt\x12?\n" +
 	"\rregistered_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
-	"\rfirst_task_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\"\x1e\n" +
+	"\rfirst_task_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x127\n" +
+	"\tbooted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bbootedAt\"\x1e\n" +
 	"\x1cReportExecutorLaunchResponse\"\x18\n" +
 	"\x16GetClusterStateRequest\"\x97\x04\n" +
 	"\x17GetClusterStateResponse\x12\x1d\n" +
@@ -3845,7 +3941,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
 	"cpuSeconds\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12*\n" +
-	"\x11memory_peak_bytes\x18\x03 \x01(\x03R\x0fmemoryPeakBytes\"\xa7\x06\n" +
+	"\x11memory_peak_bytes\x18\x03 \x01(\x03R\x0fmemoryPeakBytes\"\xe4\a\n" +
 	"\fExecutorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1b\n" +
@@ -3869,7 +3965,10 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\rregistered_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12>\n" +
 	"\rfirst_task_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vfirstTaskAt\x129\n" +
 	"\n" +
-	"removed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tremovedAt\x12,\n" +
+	"removed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tremovedAt\x12=\n" +
+	"\frequested_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12C\n" +
+	"\rrequested_for\x18\x13 \x01(\x0e2\x1e.glint.master.v1.ExecutorCauseR\frequestedFor\x127\n" +
+	"\tbooted_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\bbootedAt\x12,\n" +
 	"\x05usage\x18\x1e \x01(\v2\x16.glint.master.v1.UsageR\x05usageB\x0e\n" +
 	"\f_exit_status\"\xff\x04\n" +
 	"\x0fApplicationInfo\x12\x0e\n" +
@@ -3971,7 +4070,12 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x15EXECUTOR_STATE_FAILED\x10\x04\x12\x17\n" +
 	"\x13EXECUTOR_STATE_LOST\x10\x05\x12\x19\n" +
 	"\x15EXECUTOR_STATE_EXITED\x10\x06\x12!\n" +
-	"\x1dEXECUTOR_STATE_DECOMMISSIONED\x10\a*\x9b\x02\n" +
+	"\x1dEXECUTOR_STATE_DECOMMISSIONED\x10\a*\x92\x01\n" +
+	"\rExecutorCause\x12\x1e\n" +
+	"\x1aEXECUTOR_CAUSE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16EXECUTOR_CAUSE_INITIAL\x10\x01\x12%\n" +
+	"!EXECUTOR_CAUSE_DYNAMIC_ALLOCATION\x10\x02\x12\x1e\n" +
+	"\x1aEXECUTOR_CAUSE_REPLACEMENT\x10\x03*\x9b\x02\n" +
 	"\vDriverState\x12\x1c\n" +
 	"\x18DRIVER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DRIVER_STATE_SUBMITTED\x10\x01\x12\x18\n" +
@@ -4015,156 +4119,161 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 	return file_glint_master_v1_master_proto_rawDescData
 }
 
-var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
 	(ExecutorState)(0),                    // 2: glint.master.v1.ExecutorState
-	(DriverState)(0),                      // 3: glint.master.v1.DriverState
-	(*Command)(nil),                       // 4: glint.master.v1.Command
-	(*ApplicationDescription)(nil),        // 5: glint.master.v1.ApplicationDescription
-	(*DriverDescription)(nil),             // 6: glint.master.v1.DriverDescription
-	(*RunningExecutor)(nil),               // 7: glint.master.v1.RunningExecutor
-	(*RegisterWorkerRequest)(nil),         // 8: glint.master.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil),        // 9: glint.master.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),              // 10: glint.master.v1.HeartbeatRequest
-	(*ProcessUsage)(nil),                  // 11: glint.master.v1.ProcessUsage
-	(*HeartbeatResponse)(nil),             // 12: glint.master.v1.HeartbeatResponse
-	(*WorkerDecommissioningRequest)(nil),  // 13: glint.master.v1.WorkerDecommissioningRequest
-	(*WorkerDecommissioningResponse)(nil), // 14: glint.master.v1.WorkerDecommissioningResponse
-	(*DecommissionWorkerRequest)(nil),     // 15: glint.master.v1.DecommissionWorkerRequest
-	(*DecommissionWorkerResponse)(nil),    // 16: glint.master.v1.DecommissionWorkerResponse
-	(*RegisterApplicationRequest)(nil),    // 17: glint.master.v1.RegisterApplicationRequest
-	(*RegisterApplicationResponse)(nil),   // 18: glint.master.v1.RegisterApplicationResponse
-	(*UnregisterApplicationRequest)(nil),  // 19: glint.master.v1.UnregisterApplicationRequest
-	(*UnregisterApplicationResponse)(nil), // 20: glint.master.v1.UnregisterApplicationResponse
-	(*ExecutorStateChangedRequest)(nil),   // 21: glint.master.v1.ExecutorStateChangedRequest
-	(*ExecutorStateChangedResponse)(nil),  // 22: glint.master.v1.ExecutorStateChangedResponse
-	(*DriverStateChangedRequest)(nil),     // 23: glint.master.v1.DriverStateChangedRequest
-	(*DriverStateChangedResponse)(nil),    // 24: glint.master.v1.DriverStateChangedResponse
-	(*SubmitDriverRequest)(nil),           // 25: glint.master.v1.SubmitDriverRequest
-	(*SubmitDriverResponse)(nil),          // 26: glint.master.v1.SubmitDriverResponse
-	(*KillDriverRequest)(nil),             // 27: glint.master.v1.KillDriverRequest
-	(*KillDriverResponse)(nil),            // 28: glint.master.v1.KillDriverResponse
-	(*DriverStatusRequest)(nil),           // 29: glint.master.v1.DriverStatusRequest
-	(*DriverStatusResponse)(nil),          // 30: glint.master.v1.DriverStatusResponse
-	(*KillApplicationRequest)(nil),        // 31: glint.master.v1.KillApplicationRequest
-	(*KillApplicationResponse)(nil),       // 32: glint.master.v1.KillApplicationResponse
-	(*RequestExecutorsRequest)(nil),       // 33: glint.master.v1.RequestExecutorsRequest
-	(*RequestExecutorsResponse)(nil),      // 34: glint.master.v1.RequestExecutorsResponse
-	(*KillExecutorsRequest)(nil),          // 35: glint.master.v1.KillExecutorsRequest
-	(*KillExecutorsResponse)(nil),         // 36: glint.master.v1.KillExecutorsResponse
-	(*ReportExecutorLaunchRequest)(nil),   // 37: glint.master.v1.ReportExecutorLaunchRequest
-	(*ReportExecutorLaunchResponse)(nil),  // 38: glint.master.v1.ReportExecutorLaunchResponse
-	(*GetClusterStateRequest)(nil),        // 39: glint.master.v1.GetClusterStateRequest
-	(*GetClusterStateResponse)(nil),       // 40: glint.master.v1.GetClusterStateResponse
-	(*WorkerInfo)(nil),                    // 41: glint.master.v1.WorkerInfo
-	(*Usage)(nil),                         // 42: glint.master.v1.Usage
-	(*ExecutorInfo)(nil),                  // 43: glint.master.v1.ExecutorInfo
-	(*ApplicationInfo)(nil),               // 44: glint.master.v1.ApplicationInfo
-	(*DriverInfo)(nil),                    // 45: glint.master.v1.DriverInfo
-	(*PersistedWorker)(nil),               // 46: glint.master.v1.PersistedWorker
-	(*PersistedApplication)(nil),          // 47: glint.master.v1.PersistedApplication
-	(*PersistedDriver)(nil),               // 48: glint.master.v1.PersistedDriver
-	(*PersistedCounters)(nil),             // 49: glint.master.v1.PersistedCounters
-	nil,                                   // 50: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 51: google.protobuf.Timestamp
+	(ExecutorCause)(0),                    // 3: glint.master.v1.ExecutorCause
+	(DriverState)(0),                      // 4: glint.master.v1.DriverState
+	(*Command)(nil),                       // 5: glint.master.v1.Command
+	(*ApplicationDescription)(nil),        // 6: glint.master.v1.ApplicationDescription
+	(*DriverDescription)(nil),             // 7: glint.master.v1.DriverDescription
+	(*RunningExecutor)(nil),               // 8: glint.master.v1.RunningExecutor
+	(*RegisterWorkerRequest)(nil),         // 9: glint.master.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil),        // 10: glint.master.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),              // 11: glint.master.v1.HeartbeatRequest
+	(*ProcessUsage)(nil),                  // 12: glint.master.v1.ProcessUsage
+	(*HeartbeatResponse)(nil),             // 13: glint.master.v1.HeartbeatResponse
+	(*WorkerDecommissioningRequest)(nil),  // 14: glint.master.v1.WorkerDecommissioningRequest
+	(*WorkerDecommissioningResponse)(nil), // 15: glint.master.v1.WorkerDecommissioningResponse
+	(*DecommissionWorkerRequest)(nil),     // 16: glint.master.v1.DecommissionWorkerRequest
+	(*DecommissionWorkerResponse)(nil),    // 17: glint.master.v1.DecommissionWorkerResponse
+	(*RegisterApplicationRequest)(nil),    // 18: glint.master.v1.RegisterApplicationRequest
+	(*RegisterApplicationResponse)(nil),   // 19: glint.master.v1.RegisterApplicationResponse
+	(*UnregisterApplicationRequest)(nil),  // 20: glint.master.v1.UnregisterApplicationRequest
+	(*UnregisterApplicationResponse)(nil), // 21: glint.master.v1.UnregisterApplicationResponse
+	(*ExecutorStateChangedRequest)(nil),   // 22: glint.master.v1.ExecutorStateChangedRequest
+	(*ExecutorStateChangedResponse)(nil),  // 23: glint.master.v1.ExecutorStateChangedResponse
+	(*DriverStateChangedRequest)(nil),     // 24: glint.master.v1.DriverStateChangedRequest
+	(*DriverStateChangedResponse)(nil),    // 25: glint.master.v1.DriverStateChangedResponse
+	(*SubmitDriverRequest)(nil),           // 26: glint.master.v1.SubmitDriverRequest
+	(*SubmitDriverResponse)(nil),          // 27: glint.master.v1.SubmitDriverResponse
+	(*KillDriverRequest)(nil),             // 28: glint.master.v1.KillDriverRequest
+	(*KillDriverResponse)(nil),            // 29: glint.master.v1.KillDriverResponse
+	(*DriverStatusRequest)(nil),           // 30: glint.master.v1.DriverStatusRequest
+	(*DriverStatusResponse)(nil),          // 31: glint.master.v1.DriverStatusResponse
+	(*KillApplicationRequest)(nil),        // 32: glint.master.v1.KillApplicationRequest
+	(*KillApplicationResponse)(nil),       // 33: glint.master.v1.KillApplicationResponse
+	(*RequestExecutorsRequest)(nil),       // 34: glint.master.v1.RequestExecutorsRequest
+	(*RequestExecutorsResponse)(nil),      // 35: glint.master.v1.RequestExecutorsResponse
+	(*KillExecutorsRequest)(nil),          // 36: glint.master.v1.KillExecutorsRequest
+	(*KillExecutorsResponse)(nil),         // 37: glint.master.v1.KillExecutorsResponse
+	(*ReportExecutorLaunchRequest)(nil),   // 38: glint.master.v1.ReportExecutorLaunchRequest
+	(*ReportExecutorLaunchResponse)(nil),  // 39: glint.master.v1.ReportExecutorLaunchResponse
+	(*GetClusterStateRequest)(nil),        // 40: glint.master.v1.GetClusterStateRequest
+	(*GetClusterStateResponse)(nil),       // 41: glint.master.v1.GetClusterStateResponse
+	(*WorkerInfo)(nil),                    // 42: glint.master.v1.WorkerInfo
+	(*Usage)(nil),                         // 43: glint.master.v1.Usage
+	(*ExecutorInfo)(nil),                  // 44: glint.master.v1.ExecutorInfo
+	(*ApplicationInfo)(nil),               // 45: glint.master.v1.ApplicationInfo
+	(*DriverInfo)(nil),                    // 46: glint.master.v1.DriverInfo
+	(*PersistedWorker)(nil),               // 47: glint.master.v1.PersistedWorker
+	(*PersistedApplication)(nil),          // 48: glint.master.v1.PersistedApplication
+	(*PersistedDriver)(nil),               // 49: glint.master.v1.PersistedDriver
+	(*PersistedCounters)(nil),             // 50: glint.master.v1.PersistedCounters
+	nil,                                   // 51: glint.master.v1.Command.EnvEntry
+	(*timestamppb.Timestamp)(nil),         // 52: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
-	50, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
-	4,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
-	4,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
-	7,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	21, // 4: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
-	23, // 5: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
-	7,  // 6: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	7,  // 7: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	21, // 8: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
-	23, // 9: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
-	11, // 10: glint.master.v1.HeartbeatRequest.usage:type_name -> glint.master.v1.ProcessUsage
-	7,  // 11: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	5,  // 12: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	51, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
+	5,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
+	5,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
+	8,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	22, // 4: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	24, // 5: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	8,  // 6: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	8,  // 7: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	22, // 8: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	24, // 9: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	12, // 10: glint.master.v1.HeartbeatRequest.usage:type_name -> glint.master.v1.ProcessUsage
+	8,  // 11: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	6,  // 12: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
 	1,  // 13: glint.master.v1.UnregisterApplicationRequest.state:type_name -> glint.master.v1.ApplicationState
 	2,  // 14: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	51, // 15: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	51, // 16: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 17: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	6,  // 18: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	45, // 19: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	51, // 20: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	51, // 21: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	51, // 22: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
-	41, // 23: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	44, // 24: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	44, // 25: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	45, // 26: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	45, // 27: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 28: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	51, // 29: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	42, // 30: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
-	2,  // 31: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	51, // 32: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	51, // 33: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	51, // 34: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	51, // 35: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	51, // 36: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	51, // 37: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	51, // 38: glint.master.v1.ExecutorInfo.removed_at:type_name -> google.protobuf.Timestamp
-	42, // 39: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
-	5,  // 40: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 41: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	51, // 42: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	51, // 43: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	43, // 44: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	42, // 45: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
-	6,  // 46: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	3,  // 47: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	51, // 48: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	42, // 49: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
-	5,  // 50: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	51, // 51: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	44, // 52: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
-	6,  // 53: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	51, // 54: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	45, // 55: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
-	8,  // 56: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	10, // 57: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	13, // 58: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	15, // 59: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	17, // 60: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	19, // 61: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	21, // 62: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	23, // 63: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	25, // 64: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	27, // 65: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	29, // 66: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	31, // 67: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	33, // 68: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	35, // 69: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	39, // 70: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	37, // 71: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	9,  // 72: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	12, // 73: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	14, // 74: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	16, // 75: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	18, // 76: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	20, // 77: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	22, // 78: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	24, // 79: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	26, // 80: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	28, // 81: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	30, // 82: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	32, // 83: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	34, // 84: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	36, // 85: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	40, // 86: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	38, // 87: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	72, // [72:88] is the sub-list for method output_type
-	56, // [56:72] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	52, // 15: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	52, // 16: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	4,  // 17: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	7,  // 18: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	46, // 19: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	52, // 20: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	52, // 21: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	52, // 22: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	52, // 23: glint.master.v1.ReportExecutorLaunchRequest.booted_at:type_name -> google.protobuf.Timestamp
+	42, // 24: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	45, // 25: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	45, // 26: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	46, // 27: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	46, // 28: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 29: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	52, // 30: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	43, // 31: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
+	2,  // 32: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	52, // 33: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	52, // 34: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	52, // 35: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	52, // 36: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	52, // 37: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	52, // 38: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	52, // 39: glint.master.v1.ExecutorInfo.removed_at:type_name -> google.protobuf.Timestamp
+	52, // 40: glint.master.v1.ExecutorInfo.requested_at:type_name -> google.protobuf.Timestamp
+	3,  // 41: glint.master.v1.ExecutorInfo.requested_for:type_name -> glint.master.v1.ExecutorCause
+	52, // 42: glint.master.v1.ExecutorInfo.booted_at:type_name -> google.protobuf.Timestamp
+	43, // 43: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 44: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 45: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	52, // 46: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	52, // 47: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	44, // 48: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	43, // 49: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
+	7,  // 50: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	4,  // 51: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	52, // 52: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	43, // 53: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 54: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	52, // 55: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	45, // 56: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	7,  // 57: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	52, // 58: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	46, // 59: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	9,  // 60: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	11, // 61: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	14, // 62: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	16, // 63: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	18, // 64: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	20, // 65: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	22, // 66: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	24, // 67: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	26, // 68: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	28, // 69: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	30, // 70: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	32, // 71: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	34, // 72: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	36, // 73: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	40, // 74: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	38, // 75: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	10, // 76: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	13, // 77: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	15, // 78: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	17, // 79: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	19, // 80: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	21, // 81: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	23, // 82: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	25, // 83: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	27, // 84: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	29, // 85: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	31, // 86: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	33, // 87: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	35, // 88: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	37, // 89: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	41, // 90: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	39, // 91: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	76, // [76:92] is the sub-list for method output_type
+	60, // [60:76] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -4181,7 +4290,7 @@ func file_glint_master_v1_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
