@@ -74,7 +74,7 @@ type TimelineTick struct {
 
 // Geometry of the drawing: a label column, then the plot.
 const (
-	timelineLabel  = 132
+	timelineLabel  = 164
 	timelinePlot   = 600
 	timelineRow    = 22
 	timelineBar    = 14

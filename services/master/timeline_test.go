@@ -74,7 +74,7 @@ func TestEachExecutorsLaunchStartsAtItsOwnRequest(t *testing.T) {
 			t.Errorf("no timeline row for executor %d labelled %s", e.GetId(), w.label)
 			continue
 		}
-		if bar := page[i:]; !strings.Contains(bar[:strings.Index(bar, "</g>")], `data-phase="schedule" x="132"`) {
+		if bar := page[i:]; !strings.Contains(bar[:strings.Index(bar, "</g>")], `data-phase="schedule" x="164"`) {
 			t.Errorf("executor %d's schedule does not start at its request:\n%s", e.GetId(), bar[:strings.Index(bar, "</g>")])
 		}
 	}
