@@ -214,25 +214,32 @@ func Alive(pid int) bool {
 	return err == nil && state != 'Z'
 }
 
-// ProcStatusKiB is a size field (VmRSS, VmHWM, RssAnon) of process pid's
-// /proc/PID/status in KiB.
-func ProcStatusKiB(t testing.TB, pid int, field string) int {
+// ProcStatus is the value of a field of process pid's /proc/PID/status, its
+// words separated by single spaces ("Uid": "1000 1000 1000 1000").
+func ProcStatus(t testing.TB, pid int, field string) string {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
+	for line := range strings.Lines(string(b)) {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kib
+			return strings.Join(strings.Fields(rest), " ")
 		}
 	}
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return ""
+}
+
+// ProcStatusKiB is a size field (VmRSS, VmHWM, RssAnon) of process pid's
+// /proc/PID/status in KiB.
+func ProcStatusKiB(t testing.TB, pid int, field string) int {
+	t.Helper()
+	kib, err := strconv.Atoi(strings.TrimSuffix(ProcStatus(t, pid, field), " kB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kib
 }
 
 // CgroupOf is the path of process pid's cgroup: its memory controller's on

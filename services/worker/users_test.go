@@ -90,22 +90,6 @@ func copyBinary(t *testing.T, dir string, perm os.FileMode) string {
 	return path
 }
 
-// procUIDs reads the real, effective, saved and filesystem uids of pid.
-func procUIDs(t *testing.T, pid int, field string) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.Join(strings.Fields(rest), " ")
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return ""
-}
-
 // Each application's executors run as a uid of their own, with no other
 // group and no capability: they read their own work dir, and neither the
 // worker's secrets nor another application's dir. When the application's
@@ -141,18 +125,18 @@ func TestEachApplicationRunsAsAUserOfItsOwnThatReadsNeitherTheWorkersFilesNorAno
 
 	e, _ := c.worker.executor(t, appID, 0)
 	o, _ := c.worker.executor(t, other, 0)
-	uids, otherUIDs := procUIDs(t, e.PID, "Uid"), procUIDs(t, o.PID, "Uid")
+	uids, otherUIDs := tooltest.ProcStatus(t, e.PID, "Uid"), tooltest.ProcStatus(t, o.PID, "Uid")
 	var uid uint32
 	if _, err := fmt.Sscan(uids, &uid); err != nil || uid < users.First || uid > users.Last {
 		t.Fatalf("executor's uids %q, want one of %s", uids, users)
 	}
-	if want := strings.Repeat(fmt.Sprint(uid)+" ", 3) + fmt.Sprint(uid); uids != want || procUIDs(t, e.PID, "Gid") != want {
-		t.Errorf("executor's uids %q and gids %q, want %q for both", uids, procUIDs(t, e.PID, "Gid"), want)
+	if want := strings.Repeat(fmt.Sprint(uid)+" ", 3) + fmt.Sprint(uid); uids != want || tooltest.ProcStatus(t, e.PID, "Gid") != want {
+		t.Errorf("executor's uids %q and gids %q, want %q for both", uids, tooltest.ProcStatus(t, e.PID, "Gid"), want)
 	}
 	if otherUIDs == uids {
 		t.Errorf("two applications' executors both run as %q", uids)
 	}
-	if g, capEff := procUIDs(t, e.PID, "Groups"), procUIDs(t, e.PID, "CapEff"); g != "" || capEff != "0000000000000000" {
+	if g, capEff := tooltest.ProcStatus(t, e.PID, "Groups"), tooltest.ProcStatus(t, e.PID, "CapEff"); g != "" || capEff != "0000000000000000" {
 		t.Errorf("executor's groups %q and capabilities %s, want none", g, capEff)
 	}
 	for _, want := range []string{

@@ -32,20 +32,10 @@ type usersJSON struct {
 // uidOf is the real uid of pid, and whether all four of its uids are that.
 func uidOf(t *testing.T, pid int) (uint32, bool) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(rest)
-			var uid uint32
-			fmt.Sscan(f[0], &uid)
-			return uid, len(f) == 4 && f[1] == f[0] && f[2] == f[0] && f[3] == f[0]
-		}
-	}
-	t.Fatalf("/proc/%d/status has no Uid", pid)
-	return 0, false
+	f := strings.Fields(tooltest.ProcStatus(t, pid, "Uid"))
+	var uid uint32
+	fmt.Sscan(f[0], &uid)
+	return uid, len(f) == 4 && f[1] == f[0] && f[2] == f[0] && f[3] == f[0]
 }
 
 // A worker started as root with --executor-users runs a cluster-mode
