@@ -54,8 +54,9 @@ func (f *appFlags) args() []string {
 }
 
 // driverConfig validates the flags and the APP argument into a driver config.
-func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Config, error) {
+func (f *appFlags) driverConfig(g *globals, args []string) (driver.Config, error) {
 	var cfg driver.Config
+	apps := g.Apps
 	if len(args) == 0 {
 		return cfg, fmt.Errorf("no APP given; built-in apps: %s", appNames(apps))
 	}
@@ -81,9 +82,14 @@ func (f *appFlags) driverConfig(apps *app.Registry, args []string) (driver.Confi
 	if err != nil {
 		return cfg, err
 	}
+	redaction, err := g.Redactor()
+	if err != nil {
+		return cfg, err
+	}
 	cfg = driver.Config{
 		Masters: masters, App: a, Name: f.name, ExecutorMemoryMiB: memory,
 		ExecutorCores: int32(f.executorCores), MaxCores: int32(f.totalExecutorCores), Conf: conf, Args: args[1:],
+		Redaction: redaction,
 	}
 	return cfg, nil
 }

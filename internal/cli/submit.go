@@ -50,7 +50,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 				return runSubmit(cmd.Context(), g, f, args)
 			}
 			// Bad flags fail at once rather than on every run.
-			if _, err := f.driverConfig(g.Apps, args); err != nil {
+			if _, err := f.driverConfig(g, args); err != nil {
 				return err
 			}
 			repeat(cmd.Context(), g, f.every, func(ctx context.Context) error { return runSubmit(ctx, g, f, args) })
@@ -70,7 +70,7 @@ func newSubmitCommand(g *globals) *cobra.Command {
 }
 
 func runSubmit(ctx context.Context, g *globals, f *submitFlags, args []string) (err error) {
-	cfg, err := f.driverConfig(g.Apps, args)
+	cfg, err := f.driverConfig(g, args)
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func newDriverCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := f.driverConfig(g.Apps, args)
+			cfg, err := f.driverConfig(g, args)
 			if err != nil {
 				return err
 			}

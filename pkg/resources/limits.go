@@ -112,3 +112,24 @@ func CheckCommand(args []string, env map[string]string) error {
 	}
 	return nil
 }
+
+// CheckConf checks an application's properties as its driver describes
+// them: at most MaxConfEntries, each name at most MaxNameBytes and each value
+// at most MaxArgBytes, MaxCommandBytes in all.
+func CheckConf(conf map[string]string) error {
+	if len(conf) > MaxConfEntries {
+		return fmt.Errorf("conf: %w: %d properties, the limit is %d", fault.ErrInvalidArgument, len(conf), MaxConfEntries)
+	}
+	total := 0
+	for k, v := range conf {
+		if k == "" || len(k) > MaxNameBytes || len(v) > MaxArgBytes {
+			// The name is not quoted: a malformed one may hold a secret.
+			return fmt.Errorf("conf: %w: a property's name is empty or over %d bytes, or its value over %d", fault.ErrInvalidArgument, MaxNameBytes, MaxArgBytes)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxCommandBytes {
+		return fmt.Errorf("conf: %w: %d bytes, the limit is %d", fault.ErrInvalidArgument, total, MaxCommandBytes)
+	}
+	return nil
+}

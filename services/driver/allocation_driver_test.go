@@ -17,6 +17,7 @@ import (
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
@@ -200,5 +201,40 @@ func TestABusyExecutorIsNotReleasedAsIdle(t *testing.T) {
 	close(finish)
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// describingMaster is an allocationMaster that keeps the description of the
+// application it admits.
+type describingMaster struct {
+	*allocationMaster
+	desc atomic.Pointer[masterv1.ApplicationDescription]
+}
+
+func (m *describingMaster) RegisterApplication(ctx context.Context, r *connect.Request[masterv1.RegisterApplicationRequest]) (*connect.Response[masterv1.RegisterApplicationResponse], error) {
+	m.desc.Store(r.Msg.GetDescription())
+	return m.allocationMaster.RegisterApplication(ctx, r)
+}
+
+// The application's description carries its properties for its Environment
+// tab, their secrets hidden before they leave the driver.
+func TestTheDescriptionCarriesThePropertiesTheirSecretsHidden(t *testing.T) {
+	m := &describingMaster{allocationMaster: &allocationMaster{targets: make(chan int32, 100)}}
+	mux := http.NewServeMux()
+	mux.Handle(masterv1connect.NewMasterServiceHandler(m))
+	url := rpctest.Serve(t, mux)
+	finish := make(chan struct{})
+	defer close(finish)
+	a := &app.App{Name: "t", Run: func(context.Context, app.Context, []string) error { <-finish; return nil }}
+	d, err := servicetest.NewDriver(t, driver.Config{
+		Masters: []string{url}, App: a, ExecutorCommand: []string{"/bin/false"},
+		Conf: map[string]string{"spark.authenticate.secret": "s3cr3t", "spark.glint.shown": "1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, d)
+	if conf := m.desc.Load().GetConf(); conf["spark.glint.shown"] != "1" || conf["spark.authenticate.secret"] != redact.Text {
+		t.Errorf("described properties %q: want spark.glint.shown as it is and the secret hidden", conf)
 	}
 }

@@ -55,6 +55,7 @@ func (d *Driver) Register(ctx context.Context) error {
 		Command:              d.executorCommand(),
 		InitialExecutorLimit: d.initialExecutorLimit(),
 		ModifyAcls:           ModifyACLs(d.cfg.Conf),
+		Conf:                 d.cfg.Redaction.Env(d.cfg.Conf),
 	}
 	if d.cfg.MaxCores > 0 {
 		desc.MaxCores = &d.cfg.MaxCores

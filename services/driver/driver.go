@@ -25,6 +25,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/child"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -82,6 +83,9 @@ type Config struct {
 	// ["/usr/local/bin/glint-executor"] (child.ExecutorCommand); the driver
 	// appends Spark's flags.
 	ExecutorCommand []string
+	// Redaction hides Conf's secret values in the description the master
+	// keeps and shows (nil: Spark's default pattern).
+	Redaction *redact.Redactor
 	// Conf holds the --conf properties; executors receive them.
 	Conf map[string]string
 	// DriverID is set when the driver runs in cluster mode.

@@ -13,6 +13,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/web"
 )
@@ -35,7 +36,8 @@ type setting struct{ Name, Value string }
 // environment is what an application's Environment tab shows of d, whose
 // command the master has already redacted.
 type environment struct {
-	// Conf is each --conf of its command, in order.
+	// Conf is its properties as its driver described them, sorted by name,
+	// else each --conf of its command, in order.
 	Conf []setting
 	// Args is its whole command; Env its environment, sorted by name.
 	Args []string
@@ -44,11 +46,17 @@ type environment struct {
 	ModifyACLs []string
 }
 
-func appEnvironment(d *masterv1.ApplicationDescription) environment {
+func appEnvironment(d *masterv1.ApplicationDescription, r *redact.Redactor) environment {
 	c := d.GetCommand()
 	env := environment{Args: c.GetArgs(), ModifyACLs: d.GetModifyAcls()}
+	// The driver hid its secrets; what it took for none, the master's
+	// pattern may still hide.
+	for k, v := range r.Env(d.GetConf()) {
+		env.Conf = append(env.Conf, setting{k, v})
+	}
+	slices.SortFunc(env.Conf, func(a, b setting) int { return strings.Compare(a.Name, b.Name) })
 	args := c.GetArgs()
-	for i := 0; i < len(args); i++ {
+	for i := 0; i < len(args) && len(d.GetConf()) == 0; i++ {
 		kv, ok := strings.CutPrefix(args[i], "--conf=")
 		if !ok && args[i] == "--conf" && i+1 < len(args) {
 			i++

@@ -14,6 +14,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 )
 
@@ -63,6 +64,25 @@ func TestTheEnvironmentTabShowsTheApplicationsConfRedacted(t *testing.T) {
 	executors := c.get(t, "/app/"+app)
 	if !strings.Contains(executors, `id="executors"`) || strings.Contains(executors, `id="conf"`) {
 		t.Error("the application's page does not open on its executors tab alone")
+	}
+}
+
+// The properties the driver described are shown, sorted, in place of its
+// command's, with what the master's pattern takes for a secret hidden too.
+func TestTheEnvironmentTabShowsTheDriversProperties(t *testing.T) {
+	c := newCluster(t, Config{})
+	d := appDesc(512, 1)
+	d.Conf = map[string]string{"spark.glint.b": "2", "spark.glint.a": "1", "spark.my.password": "hunter2"}
+	app := c.registerApp(t, newPeer(t), d)
+	page := c.get(t, "/app/"+app+"?tab=environment")
+	want := `<tbody><tr><td>spark.glint.a</td><td>1</td></tr><tr><td>spark.glint.b</td><td>2</td></tr><tr><td>spark.my.password</td><td>` + redact.Text + `</td></tr></tbody>`
+	if !strings.Contains(page, want) || strings.Contains(page, "hunter2") {
+		t.Errorf("the environment tab lacks\n%s\nor shows the secret", want)
+	}
+	d.Conf = map[string]string{"": "no name"}
+	if _, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{AppToken: rpc.NewToken(), MasterToken: rpc.NewToken(),
+		Description: d, DriverUrl: newPeer(t).url})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("a property without a name: %v, want invalid_argument", err)
 	}
 }
 

@@ -208,7 +208,7 @@ func validateApplication(m *masterv1.RegisterApplicationRequest) (string, error)
 		cores = resources.CheckCores("cores_per_executor", int64(d.GetCoresPerExecutor()))
 	}
 	if err := errors.Join(checkCommand(d.GetName(), d.GetCommand()), cores, checkModifyACLs(d.GetModifyAcls()),
-		resources.CheckMemoryMiB("memory_per_executor_mib", d.GetMemoryPerExecutorMib()),
+		resources.CheckConf(d.GetConf()), resources.CheckMemoryMiB("memory_per_executor_mib", d.GetMemoryPerExecutorMib()),
 		resources.CheckLength("driver_url", m.GetDriverUrl(), resources.MaxURLBytes),
 		resources.CheckLength("app_token", m.GetAppToken(), rpc.MaxTokenBytes),
 		resources.CheckLength("master_token", m.GetMasterToken(), rpc.MaxTokenBytes),

@@ -255,7 +255,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
 		DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(), Submitted: a.GetStartTime().AsTime(),
 		Duration: appDuration(a, s.now()), Cores: appCores(a), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
-		TraceID: a.GetTraceId(), Active: active, Tab: tab, Tabs: appTabs, Environment: appEnvironment(a.GetDescription()),
+		TraceID: a.GetTraceId(), Active: active, Tab: tab, Tabs: appTabs, Environment: appEnvironment(a.GetDescription(), s.cfg.Redaction),
 	}
 	if base := strings.TrimRight(s.cfg.UI.JaegerURL, "/"); base != "" && p.TraceID != "" {
 		p.TraceURL = base + "/trace/" + p.TraceID

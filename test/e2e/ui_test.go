@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/net/html"
 
+	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/web"
 )
 
@@ -499,7 +500,7 @@ func TestWebUIApplicationTabsShowItsEnvironmentRedactedAndItsEvents(t *testing.T
 	c := startCluster(t, 1)
 	if out, errOut, err := glintWithEnv(t, nil, "submit", "--master", c.master.url, "--executor-cores", "1",
 		"--executor-memory", "256m", "--total-executor-cores", "1", "--conf", "spark.authenticate.secret=s3cr3t-ui",
-		"--log-level", "warn", "pi", "4"); err != nil {
+		"--conf", "spark.glint.example=shown", "--log-level", "warn", "pi", "4"); err != nil {
 		t.Fatalf("submit: %v\n%s\n%s", err, out, errOut)
 	}
 	s := c.waitFor(t, "pi completed", func(s masterJSON) bool { return len(s.CompletedApps) == 1 })
@@ -517,6 +518,11 @@ func TestWebUIApplicationTabsShowItsEnvironmentRedactedAndItsEvents(t *testing.T
 	}
 	if html := eval[string](p, `document.documentElement.outerHTML`); strings.Contains(html, "s3cr3t-ui") {
 		t.Error("the environment tab shows the secret")
+	}
+	// The properties are the driver's, its secret hidden.
+	conf := eval[map[string]string](p, `Object.fromEntries([...document.querySelectorAll('#conf tbody tr')].map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]))`)
+	if conf["spark.glint.example"] != "shown" || conf["spark.authenticate.secret"] != redact.Text {
+		t.Errorf("Spark properties %q: want spark.glint.example shown and spark.authenticate.secret hidden", conf)
 	}
 	p.shot("app-environment")
 	p.do("events tab", chromedp.Click(chromedp.CSS(`#tabs a[data-tab="events"]`)), chromedp.WaitVisible(chromedp.CSS("#events")))

@@ -411,7 +411,11 @@ type ApplicationDescription struct {
 	// spark.modify.acls: names of submit tokens that, besides its owner's and
 	// the admins', may kill it, change its executors and report on it; "*"
 	// is every submitter. At most MaxModifyACLs names.
-	ModifyAcls    []string `protobuf:"bytes,7,rep,name=modify_acls,json=modifyAcls,proto3" json:"modify_acls,omitempty"`
+	ModifyAcls []string `protobuf:"bytes,7,rep,name=modify_acls,json=modifyAcls,proto3" json:"modify_acls,omitempty"`
+	// Its Spark properties as its driver has them, their secret values hidden
+	// by the driver (spark.redaction.regex): what its Environment tab shows.
+	// At most 256 properties.
+	Conf          map[string]string `protobuf:"bytes,8,rep,name=conf,proto3" json:"conf,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +495,13 @@ func (x *ApplicationDescription) GetInitialExecutorLimit() int32 {
 func (x *ApplicationDescription) GetModifyAcls() []string {
 	if x != nil {
 		return x.ModifyAcls
+	}
+	return nil
+}
+
+func (x *ApplicationDescription) GetConf() map[string]string {
+	if x != nil {
+		return x.Conf
 	}
 	return nil
 }
@@ -3746,7 +3757,7 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\x03env\x18\x02 \x03(\v2!.glint.master.v1.Command.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x04\n" +
 	"\x16ApplicationDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\tmax_cores\x18\x02 \x01(\x05H\x00R\bmaxCores\x88\x01\x01\x125\n" +
@@ -3755,7 +3766,11 @@ const file_glint_master_v1_master_proto_rawDesc = "" +
 	"\acommand\x18\x05 \x01(\v2\x18.glint.master.v1.CommandR\acommand\x129\n" +
 	"\x16initial_executor_limit\x18\x06 \x01(\x05H\x02R\x14initialExecutorLimit\x88\x01\x01\x12\x1f\n" +
 	"\vmodify_acls\x18\a \x03(\tR\n" +
-	"modifyAclsB\f\n" +
+	"modifyAcls\x12E\n" +
+	"\x04conf\x18\b \x03(\v21.glint.master.v1.ApplicationDescription.ConfEntryR\x04conf\x1a7\n" +
+	"\tConfEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
 	"\n" +
 	"_max_coresB\x15\n" +
 	"\x13_cores_per_executorB\x19\n" +
@@ -4120,7 +4135,7 @@ func file_glint_master_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_master_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_glint_master_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_glint_master_v1_master_proto_goTypes = []any{
 	(WorkerState)(0),                      // 0: glint.master.v1.WorkerState
 	(ApplicationState)(0),                 // 1: glint.master.v1.ApplicationState
@@ -4174,106 +4189,108 @@ var file_glint_master_v1_master_proto_goTypes = []any{
 	(*PersistedDriver)(nil),               // 49: glint.master.v1.PersistedDriver
 	(*PersistedCounters)(nil),             // 50: glint.master.v1.PersistedCounters
 	nil,                                   // 51: glint.master.v1.Command.EnvEntry
-	(*timestamppb.Timestamp)(nil),         // 52: google.protobuf.Timestamp
+	nil,                                   // 52: glint.master.v1.ApplicationDescription.ConfEntry
+	(*timestamppb.Timestamp)(nil),         // 53: google.protobuf.Timestamp
 }
 var file_glint_master_v1_master_proto_depIdxs = []int32{
 	51, // 0: glint.master.v1.Command.env:type_name -> glint.master.v1.Command.EnvEntry
 	5,  // 1: glint.master.v1.ApplicationDescription.command:type_name -> glint.master.v1.Command
-	5,  // 2: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
-	8,  // 3: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	22, // 4: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
-	24, // 5: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
-	8,  // 6: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	8,  // 7: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
-	22, // 8: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
-	24, // 9: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
-	12, // 10: glint.master.v1.HeartbeatRequest.usage:type_name -> glint.master.v1.ProcessUsage
-	8,  // 11: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
-	6,  // 12: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 13: glint.master.v1.UnregisterApplicationRequest.state:type_name -> glint.master.v1.ApplicationState
-	2,  // 14: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
-	52, // 15: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	52, // 16: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
-	4,  // 17: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
-	7,  // 18: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
-	46, // 19: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
-	52, // 20: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	52, // 21: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
-	52, // 22: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
-	52, // 23: glint.master.v1.ReportExecutorLaunchRequest.booted_at:type_name -> google.protobuf.Timestamp
-	42, // 24: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
-	45, // 25: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
-	45, // 26: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
-	46, // 27: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
-	46, // 28: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
-	0,  // 29: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
-	52, // 30: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	43, // 31: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
-	2,  // 32: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
-	52, // 33: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
-	52, // 34: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
-	52, // 35: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
-	52, // 36: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
-	52, // 37: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
-	52, // 38: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
-	52, // 39: glint.master.v1.ExecutorInfo.removed_at:type_name -> google.protobuf.Timestamp
-	52, // 40: glint.master.v1.ExecutorInfo.requested_at:type_name -> google.protobuf.Timestamp
-	3,  // 41: glint.master.v1.ExecutorInfo.requested_for:type_name -> glint.master.v1.ExecutorCause
-	52, // 42: glint.master.v1.ExecutorInfo.booted_at:type_name -> google.protobuf.Timestamp
-	43, // 43: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
-	6,  // 44: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
-	1,  // 45: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
-	52, // 46: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
-	52, // 47: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
-	44, // 48: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
-	43, // 49: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
-	7,  // 50: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
-	4,  // 51: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
-	52, // 52: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
-	43, // 53: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
-	6,  // 54: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
-	52, // 55: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
-	45, // 56: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
-	7,  // 57: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
-	52, // 58: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
-	46, // 59: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
-	9,  // 60: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
-	11, // 61: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
-	14, // 62: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
-	16, // 63: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
-	18, // 64: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
-	20, // 65: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
-	22, // 66: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
-	24, // 67: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
-	26, // 68: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
-	28, // 69: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
-	30, // 70: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
-	32, // 71: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
-	34, // 72: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
-	36, // 73: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
-	40, // 74: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
-	38, // 75: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
-	10, // 76: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
-	13, // 77: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
-	15, // 78: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
-	17, // 79: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
-	19, // 80: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
-	21, // 81: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
-	23, // 82: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
-	25, // 83: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
-	27, // 84: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
-	29, // 85: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
-	31, // 86: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
-	33, // 87: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
-	35, // 88: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
-	37, // 89: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
-	41, // 90: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
-	39, // 91: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
-	76, // [76:92] is the sub-list for method output_type
-	60, // [60:76] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	52, // 2: glint.master.v1.ApplicationDescription.conf:type_name -> glint.master.v1.ApplicationDescription.ConfEntry
+	5,  // 3: glint.master.v1.DriverDescription.command:type_name -> glint.master.v1.Command
+	8,  // 4: glint.master.v1.RegisterWorkerRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	22, // 5: glint.master.v1.RegisterWorkerRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	24, // 6: glint.master.v1.RegisterWorkerRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	8,  // 7: glint.master.v1.RegisterWorkerResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	8,  // 8: glint.master.v1.HeartbeatRequest.executors:type_name -> glint.master.v1.RunningExecutor
+	22, // 9: glint.master.v1.HeartbeatRequest.finished_executors:type_name -> glint.master.v1.ExecutorStateChangedRequest
+	24, // 10: glint.master.v1.HeartbeatRequest.finished_drivers:type_name -> glint.master.v1.DriverStateChangedRequest
+	12, // 11: glint.master.v1.HeartbeatRequest.usage:type_name -> glint.master.v1.ProcessUsage
+	8,  // 12: glint.master.v1.HeartbeatResponse.unknown_executors:type_name -> glint.master.v1.RunningExecutor
+	6,  // 13: glint.master.v1.RegisterApplicationRequest.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 14: glint.master.v1.UnregisterApplicationRequest.state:type_name -> glint.master.v1.ApplicationState
+	2,  // 15: glint.master.v1.ExecutorStateChangedRequest.state:type_name -> glint.master.v1.ExecutorState
+	53, // 16: glint.master.v1.ExecutorStateChangedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	53, // 17: glint.master.v1.ExecutorStateChangedRequest.started_at:type_name -> google.protobuf.Timestamp
+	4,  // 18: glint.master.v1.DriverStateChangedRequest.state:type_name -> glint.master.v1.DriverState
+	7,  // 19: glint.master.v1.SubmitDriverRequest.description:type_name -> glint.master.v1.DriverDescription
+	46, // 20: glint.master.v1.DriverStatusResponse.driver:type_name -> glint.master.v1.DriverInfo
+	53, // 21: glint.master.v1.ReportExecutorLaunchRequest.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	53, // 22: glint.master.v1.ReportExecutorLaunchRequest.registered_at:type_name -> google.protobuf.Timestamp
+	53, // 23: glint.master.v1.ReportExecutorLaunchRequest.first_task_at:type_name -> google.protobuf.Timestamp
+	53, // 24: glint.master.v1.ReportExecutorLaunchRequest.booted_at:type_name -> google.protobuf.Timestamp
+	42, // 25: glint.master.v1.GetClusterStateResponse.workers:type_name -> glint.master.v1.WorkerInfo
+	45, // 26: glint.master.v1.GetClusterStateResponse.active_apps:type_name -> glint.master.v1.ApplicationInfo
+	45, // 27: glint.master.v1.GetClusterStateResponse.completed_apps:type_name -> glint.master.v1.ApplicationInfo
+	46, // 28: glint.master.v1.GetClusterStateResponse.active_drivers:type_name -> glint.master.v1.DriverInfo
+	46, // 29: glint.master.v1.GetClusterStateResponse.completed_drivers:type_name -> glint.master.v1.DriverInfo
+	0,  // 30: glint.master.v1.WorkerInfo.state:type_name -> glint.master.v1.WorkerState
+	53, // 31: glint.master.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	43, // 32: glint.master.v1.WorkerInfo.usage:type_name -> glint.master.v1.Usage
+	2,  // 33: glint.master.v1.ExecutorInfo.state:type_name -> glint.master.v1.ExecutorState
+	53, // 34: glint.master.v1.ExecutorInfo.scheduled_at:type_name -> google.protobuf.Timestamp
+	53, // 35: glint.master.v1.ExecutorInfo.launched_at:type_name -> google.protobuf.Timestamp
+	53, // 36: glint.master.v1.ExecutorInfo.started_at:type_name -> google.protobuf.Timestamp
+	53, // 37: glint.master.v1.ExecutorInfo.props_retrieved_at:type_name -> google.protobuf.Timestamp
+	53, // 38: glint.master.v1.ExecutorInfo.registered_at:type_name -> google.protobuf.Timestamp
+	53, // 39: glint.master.v1.ExecutorInfo.first_task_at:type_name -> google.protobuf.Timestamp
+	53, // 40: glint.master.v1.ExecutorInfo.removed_at:type_name -> google.protobuf.Timestamp
+	53, // 41: glint.master.v1.ExecutorInfo.requested_at:type_name -> google.protobuf.Timestamp
+	3,  // 42: glint.master.v1.ExecutorInfo.requested_for:type_name -> glint.master.v1.ExecutorCause
+	53, // 43: glint.master.v1.ExecutorInfo.booted_at:type_name -> google.protobuf.Timestamp
+	43, // 44: glint.master.v1.ExecutorInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 45: glint.master.v1.ApplicationInfo.description:type_name -> glint.master.v1.ApplicationDescription
+	1,  // 46: glint.master.v1.ApplicationInfo.state:type_name -> glint.master.v1.ApplicationState
+	53, // 47: glint.master.v1.ApplicationInfo.start_time:type_name -> google.protobuf.Timestamp
+	53, // 48: glint.master.v1.ApplicationInfo.end_time:type_name -> google.protobuf.Timestamp
+	44, // 49: glint.master.v1.ApplicationInfo.executors:type_name -> glint.master.v1.ExecutorInfo
+	43, // 50: glint.master.v1.ApplicationInfo.usage:type_name -> glint.master.v1.Usage
+	7,  // 51: glint.master.v1.DriverInfo.description:type_name -> glint.master.v1.DriverDescription
+	4,  // 52: glint.master.v1.DriverInfo.state:type_name -> glint.master.v1.DriverState
+	53, // 53: glint.master.v1.DriverInfo.submit_time:type_name -> google.protobuf.Timestamp
+	43, // 54: glint.master.v1.DriverInfo.usage:type_name -> glint.master.v1.Usage
+	6,  // 55: glint.master.v1.PersistedApplication.description:type_name -> glint.master.v1.ApplicationDescription
+	53, // 56: glint.master.v1.PersistedApplication.start_time:type_name -> google.protobuf.Timestamp
+	45, // 57: glint.master.v1.PersistedApplication.completed:type_name -> glint.master.v1.ApplicationInfo
+	7,  // 58: glint.master.v1.PersistedDriver.description:type_name -> glint.master.v1.DriverDescription
+	53, // 59: glint.master.v1.PersistedDriver.submit_time:type_name -> google.protobuf.Timestamp
+	46, // 60: glint.master.v1.PersistedDriver.completed:type_name -> glint.master.v1.DriverInfo
+	9,  // 61: glint.master.v1.MasterService.RegisterWorker:input_type -> glint.master.v1.RegisterWorkerRequest
+	11, // 62: glint.master.v1.MasterService.Heartbeat:input_type -> glint.master.v1.HeartbeatRequest
+	14, // 63: glint.master.v1.MasterService.WorkerDecommissioning:input_type -> glint.master.v1.WorkerDecommissioningRequest
+	16, // 64: glint.master.v1.MasterService.DecommissionWorker:input_type -> glint.master.v1.DecommissionWorkerRequest
+	18, // 65: glint.master.v1.MasterService.RegisterApplication:input_type -> glint.master.v1.RegisterApplicationRequest
+	20, // 66: glint.master.v1.MasterService.UnregisterApplication:input_type -> glint.master.v1.UnregisterApplicationRequest
+	22, // 67: glint.master.v1.MasterService.ExecutorStateChanged:input_type -> glint.master.v1.ExecutorStateChangedRequest
+	24, // 68: glint.master.v1.MasterService.DriverStateChanged:input_type -> glint.master.v1.DriverStateChangedRequest
+	26, // 69: glint.master.v1.MasterService.SubmitDriver:input_type -> glint.master.v1.SubmitDriverRequest
+	28, // 70: glint.master.v1.MasterService.KillDriver:input_type -> glint.master.v1.KillDriverRequest
+	30, // 71: glint.master.v1.MasterService.DriverStatus:input_type -> glint.master.v1.DriverStatusRequest
+	32, // 72: glint.master.v1.MasterService.KillApplication:input_type -> glint.master.v1.KillApplicationRequest
+	34, // 73: glint.master.v1.MasterService.RequestExecutors:input_type -> glint.master.v1.RequestExecutorsRequest
+	36, // 74: glint.master.v1.MasterService.KillExecutors:input_type -> glint.master.v1.KillExecutorsRequest
+	40, // 75: glint.master.v1.MasterService.GetClusterState:input_type -> glint.master.v1.GetClusterStateRequest
+	38, // 76: glint.master.v1.MasterService.ReportExecutorLaunch:input_type -> glint.master.v1.ReportExecutorLaunchRequest
+	10, // 77: glint.master.v1.MasterService.RegisterWorker:output_type -> glint.master.v1.RegisterWorkerResponse
+	13, // 78: glint.master.v1.MasterService.Heartbeat:output_type -> glint.master.v1.HeartbeatResponse
+	15, // 79: glint.master.v1.MasterService.WorkerDecommissioning:output_type -> glint.master.v1.WorkerDecommissioningResponse
+	17, // 80: glint.master.v1.MasterService.DecommissionWorker:output_type -> glint.master.v1.DecommissionWorkerResponse
+	19, // 81: glint.master.v1.MasterService.RegisterApplication:output_type -> glint.master.v1.RegisterApplicationResponse
+	21, // 82: glint.master.v1.MasterService.UnregisterApplication:output_type -> glint.master.v1.UnregisterApplicationResponse
+	23, // 83: glint.master.v1.MasterService.ExecutorStateChanged:output_type -> glint.master.v1.ExecutorStateChangedResponse
+	25, // 84: glint.master.v1.MasterService.DriverStateChanged:output_type -> glint.master.v1.DriverStateChangedResponse
+	27, // 85: glint.master.v1.MasterService.SubmitDriver:output_type -> glint.master.v1.SubmitDriverResponse
+	29, // 86: glint.master.v1.MasterService.KillDriver:output_type -> glint.master.v1.KillDriverResponse
+	31, // 87: glint.master.v1.MasterService.DriverStatus:output_type -> glint.master.v1.DriverStatusResponse
+	33, // 88: glint.master.v1.MasterService.KillApplication:output_type -> glint.master.v1.KillApplicationResponse
+	35, // 89: glint.master.v1.MasterService.RequestExecutors:output_type -> glint.master.v1.RequestExecutorsResponse
+	37, // 90: glint.master.v1.MasterService.KillExecutors:output_type -> glint.master.v1.KillExecutorsResponse
+	41, // 91: glint.master.v1.MasterService.GetClusterState:output_type -> glint.master.v1.GetClusterStateResponse
+	39, // 92: glint.master.v1.MasterService.ReportExecutorLaunch:output_type -> glint.master.v1.ReportExecutorLaunchResponse
+	77, // [77:93] is the sub-list for method output_type
+	61, // [61:77] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_glint_master_v1_master_proto_init() }
@@ -4291,7 +4308,7 @@ func file_glint_master_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_master_v1_master_proto_rawDesc), len(file_glint_master_v1_master_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
