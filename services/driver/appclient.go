@@ -329,9 +329,7 @@ func (d *Driver) GetProgress(_ context.Context, req *connect.Request[driverv1.Ge
 	if app == "" || req.Msg.GetAppId() != app {
 		return nil, rpc.Error(fmt.Errorf("progress of application %.100q: %w: this driver runs %q", req.Msg.GetAppId(), fault.ErrNotFound, app))
 	}
-	p := d.Progress()
-	return connect.NewResponse(&driverv1.GetProgressResponse{
-		Executors: int32(p.Executors), Registered: int32(p.Registered), Tasks: int32(p.Tasks), TasksDone: int32(p.TasksDone)}), nil
+	return connect.NewResponse(d.progressProto()), nil
 }
 
 // MasterChanged makes the named master the one the driver reports to (a

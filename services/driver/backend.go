@@ -19,6 +19,10 @@ type backend struct {
 
 	// tasks and tasksDone count every task of every set so far (Progress).
 	tasks, tasksDone int
+	// history is the most recent task sets, running and ended, oldest
+	// first (GetProgress); nextSetID numbers them.
+	history   []*taskSet
+	nextSetID int32
 }
 
 func newBackend() backend {

@@ -619,6 +619,41 @@ func TestGetProgressAnswersTheDriversProgressForItsApplicationOnly(t *testing.T)
 	}
 }
 
+// GetProgress tells each task set — its tasks' counts, its failed attempts
+// with their messages, its time — and what each executor ran.
+func TestGetProgressTellsEachTaskSetAndWhatEachExecutorRan(t *testing.T) {
+	var failed atomic.Bool
+	a := echoApp(func(_ context.Context, in []byte) ([]byte, error) {
+		if string(in) == "1" && failed.CompareAndSwap(false, true) {
+			return nil, errors.New("the first attempt of task 1 fails")
+		}
+		return in, nil
+	})
+	d := startDriver(t, a, nil)
+	startExecutor(t, d, a, 0, 1)
+	if _, err := d.RunTasks(context.Background(), "task", inputs(3)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := asMaster(d).GetProgress(context.Background(), connect.NewRequest(&driverv1.GetProgressRequest{AppId: d.AppID()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := resp.Msg.GetTaskSets()
+	if len(sets) != 1 {
+		t.Fatalf("task sets %v, want the one run", sets)
+	}
+	ts := sets[0]
+	if ts.GetTasks() != 3 || ts.GetSucceeded() != 3 || ts.GetRunning() != 0 || ts.GetFailedAttempts() != 1 || ts.GetEndedAt() == nil ||
+		ts.GetEndedAt().AsTime().Before(ts.GetStartedAt().AsTime()) || ts.GetError() != "" ||
+		len(ts.GetFailures()) != 1 || !strings.Contains(ts.GetFailures()[0], "the first attempt of task 1 fails") {
+		t.Errorf("task set %v: want 3 tasks succeeded after one failed attempt, with its message, ended", ts)
+	}
+	execs := resp.Msg.GetExecutorTasks()
+	if len(execs) != 1 || execs[0].GetExecutorId() != 0 || execs[0].GetTasksDone() != 3 || execs[0].GetTasksFailed() != 1 {
+		t.Errorf("executor tasks %v, want executor 0 with 3 done and 1 failed", execs)
+	}
+}
+
 func TestMessagesFromADeposedMasterAreRefused(t *testing.T) {
 	m := startMaster(t)
 	d := servicetest.Driver(t, driver.Config{

@@ -48,10 +48,14 @@ type executorData struct {
 	url      string
 	cores    int32
 	// assigned is how many tasks the executor holds, running or queued.
-	assigned   int32
-	registered bool
-	launched   bool
-	removed    bool
+	assigned int32
+	// tasksDone and tasksFailed count its ended tasks, taskTime sums their
+	// run time (GetProgress).
+	tasksDone, tasksFailed int32
+	taskTime               time.Duration
+	registered             bool
+	launched               bool
+	removed                bool
 	// decommissioned says its worker is decommissioned: it gets no new
 	// tasks and is stopped once its tasks are done (decommission.go).
 	decommissioned bool

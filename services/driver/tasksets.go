@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 // taskSet is the tasks of one RunTasks call.
 type taskSet struct {
+	id        int32
 	task      string
 	inputs    [][]byte
 	results   [][]byte
@@ -40,7 +42,21 @@ type taskSet struct {
 	// ran is the executors' run time of the ended tasks, summed.
 	ran   time.Duration
 	ended int
+	// started and stopped are when it was asked for and when it finished
+	// (zero while it runs); failedAttempts counts its failed task attempts,
+	// lastFailures the messages of the last maxShownFailures.
+	started, stopped time.Time
+	failedAttempts   int
+	lastFailures     []string
 }
+
+// The task sets and failures GetProgress reports: the most recent of each.
+const (
+	maxTaskSetHistory = 100
+	maxShownFailures  = 5
+	// maxFailureBytes clips each failure's message.
+	maxFailureBytes = 512
+)
 
 // briefTask is the mean run time below which a task set's tasks are queued
 // at executors, up to child.TaskSlotsPerCore per core, and launched and
@@ -74,8 +90,22 @@ func (ts *taskSet) finished() bool {
 func (ts *taskSet) fail(err error) {
 	if !ts.finished() {
 		ts.err = err
-		close(ts.done)
+		ts.stop()
 	}
+}
+
+// clipFailure is a failure's message cut to maxFailureBytes, whole runes.
+func clipFailure(s string) string {
+	if len(s) <= maxFailureBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxFailureBytes], "") + "…"
+}
+
+// stop ends ts: its caller learns how it went.
+func (ts *taskSet) stop() {
+	ts.stopped = time.Now()
+	close(ts.done)
 }
 
 // runningTask is a launched task.
@@ -132,15 +162,17 @@ func (d *Driver) statusUpdateLocked(ctx context.Context, executorID int32, u *dr
 	switch u.GetState() {
 	case driverv1.TaskState_TASK_STATE_FINISHED:
 		d.finishTaskLocked(u.GetTaskId(), rt)
-		ts := rt.set
-		ts.ran += min(max(time.Duration(u.GetRunTimeUs())*time.Microsecond, 0), maxRunTime)
+		ts, ran := rt.set, min(max(time.Duration(u.GetRunTimeUs())*time.Microsecond, 0), maxRunTime)
+		ts.ran += ran
 		ts.ended++
+		rt.executor.tasksDone++
+		rt.executor.taskTime += ran
 		if !ts.finished() {
 			ts.results[rt.index] = u.GetResult()
 			ts.remaining--
 			d.tasksDone++
 			if ts.remaining == 0 {
-				close(ts.done)
+				ts.stop()
 			}
 		}
 	case driverv1.TaskState_TASK_STATE_FAILED, driverv1.TaskState_TASK_STATE_KILLED, driverv1.TaskState_TASK_STATE_LOST:
@@ -160,10 +192,16 @@ func (d *Driver) finishTaskLocked(id int64, rt *runningTask) {
 // failed spark.task.maxFailures times.
 func (d *Driver) taskFailedLocked(ctx context.Context, rt *runningTask, reason string) {
 	ts := rt.set
+	rt.executor.tasksFailed++
 	if ts.finished() {
 		return
 	}
 	ts.failures[rt.index]++
+	ts.failedAttempts++
+	ts.lastFailures = append(ts.lastFailures, clipFailure(reason))
+	if n := len(ts.lastFailures) - maxShownFailures; n > 0 {
+		ts.lastFailures = slices.Delete(ts.lastFailures, 0, n)
+	}
 	d.log.Warn("task failed", "task", ts.task, "index", rt.index, "attempt", ts.failures[rt.index], "reason", reason)
 	if ts.failures[rt.index] >= d.maxFailures {
 		ts.fail(fmt.Errorf("task %d of %s failed %d times, most recently: %s", rt.index, ts.task, ts.failures[rt.index], reason))
@@ -391,6 +429,12 @@ func (d *Driver) RunTasks(ctx context.Context, task string, inputs [][]byte) (_ 
 	default:
 	}
 	d.taskSets = append(d.taskSets, ts)
+	ts.id, ts.started = d.nextSetID, time.Now()
+	d.nextSetID++
+	d.history = append(d.history, ts)
+	if n := len(d.history) - maxTaskSetHistory; n > 0 {
+		d.history = slices.Delete(d.history, 0, n)
+	}
 	d.tasks += n
 	d.makeOffersLocked(ctx)
 	d.mu.Unlock()

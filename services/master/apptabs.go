@@ -115,7 +115,62 @@ const progressTimeout = 2 * time.Second
 // none.
 type jobs struct {
 	Progress *driverv1.GetProgressResponse
+	Sets     []taskSetRow
 	Error    string
+}
+
+// taskSetRow is one line of the Jobs tab: a task set as its driver counts it.
+type taskSetRow struct {
+	ID                                        int32
+	Task, State                               string
+	Tasks, Succeeded, Running, FailedAttempts int32
+	Duration, TaskTime                        string
+	// Failures are its last failures' messages, Error why it failed.
+	Failures []string
+	Error    string
+}
+
+// Bounds of what a driver's answer shows: its newest task sets, and of each
+// its last failures, each clipped.
+const (
+	maxShownTaskSets = 100
+	maxShownFailures = 5
+	maxShownBytes    = 512
+)
+
+// taskSetRows are p's task sets as the Jobs tab shows them at now, newest
+// first; what the driver sent beyond the bounds is left out.
+func taskSetRows(p *driverv1.GetProgressResponse, now time.Time) []taskSetRow {
+	sets := p.GetTaskSets()
+	sets = sets[max(0, len(sets)-maxShownTaskSets):]
+	rows := make([]taskSetRow, 0, len(sets))
+	for i := len(sets) - 1; i >= 0; i-- {
+		ts := sets[i]
+		r := taskSetRow{ID: ts.GetId(), Task: clipShown(ts.GetTask()), Tasks: ts.GetTasks(), Succeeded: ts.GetSucceeded(), Running: ts.GetRunning(),
+			FailedAttempts: ts.GetFailedAttempts(), TaskTime: web.FormatDuration(ts.GetTaskTime().AsDuration()), Error: clipShown(ts.GetError()), State: "RUNNING"}
+		end := now
+		if ts.GetEndedAt() != nil {
+			end, r.State = ts.GetEndedAt().AsTime(), "SUCCEEDED"
+			if r.Error != "" {
+				r.State = "FAILED"
+			}
+		}
+		r.Duration = web.FormatDuration(end.Sub(ts.GetStartedAt().AsTime()))
+		failures := ts.GetFailures()
+		for _, f := range failures[max(0, len(failures)-maxShownFailures):] {
+			r.Failures = append(r.Failures, clipShown(f))
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// clipShown is s cut to maxShownBytes, whole runes.
+func clipShown(s string) string {
+	if len(s) <= maxShownBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxShownBytes], "") + "…"
 }
 
 // driverProgress asks application id's driver how far it has come, for at
@@ -136,5 +191,5 @@ func (s *Server) driverProgress(ctx context.Context, id string) jobs {
 	if err != nil {
 		return jobs{Error: "driver not reachable: " + err.Error()}
 	}
-	return jobs{Progress: resp.Msg}
+	return jobs{Progress: resp.Msg, Sets: taskSetRows(resp.Msg, s.now())}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
@@ -127,7 +129,15 @@ func TestTheEventsTabShowsExecutorsAddedAndRemovedWithWhyAndWhen(t *testing.T) {
 type progressDriver struct{ driverPeer }
 
 func (d *progressDriver) GetProgress(_ context.Context, r *connect.Request[driverv1.GetProgressRequest]) (*connect.Response[driverv1.GetProgressResponse], error) {
-	return connect.NewResponse(&driverv1.GetProgressResponse{Executors: 2, Registered: 1, Tasks: 10, TasksDone: 4}), nil
+	started := time.Date(2026, 11, 29, 13, 59, 0, 0, time.UTC)
+	return connect.NewResponse(&driverv1.GetProgressResponse{Executors: 2, Registered: 1, Tasks: 10, TasksDone: 4,
+		TaskSets: []*driverv1.TaskSetProgress{
+			{Id: 0, Task: "t/first", Tasks: 4, Succeeded: 4, FailedAttempts: 1, Failures: []string{"FAILED on executor 0: boom"},
+				StartedAt: timestamppb.New(started), EndedAt: timestamppb.New(started.Add(1500 * time.Millisecond)), TaskTime: durationpb.New(3 * time.Second)},
+			{Id: 1, Task: "t/second", Tasks: 6, Running: 2, StartedAt: timestamppb.New(started.Add(30 * time.Second))},
+		},
+		ExecutorTasks: []*driverv1.ExecutorTasks{{ExecutorId: 0, TasksDone: 4, TasksFailed: 1, TaskTime: durationpb.New(3 * time.Second)}},
+	}), nil
 }
 
 func TestTheJobsTabShowsTheDriversProgressOrWhyNot(t *testing.T) {
@@ -138,10 +148,21 @@ func TestTheJobsTabShowsTheDriversProgressOrWhyNot(t *testing.T) {
 	p.url = rpctest.Serve(t, mux)
 	app := c.registerApp(t, p, appDesc(512, 1))
 	page := c.get(t, "/app/"+app+"?tab=jobs")
-	for _, want := range []string{`<dd id="tasks">4 of 10</dd>`, `<dd id="registered">1 of 2</dd>`} {
+	for _, want := range []string{`<dd id="tasks">4 of 10</dd>`, `<dd id="registered">1 of 2</dd>`,
+		// Newest first; the running one's duration up to now (the master's
+		// clock: 14:00:00).
+		`<tr class="task-set" data-set="1"><td>1</td><td>t/second</td><td class="state RUNNING">RUNNING</td><td>0 / 6</td><td>2</td><td>0</td>` + "\n" + `<td>30s</td>`,
+		`<tr class="task-set" data-set="0"><td>0</td><td>t/first</td><td class="state SUCCEEDED">SUCCEEDED</td><td>4 / 4</td><td>0</td><td>1</td>` + "\n" +
+			`<td>1.5s</td><td>3s</td><td class="failures"><p>FAILED on executor 0: boom</p></td></tr>`,
+	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the jobs tab lacks %s", want)
 		}
+	}
+	// Its executors tab shows what each executor ran, as the driver counts it.
+	c.registerWorker(t, newPeer(t), 7078, 1, 4096)
+	if page := c.get(t, "/app/"+app); !strings.Contains(page, `<td class="tasks-done">4</td><td class="tasks-failed">1</td><td class="task-time">3s</td>`) {
+		t.Errorf("the executors tab lacks executor 0's tasks:\n%s", page)
 	}
 	silent := c.registerApp(t, newPeer(t), appDesc(512, 1))
 	if page := c.get(t, "/app/"+silent+"?tab=jobs"); !strings.Contains(page, `<p id="progress-error">driver not reachable: `) {

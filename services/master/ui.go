@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/ids"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
@@ -213,6 +214,24 @@ type executorRow struct {
 	LogURL string
 	// Asked is whether it ended as it was asked to (lifecycle.Unasked).
 	Asked bool
+	// Tasks is what it ran as its driver counts it — done, failed, their
+	// time — while the driver runs; empty otherwise.
+	TasksDone, TasksFailed, TaskTime string
+}
+
+// executorTasks fills in what each executor ran, from its driver's progress
+// (nil: not known).
+func (p *appPage) executorTasks(progress *driverv1.GetProgressResponse) {
+	ran := map[int32]*driverv1.ExecutorTasks{}
+	for _, e := range progress.GetExecutorTasks() {
+		ran[e.GetExecutorId()] = e
+	}
+	for i := range p.Executors {
+		if e, ok := ran[p.Executors[i].ID]; ok {
+			p.Executors[i].TasksDone, p.Executors[i].TasksFailed = fmt.Sprint(e.GetTasksDone()), fmt.Sprint(e.GetTasksFailed())
+			p.Executors[i].TaskTime = web.FormatDuration(e.GetTaskTime().AsDuration())
+		}
+	}
 }
 
 func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) {
@@ -239,8 +258,12 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, v web.Viewer) 
 		return
 	}
 	p := s.appPage(st, app, active, appTab(r.URL.Query().Get("tab")))
-	if p.Tab == "jobs" {
+	switch {
+	case p.Tab == "jobs":
 		p.Jobs = s.driverProgress(r.Context(), id)
+	case p.Tab == "executors" && active:
+		// What each executor ran is the driver's count, while it runs.
+		p.executorTasks(s.driverProgress(r.Context(), id).Progress)
 	}
 	s.site.Render(w, r, http.StatusOK, "app", id, v, p)
 }

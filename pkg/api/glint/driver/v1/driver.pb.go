@@ -13,6 +13,7 @@ import (
 	v1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1089,8 +1090,13 @@ type GetProgressResponse struct {
 	Executors  int32 `protobuf:"varint,1,opt,name=executors,proto3" json:"executors,omitempty"`
 	Registered int32 `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
 	// Tasks it asked to run, and how many of them finished.
-	Tasks         int32 `protobuf:"varint,3,opt,name=tasks,proto3" json:"tasks,omitempty"`
-	TasksDone     int32 `protobuf:"varint,4,opt,name=tasks_done,json=tasksDone,proto3" json:"tasks_done,omitempty"`
+	Tasks     int32 `protobuf:"varint,3,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	TasksDone int32 `protobuf:"varint,4,opt,name=tasks_done,json=tasksDone,proto3" json:"tasks_done,omitempty"`
+	// Its task sets — each RunTasks call, Spark's stage — the most recent
+	// 100, oldest first.
+	TaskSets []*TaskSetProgress `protobuf:"bytes,5,rep,name=task_sets,json=taskSets,proto3" json:"task_sets,omitempty"`
+	// What each of its executors ran, ended ones included.
+	ExecutorTasks []*ExecutorTasks `protobuf:"bytes,6,rep,name=executor_tasks,json=executorTasks,proto3" json:"executor_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1153,6 +1159,220 @@ func (x *GetProgressResponse) GetTasksDone() int32 {
 	return 0
 }
 
+func (x *GetProgressResponse) GetTaskSets() []*TaskSetProgress {
+	if x != nil {
+		return x.TaskSets
+	}
+	return nil
+}
+
+func (x *GetProgressResponse) GetExecutorTasks() []*ExecutorTasks {
+	if x != nil {
+		return x.ExecutorTasks
+	}
+	return nil
+}
+
+// TaskSetProgress is one task set as the driver counts it.
+type TaskSetProgress struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Task      string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	Tasks     int32                  `protobuf:"varint,3,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	Succeeded int32                  `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Running   int32                  `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
+	// Its failed task attempts, and the messages of the last few (at most 5,
+	// newest last).
+	FailedAttempts int32                  `protobuf:"varint,6,opt,name=failed_attempts,json=failedAttempts,proto3" json:"failed_attempts,omitempty"`
+	Failures       []string               `protobuf:"bytes,7,rep,name=failures,proto3" json:"failures,omitempty"`
+	StartedAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Unset while it runs.
+	EndedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// Why it failed; empty unless it did.
+	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// The executors' run time of its ended tasks, summed.
+	TaskTime      *durationpb.Duration `protobuf:"bytes,11,opt,name=task_time,json=taskTime,proto3" json:"task_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskSetProgress) Reset() {
+	*x = TaskSetProgress{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskSetProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskSetProgress) ProtoMessage() {}
+
+func (x *TaskSetProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskSetProgress.ProtoReflect.Descriptor instead.
+func (*TaskSetProgress) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TaskSetProgress) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TaskSetProgress) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *TaskSetProgress) GetTasks() int32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+func (x *TaskSetProgress) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *TaskSetProgress) GetRunning() int32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *TaskSetProgress) GetFailedAttempts() int32 {
+	if x != nil {
+		return x.FailedAttempts
+	}
+	return 0
+}
+
+func (x *TaskSetProgress) GetFailures() []string {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+func (x *TaskSetProgress) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *TaskSetProgress) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *TaskSetProgress) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *TaskSetProgress) GetTaskTime() *durationpb.Duration {
+	if x != nil {
+		return x.TaskTime
+	}
+	return nil
+}
+
+// ExecutorTasks is what one executor ran.
+type ExecutorTasks struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutorId  int32                  `protobuf:"varint,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	TasksDone   int32                  `protobuf:"varint,2,opt,name=tasks_done,json=tasksDone,proto3" json:"tasks_done,omitempty"`
+	TasksFailed int32                  `protobuf:"varint,3,opt,name=tasks_failed,json=tasksFailed,proto3" json:"tasks_failed,omitempty"`
+	// The run time of its ended tasks, summed.
+	TaskTime      *durationpb.Duration `protobuf:"bytes,4,opt,name=task_time,json=taskTime,proto3" json:"task_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutorTasks) Reset() {
+	*x = ExecutorTasks{}
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutorTasks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutorTasks) ProtoMessage() {}
+
+func (x *ExecutorTasks) ProtoReflect() protoreflect.Message {
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutorTasks.ProtoReflect.Descriptor instead.
+func (*ExecutorTasks) Descriptor() ([]byte, []int) {
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ExecutorTasks) GetExecutorId() int32 {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return 0
+}
+
+func (x *ExecutorTasks) GetTasksDone() int32 {
+	if x != nil {
+		return x.TasksDone
+	}
+	return 0
+}
+
+func (x *ExecutorTasks) GetTasksFailed() int32 {
+	if x != nil {
+		return x.TasksFailed
+	}
+	return 0
+}
+
+func (x *ExecutorTasks) GetTaskTime() *durationpb.Duration {
+	if x != nil {
+		return x.TaskTime
+	}
+	return nil
+}
+
 type MasterChangedRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AppId     string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
@@ -1166,7 +1386,7 @@ type MasterChangedRequest struct {
 
 func (x *MasterChangedRequest) Reset() {
 	*x = MasterChangedRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[19]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1398,7 @@ func (x *MasterChangedRequest) String() string {
 func (*MasterChangedRequest) ProtoMessage() {}
 
 func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[19]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1411,7 @@ func (x *MasterChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterChangedRequest.ProtoReflect.Descriptor instead.
 func (*MasterChangedRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{19}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MasterChangedRequest) GetAppId() string {
@@ -1223,7 +1443,7 @@ type MasterChangedResponse struct {
 
 func (x *MasterChangedResponse) Reset() {
 	*x = MasterChangedResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[20]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1455,7 @@ func (x *MasterChangedResponse) String() string {
 func (*MasterChangedResponse) ProtoMessage() {}
 
 func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[20]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1468,7 @@ func (x *MasterChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterChangedResponse.ProtoReflect.Descriptor instead.
 func (*MasterChangedResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{20}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{22}
 }
 
 type ExecutorsRecoveredRequest struct {
@@ -1267,7 +1487,7 @@ type ExecutorsRecoveredRequest struct {
 
 func (x *ExecutorsRecoveredRequest) Reset() {
 	*x = ExecutorsRecoveredRequest{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[21]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1499,7 @@ func (x *ExecutorsRecoveredRequest) String() string {
 func (*ExecutorsRecoveredRequest) ProtoMessage() {}
 
 func (x *ExecutorsRecoveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[21]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1512,7 @@ func (x *ExecutorsRecoveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorsRecoveredRequest.ProtoReflect.Descriptor instead.
 func (*ExecutorsRecoveredRequest) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{21}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExecutorsRecoveredRequest) GetAppId() string {
@@ -1331,7 +1551,7 @@ type ExecutorsRecoveredResponse struct {
 
 func (x *ExecutorsRecoveredResponse) Reset() {
 	*x = ExecutorsRecoveredResponse{}
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[22]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1563,7 @@ func (x *ExecutorsRecoveredResponse) String() string {
 func (*ExecutorsRecoveredResponse) ProtoMessage() {}
 
 func (x *ExecutorsRecoveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_glint_driver_v1_driver_proto_msgTypes[22]
+	mi := &file_glint_driver_v1_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,14 +1576,14 @@ func (x *ExecutorsRecoveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutorsRecoveredResponse.ProtoReflect.Descriptor instead.
 func (*ExecutorsRecoveredResponse) Descriptor() ([]byte, []int) {
-	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{22}
+	return file_glint_driver_v1_driver_proto_rawDescGZIP(), []int{24}
 }
 
 var File_glint_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\n" +
-	"\x1cglint/driver/v1/driver.proto\x12\x0fglint.driver.v1\x1a\x1cglint/master/v1/master.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
+	"\x1cglint/driver/v1/driver.proto\x12\x0fglint.driver.v1\x1a\x1cglint/master/v1/master.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
 	"\x19RetrieveSparkPropsRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\x05R\n" +
@@ -1442,7 +1662,7 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x0e\n" +
 	"\fPingResponse\"+\n" +
 	"\x12GetProgressRequest\x12\x15\n" +
-	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x88\x01\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\x8e\x02\n" +
 	"\x13GetProgressResponse\x12\x1c\n" +
 	"\texecutors\x18\x01 \x01(\x05R\texecutors\x12\x1e\n" +
 	"\n" +
@@ -1450,7 +1670,30 @@ const file_glint_driver_v1_driver_proto_rawDesc = "" +
 	"registered\x12\x14\n" +
 	"\x05tasks\x18\x03 \x01(\x05R\x05tasks\x12\x1d\n" +
 	"\n" +
-	"tasks_done\x18\x04 \x01(\x05R\ttasksDone\"b\n" +
+	"tasks_done\x18\x04 \x01(\x05R\ttasksDone\x12=\n" +
+	"\ttask_sets\x18\x05 \x03(\v2 .glint.driver.v1.TaskSetProgressR\btaskSets\x12E\n" +
+	"\x0eexecutor_tasks\x18\x06 \x03(\v2\x1e.glint.driver.v1.ExecutorTasksR\rexecutorTasks\"\x88\x03\n" +
+	"\x0fTaskSetProgress\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x14\n" +
+	"\x05tasks\x18\x03 \x01(\x05R\x05tasks\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x18\n" +
+	"\arunning\x18\x05 \x01(\x05R\arunning\x12'\n" +
+	"\x0ffailed_attempts\x18\x06 \x01(\x05R\x0efailedAttempts\x12\x1a\n" +
+	"\bfailures\x18\a \x03(\tR\bfailures\x129\n" +
+	"\n" +
+	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
+	"\bended_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x126\n" +
+	"\ttask_time\x18\v \x01(\v2\x19.google.protobuf.DurationR\btaskTime\"\xaa\x01\n" +
+	"\rExecutorTasks\x12\x1f\n" +
+	"\vexecutor_id\x18\x01 \x01(\x05R\n" +
+	"executorId\x12\x1d\n" +
+	"\n" +
+	"tasks_done\x18\x02 \x01(\x05R\ttasksDone\x12!\n" +
+	"\ftasks_failed\x18\x03 \x01(\x05R\vtasksFailed\x126\n" +
+	"\ttask_time\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\btaskTime\"b\n" +
 	"\x14MasterChangedRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +
@@ -1498,7 +1741,7 @@ func file_glint_driver_v1_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_glint_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_glint_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: glint.driver.v1.TaskState
 	(*RetrieveSparkPropsRequest)(nil),  // 1: glint.driver.v1.RetrieveSparkPropsRequest
@@ -1520,50 +1763,59 @@ var file_glint_driver_v1_driver_proto_goTypes = []any{
 	(*PingResponse)(nil),               // 17: glint.driver.v1.PingResponse
 	(*GetProgressRequest)(nil),         // 18: glint.driver.v1.GetProgressRequest
 	(*GetProgressResponse)(nil),        // 19: glint.driver.v1.GetProgressResponse
-	(*MasterChangedRequest)(nil),       // 20: glint.driver.v1.MasterChangedRequest
-	(*MasterChangedResponse)(nil),      // 21: glint.driver.v1.MasterChangedResponse
-	(*ExecutorsRecoveredRequest)(nil),  // 22: glint.driver.v1.ExecutorsRecoveredRequest
-	(*ExecutorsRecoveredResponse)(nil), // 23: glint.driver.v1.ExecutorsRecoveredResponse
-	nil,                                // 24: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),      // 25: google.protobuf.Timestamp
-	(v1.ExecutorState)(0),              // 26: glint.master.v1.ExecutorState
+	(*TaskSetProgress)(nil),            // 20: glint.driver.v1.TaskSetProgress
+	(*ExecutorTasks)(nil),              // 21: glint.driver.v1.ExecutorTasks
+	(*MasterChangedRequest)(nil),       // 22: glint.driver.v1.MasterChangedRequest
+	(*MasterChangedResponse)(nil),      // 23: glint.driver.v1.MasterChangedResponse
+	(*ExecutorsRecoveredRequest)(nil),  // 24: glint.driver.v1.ExecutorsRecoveredRequest
+	(*ExecutorsRecoveredResponse)(nil), // 25: glint.driver.v1.ExecutorsRecoveredResponse
+	nil,                                // 26: glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),      // 27: google.protobuf.Timestamp
+	(v1.ExecutorState)(0),              // 28: glint.master.v1.ExecutorState
+	(*durationpb.Duration)(nil),        // 29: google.protobuf.Duration
 }
 var file_glint_driver_v1_driver_proto_depIdxs = []int32{
-	25, // 0: glint.driver.v1.RetrieveSparkPropsRequest.booted_at:type_name -> google.protobuf.Timestamp
-	24, // 1: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
+	27, // 0: glint.driver.v1.RetrieveSparkPropsRequest.booted_at:type_name -> google.protobuf.Timestamp
+	26, // 1: glint.driver.v1.RetrieveSparkPropsResponse.properties:type_name -> glint.driver.v1.RetrieveSparkPropsResponse.PropertiesEntry
 	8,  // 2: glint.driver.v1.StatusUpdateRequest.updates:type_name -> glint.driver.v1.TaskStatus
 	0,  // 3: glint.driver.v1.TaskStatus.state:type_name -> glint.driver.v1.TaskState
-	25, // 4: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
-	26, // 5: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
-	25, // 6: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
-	25, // 7: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
-	1,  // 8: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
-	3,  // 9: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
-	5,  // 10: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
-	7,  // 11: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
-	10, // 12: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
-	12, // 13: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
-	14, // 14: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
-	16, // 15: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
-	18, // 16: glint.driver.v1.DriverService.GetProgress:input_type -> glint.driver.v1.GetProgressRequest
-	20, // 17: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
-	22, // 18: glint.driver.v1.DriverService.ExecutorsRecovered:input_type -> glint.driver.v1.ExecutorsRecoveredRequest
-	2,  // 19: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
-	4,  // 20: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
-	6,  // 21: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
-	9,  // 22: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
-	11, // 23: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
-	13, // 24: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
-	15, // 25: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
-	17, // 26: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
-	19, // 27: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
-	21, // 28: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
-	23, // 29: glint.driver.v1.DriverService.ExecutorsRecovered:output_type -> glint.driver.v1.ExecutorsRecoveredResponse
-	19, // [19:30] is the sub-list for method output_type
-	8,  // [8:19] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	27, // 4: glint.driver.v1.ExecutorAddedRequest.scheduled_at:type_name -> google.protobuf.Timestamp
+	28, // 5: glint.driver.v1.ExecutorUpdatedRequest.state:type_name -> glint.master.v1.ExecutorState
+	27, // 6: glint.driver.v1.ExecutorUpdatedRequest.launched_at:type_name -> google.protobuf.Timestamp
+	27, // 7: glint.driver.v1.ExecutorUpdatedRequest.started_at:type_name -> google.protobuf.Timestamp
+	20, // 8: glint.driver.v1.GetProgressResponse.task_sets:type_name -> glint.driver.v1.TaskSetProgress
+	21, // 9: glint.driver.v1.GetProgressResponse.executor_tasks:type_name -> glint.driver.v1.ExecutorTasks
+	27, // 10: glint.driver.v1.TaskSetProgress.started_at:type_name -> google.protobuf.Timestamp
+	27, // 11: glint.driver.v1.TaskSetProgress.ended_at:type_name -> google.protobuf.Timestamp
+	29, // 12: glint.driver.v1.TaskSetProgress.task_time:type_name -> google.protobuf.Duration
+	29, // 13: glint.driver.v1.ExecutorTasks.task_time:type_name -> google.protobuf.Duration
+	1,  // 14: glint.driver.v1.DriverService.RetrieveSparkProps:input_type -> glint.driver.v1.RetrieveSparkPropsRequest
+	3,  // 15: glint.driver.v1.DriverService.RegisterExecutor:input_type -> glint.driver.v1.RegisterExecutorRequest
+	5,  // 16: glint.driver.v1.DriverService.LaunchedExecutor:input_type -> glint.driver.v1.LaunchedExecutorRequest
+	7,  // 17: glint.driver.v1.DriverService.StatusUpdate:input_type -> glint.driver.v1.StatusUpdateRequest
+	10, // 18: glint.driver.v1.DriverService.ExecutorAdded:input_type -> glint.driver.v1.ExecutorAddedRequest
+	12, // 19: glint.driver.v1.DriverService.ExecutorUpdated:input_type -> glint.driver.v1.ExecutorUpdatedRequest
+	14, // 20: glint.driver.v1.DriverService.ApplicationRemoved:input_type -> glint.driver.v1.ApplicationRemovedRequest
+	16, // 21: glint.driver.v1.DriverService.Ping:input_type -> glint.driver.v1.PingRequest
+	18, // 22: glint.driver.v1.DriverService.GetProgress:input_type -> glint.driver.v1.GetProgressRequest
+	22, // 23: glint.driver.v1.DriverService.MasterChanged:input_type -> glint.driver.v1.MasterChangedRequest
+	24, // 24: glint.driver.v1.DriverService.ExecutorsRecovered:input_type -> glint.driver.v1.ExecutorsRecoveredRequest
+	2,  // 25: glint.driver.v1.DriverService.RetrieveSparkProps:output_type -> glint.driver.v1.RetrieveSparkPropsResponse
+	4,  // 26: glint.driver.v1.DriverService.RegisterExecutor:output_type -> glint.driver.v1.RegisterExecutorResponse
+	6,  // 27: glint.driver.v1.DriverService.LaunchedExecutor:output_type -> glint.driver.v1.LaunchedExecutorResponse
+	9,  // 28: glint.driver.v1.DriverService.StatusUpdate:output_type -> glint.driver.v1.StatusUpdateResponse
+	11, // 29: glint.driver.v1.DriverService.ExecutorAdded:output_type -> glint.driver.v1.ExecutorAddedResponse
+	13, // 30: glint.driver.v1.DriverService.ExecutorUpdated:output_type -> glint.driver.v1.ExecutorUpdatedResponse
+	15, // 31: glint.driver.v1.DriverService.ApplicationRemoved:output_type -> glint.driver.v1.ApplicationRemovedResponse
+	17, // 32: glint.driver.v1.DriverService.Ping:output_type -> glint.driver.v1.PingResponse
+	19, // 33: glint.driver.v1.DriverService.GetProgress:output_type -> glint.driver.v1.GetProgressResponse
+	23, // 34: glint.driver.v1.DriverService.MasterChanged:output_type -> glint.driver.v1.MasterChangedResponse
+	25, // 35: glint.driver.v1.DriverService.ExecutorsRecovered:output_type -> glint.driver.v1.ExecutorsRecoveredResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_glint_driver_v1_driver_proto_init() }
@@ -1578,7 +1830,7 @@ func file_glint_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_glint_driver_v1_driver_proto_rawDesc), len(file_glint_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
