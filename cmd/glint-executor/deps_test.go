@@ -7,7 +7,7 @@ import (
 )
 
 // The executor's binary starts on every launch: it links nothing of the
-// master, etcd's client or an OTLP exporter package (its spans go through
+// master, etcd's client, a network exporter or gRPC (its spans go through
 // its worker's relay).
 func TestTheExecutorLinksNoMasterEtcdOrExporter(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
@@ -15,7 +15,8 @@ func TestTheExecutorLinksNoMasterEtcdOrExporter(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		for _, banned := range []string{"github.com/glint-cluster/glint/services/master", "go.etcd.io/etcd/", "go.opentelemetry.io/otel/exporters/"} {
+		for _, banned := range []string{"github.com/glint-cluster/glint/services/master", "go.etcd.io/etcd/",
+			"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc", "google.golang.org/grpc"} {
 			if strings.HasPrefix(pkg, banned) {
 				t.Errorf("glint-executor links %s", pkg)
 			}

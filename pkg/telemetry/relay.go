@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // RelayFDEnv names the file descriptor a traced process sends its spans
@@ -219,34 +222,46 @@ func writeFrame(w io.Writer, msg []byte) error {
 	return nil
 }
 
-// relayExporter is the exporter of a process whose spans its worker sends
-// on: each export is one frame on the relay.
-type relayExporter struct {
+// relayClient is the OTLP client of a process whose spans its worker sends
+// on (otlptrace's exporter turns the spans into OTLP): each upload is one
+// frame on the relay.
+type relayClient struct {
 	mu  sync.Mutex
-	out *os.File // nil once shut down
+	out *os.File // nil once stopped
 	msg []byte
 }
 
-var _ sdktrace.SpanExporter = (*relayExporter)(nil)
+var _ otlptrace.Client = (*relayClient)(nil)
 
-func (e *relayExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.out == nil {
-		return errors.New("relay spans: shut down")
+func (*relayClient) Start(context.Context) error { return nil }
+
+// UploadTraces writes spans as one frame: an ExportTraceServiceRequest,
+// whose only field, resource_spans (1), holds each of them.
+func (c *relayClient) UploadTraces(_ context.Context, spans []*tracepb.ResourceSpans) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out == nil {
+		return errors.New("relay spans: stopped")
 	}
-	e.msg = appendTraceRequest(e.msg[:0], spans)
-	return writeFrame(e.out, e.msg)
+	c.msg = c.msg[:0]
+	for _, rs := range spans {
+		c.msg = protowire.AppendVarint(protowire.AppendTag(c.msg, 1, protowire.BytesType), uint64(proto.Size(rs)))
+		var err error
+		if c.msg, err = (proto.MarshalOptions{}).MarshalAppend(c.msg, rs); err != nil {
+			return fmt.Errorf("relay spans: %w", err)
+		}
+	}
+	return writeFrame(c.out, c.msg)
 }
 
-// Shutdown closes the relay: the worker's reading of it ends.
-func (e *relayExporter) Shutdown(context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.out == nil {
+// Stop closes the relay: the worker's reading of it ends.
+func (c *relayClient) Stop(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out == nil {
 		return nil
 	}
-	err := e.out.Close()
-	e.out = nil
+	err := c.out.Close()
+	c.out = nil
 	return err
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -116,7 +117,7 @@ func NewTracerProvider(ctx context.Context, service string, export Exporter, att
 		}
 		return untraced()
 	}
-	var exporter sdktrace.SpanExporter = &relayExporter{out: out}
+	var exporter sdktrace.SpanExporter = otlptrace.NewUnstarted(&relayClient{out: out})
 	var relay *Relay
 	if out == nil {
 		if export == nil {
