@@ -71,6 +71,9 @@ func worker() int {
 }
 
 func TestAChildEndsWhenItsWorkerDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this test starts a worker process and its child; make test runs it")
+	}
 	out := t.TempDir() + "/child.out"
 	w := exec.Command(os.Args[0])
 	w.Env = append(os.Environ(), roleEnv+"=worker", "CHILD_OUT="+out)

@@ -205,6 +205,9 @@ func TestAProcessOverItsMemoryLimitIsOOMKilled(t *testing.T) {
 // A group granted one core uses at most one, however many threads spin in
 // it: its CPU time grows no faster than 1.1 s a second.
 func TestAHardCPULimitCapsTheGroupAtItsCores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this test starts a process that spins for seconds; make test runs it")
+	}
 	p := openParent(t)
 	g, err := p.New("spin", Limits{Cores: 1, MemoryBytes: MemoryLimit(64), Pids: DefaultPids})
 	if err != nil {
@@ -296,6 +299,9 @@ func assertStartsIn(t *testing.T, g *Group, version int) {
 // that ignores SIGTERM — is removed and killed when it opens its parent
 // again; Close leaves nothing of the parent.
 func TestOpenRemovesWhatAKilledRunLeft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this test starts a process and the one it leaves behind; make test runs it")
+	}
 	name := fmt.Sprintf("glint-test-%s-%d", t.Name(), os.Getpid())
 	leaver := childCommand("leave")
 	leaver.Env = append(leaver.Env, "GLINT_CONTAIN_TEST_PARENT="+name)

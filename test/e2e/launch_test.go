@@ -301,6 +301,9 @@ func TestStatusShowsTheClusterAsTableAndJSON(t *testing.T) {
 }
 
 func TestDemoRunsAClusterAndLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short is the fast loop (make test-short): this test starts a whole cluster; make test runs it")
+	}
 	t.Parallel()
 	// Every process the demo starts inherits this mark.
 	mark := "GLINT_TEST_DEMO=" + rpc.NewToken()
