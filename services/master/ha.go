@@ -7,16 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
@@ -55,12 +52,10 @@ type HAConfig struct {
 // carries its older epoch, which the workers and drivers refuse, and etcd
 // refuses its writes.
 type HA struct {
-	cfg     HAConfig
-	leading atomic.Pointer[leadership]
-	standby http.Handler
-
-	mu     sync.Mutex
-	leader string // the leader's URL, as the standby last saw it
+	cfg       HAConfig
+	leading   atomic.Pointer[leadership]
+	standby   http.Handler
+	candidate *store.Candidate
 }
 
 // leadership is an elected master's handler and the lease that holds its
@@ -83,7 +78,7 @@ func NewHA(cfg HAConfig) (*HA, error) {
 	}
 	cfg.Prefix = strings.TrimSuffix(cfg.Prefix, "/")
 	cfg.Master.Instruments.SetDefaults()
-	h := &HA{cfg: cfg}
+	h := &HA{cfg: cfg, candidate: store.NewCandidate(cfg.Etcd, cfg.Prefix, cfg.Master.URL, cfg.LeaseTTL, cfg.Master.Logger)}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "glint_master_leader", Help: "1 while this master leads the cluster (ALIVE), 0 while it recovers or stands by.",
@@ -145,20 +140,16 @@ func (h *HA) refuse(w http.ResponseWriter, r *http.Request) {
 
 // leaderName is the leader's URL as this standby last saw it.
 func (h *HA) leaderName() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.leader == "" {
-		return "not known yet"
+	if leader := h.candidate.Leader(); leader != "" {
+		return leader
 	}
-	return h.leader
+	return "not known yet"
 }
 
 func (h *HA) serveStandbyJSON(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	out := statusJSON(&masterv1.GetClusterStateResponse{MasterUrl: h.cfg.Master.URL, Status: statusStandby}, time.Now())
-	h.mu.Lock()
-	out.Leader = h.leader
-	h.mu.Unlock()
+	out.Leader = h.candidate.Leader()
 	if err := json.NewEncoder(w).Encode(out); err != nil {
 		h.cfg.Master.Logger.Debug("write /json", "err", err)
 	}
@@ -169,7 +160,7 @@ func (h *HA) serveStandbyJSON(w http.ResponseWriter, _ *http.Request) {
 func (h *HA) Run(ctx context.Context) error {
 	log := h.cfg.Master.Logger
 	log.Info("standing by for election", "prefix", h.cfg.Prefix)
-	held, election, err := h.elect(ctx)
+	held, election, err := h.candidate.Elect(ctx)
 	if err != nil {
 		return nil // asked to stop
 	}
@@ -183,7 +174,6 @@ func (h *HA) Run(ctx context.Context) error {
 		return errors.Join(err, held.Close())
 	}
 	log.Info("elected leader", "epoch", epoch, "status", m.clusterState().GetStatus())
-	h.setLeader("")
 	h.leading.Store(&leadership{handler: m.Handler(), lease: held})
 
 	// The master leads while the lease holds: it stops when the lease may
@@ -195,88 +185,4 @@ func (h *HA) Run(ctx context.Context) error {
 	// Leave at once (revoking the lease deletes the leader's key), so a
 	// standby takes over without waiting out the lease.
 	return errors.Join(err, held.Close())
-}
-
-// electionRetry is how long a standby that could not stand for election
-// (etcd unreachable, its lease lapsed while waiting) waits to try again.
-const electionRetry = time.Second
-
-// elect stands for election until this master leads, with the lease that
-// holds the leadership, or ctx ends (its error).
-func (h *HA) elect(ctx context.Context) (*store.Lease, *concurrency.Election, error) {
-	for {
-		held, err := store.NewLease(ctx, h.cfg.Etcd, h.cfg.LeaseTTL)
-		if err == nil {
-			election := concurrency.NewElection(held.Session(), h.cfg.Prefix+"/leader")
-			if err = h.campaign(held, election); err == nil {
-				return held, election, nil
-			}
-			// If etcd cannot be told, the lease lapses by itself.
-			_ = held.Close()
-		}
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		h.cfg.Master.Logger.Warn("cannot stand for election; trying again", "err", err, "in", electionRetry)
-		select {
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-time.After(electionRetry):
-		}
-	}
-}
-
-// campaign waits until election elects this master while held holds,
-// keeping the leader's URL for the standby's answers meanwhile. Campaign,
-// stopped while etcd cannot be reached, resigns with the client's context
-// and waits for etcd: it runs aside, so that a standby stops without it.
-func (h *HA) campaign(held *store.Lease, election *concurrency.Election) error {
-	observing, stopObserving := context.WithCancel(held.Context())
-	defer stopObserving()
-	go h.observe(observing, election)
-	won := make(chan error, 1)
-	go func() { won <- election.Campaign(held.Context(), h.cfg.Master.URL) }()
-	select {
-	case err := <-won:
-		return err
-	case <-held.Context().Done():
-		return errors.New("campaign: the lease ended")
-	}
-}
-
-// observe keeps the leader's URL for a standby's answers, following the
-// election again after a break until ctx ends.
-func (h *HA) observe(ctx context.Context, election *concurrency.Election) {
-	for ctx.Err() == nil {
-		for resp := range election.Observe(ctx) {
-			h.setLeader(leaderURL(resp.Kvs[0].Value))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(electionRetry):
-		}
-	}
-}
-
-func (h *HA) setLeader(leader string) {
-	h.mu.Lock()
-	h.leader = leader
-	h.mu.Unlock()
-}
-
-// maxLeaderURLBytes bounds a leader's URL as read from etcd.
-const maxLeaderURLBytes = 1024
-
-// leaderURL is the value of a leader's election key as a standby shows it
-// (callers are told it, /json says it): a URL of a host, not too long, or
-// "" (not known) — etcd's bytes are anyone's who can write there.
-func leaderURL(value []byte) string {
-	if len(value) > maxLeaderURLBytes {
-		return ""
-	}
-	u, err := url.Parse(string(value))
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return string(value)
 }

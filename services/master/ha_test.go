@@ -218,8 +218,8 @@ func TestAStandbyShowsOnlyALeaderURLReadFromEtcd(t *testing.T) {
 		"http://a:1\nforged: line":    "",
 		"http://" + strings.Repeat("a", 1100) + ":1": "",
 	} {
-		if got := leaderURL([]byte(value)); got != want {
-			t.Errorf("leaderURL(%.40q) = %q, want %q", value, got, want)
+		if got := store.LeaderURL([]byte(value)); got != want {
+			t.Errorf("LeaderURL(%.40q) = %q, want %q", value, got, want)
 		}
 	}
 }
