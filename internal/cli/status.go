@@ -147,9 +147,9 @@ func printCluster(g *globals, st *masterv1.GetClusterStateResponse) {
 	}
 	fmt.Fprintf(g.Stdout, "Master %s (%s)\n\nWorkers\n", st.GetMasterUrl(), status)
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES\tMEMORY\tMEASURED CPU\tMEASURED MEMORY\tLAST HEARTBEAT")
+	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCORES GRANTED\tMEMORY GRANTED\tMEASURED CPU\tMEASURED MEMORY\tLAST HEARTBEAT")
 	for _, w := range st.GetWorkers() {
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d/%d used\t%s/%s used\t%.1f s\t%s\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%d of %d\t%s of %s\t%.1f s\t%s\t%s ago\n", w.GetId(), w.GetHost(), w.GetPort(),
 			lifecycle.Name(w.GetState()), w.GetCoresUsed(), w.GetCores(),
 			resources.FormatMiB(w.GetMemoryUsedMib()), resources.FormatMiB(w.GetMemoryMib()),
 			w.GetUsage().GetCpuSeconds(), resources.FormatBytes(w.GetUsage().GetMemoryBytes()),

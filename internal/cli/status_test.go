@@ -110,6 +110,30 @@ func TestStatusShowsTheCoresAFinishedApplicationHeld(t *testing.T) {
 	}
 }
 
+// grantedMaster answers GetClusterState with one worker, 3 of its 8 cores
+// and 1.5 of its 16 GiB granted.
+type grantedMaster struct {
+	masterv1connect.UnimplementedMasterServiceHandler
+}
+
+func (grantedMaster) GetClusterState(context.Context, *connect.Request[masterv1.GetClusterStateRequest]) (*connect.Response[masterv1.GetClusterStateResponse], error) {
+	return connect.NewResponse(&masterv1.GetClusterStateResponse{MasterUrl: "http://master:7077", Status: "ALIVE",
+		Workers: []*masterv1.WorkerInfo{{Id: "worker-20261129140000-h-7078", Host: "h", Port: 7078, State: masterv1.WorkerState_WORKER_STATE_ALIVE,
+			Cores: 8, CoresUsed: 3, MemoryMib: 16384, MemoryUsedMib: 1536, LastHeartbeat: timestamppb.Now()}},
+	}), nil
+}
+
+// TestStatusShowsWhatIsGrantedOfEachWorker: its cores and memory granted to
+// executors and drivers, said so, apart from what they were measured using.
+func TestStatusShowsWhatIsGrantedOfEachWorker(t *testing.T) {
+	out := statusOf(t, grantedMaster{})
+	for _, want := range []string{`CORES GRANTED\s+MEMORY GRANTED\s+MEASURED CPU`, `ALIVE\s+3 of 8\s+1\.5 GiB of 16\.0 GiB\s`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("glint status does not match %s:\n%s", want, out)
+		}
+	}
+}
+
 // timedMaster answers GetClusterState with a running application started
 // 5 s ago with a trace, and a finished one that ran 83.4 s without one.
 type timedMaster struct {

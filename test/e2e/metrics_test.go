@@ -318,14 +318,13 @@ func TestLaunchExemplarsCarryTheLaunchesTraceID(t *testing.T) {
 	for _, g := range byRole(discover(t, c.master.url), "driver") {
 		driver = "http://" + g.Targets[0]
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	var driverIDs, workerIDs, masterIDs []string
-	for time.Now().Before(deadline) && (len(driverIDs) == 0 || len(workerIDs) == 0 || len(masterIDs) == 0) {
+	tooltest.Poll(20*time.Second, 100*time.Millisecond, func() bool {
 		driverIDs = exemplarTraceIDs(t, driver, "glint_driver_executor_launch_seconds")
 		workerIDs = exemplarTraceIDs(t, c.workers[0].url, "glint_worker_process_start_seconds")
 		masterIDs = exemplarTraceIDs(t, c.master.url, "glint_master_executor_start_seconds")
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(driverIDs) > 0 && len(workerIDs) > 0 && len(masterIDs) > 0
+	})
 	for what, ids := range map[string][]string{"driver launch": driverIDs, "worker process start": workerIDs, "master executor start": masterIDs} {
 		if len(ids) == 0 {
 			t.Errorf("no exemplar on the %s histogram", what)
