@@ -92,11 +92,12 @@ type appRow struct {
 }
 
 type driverRow struct {
-	ID, Name, User, State, Worker, WorkerURL, Message string
-	Submitted                                         time.Time
-	Cores                                             int32
-	Memory                                            int64
-	Active                                            bool
+	// LogURL is its log pages on its worker, less the stream.
+	ID, Name, User, State, Worker, WorkerURL, Message, LogURL string
+	Submitted                                                 time.Time
+	Cores                                                     int32
+	Memory                                                    int64
+	Active                                                    bool
 }
 
 // index is the master's page as of now.
@@ -131,7 +132,7 @@ func index(st *masterv1.GetClusterStateResponse, now time.Time) indexPage {
 				ID: d.GetId(), Name: d.GetDescription().GetName(), User: d.GetOwner(), State: lifecycle.Name(d.GetState()),
 				Worker: d.GetWorkerId(), WorkerURL: workerURLs[d.GetWorkerId()], Message: d.GetMessage(),
 				Submitted: d.GetSubmitTime().AsTime(), Cores: d.GetDescription().GetCores(), Memory: d.GetDescription().GetMemoryMib(),
-				Active: active,
+				Active: active, LogURL: driverLogURL(workerURLs[d.GetWorkerId()], d.GetId()),
 			})
 		}
 		return out
@@ -191,7 +192,9 @@ type appPage struct {
 	Cores                                                     int32
 	MemoryPerExecutor                                         int64
 	TraceID, TraceURL, MetricsURL                             string
-	Active                                                    bool
+	// DriverLogURL is its cluster-mode driver's log pages on its worker.
+	DriverLogURL string
+	Active       bool
 	// Tab is the tab shown, Tabs every tab; Environment is its own tab's.
 	Tab         string
 	Tabs        []string
@@ -280,6 +283,11 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		Duration: appDuration(a, s.now()), Cores: appCores(a), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
 		TraceID: a.GetTraceId(), Active: active, Tab: tab, Tabs: appTabs, Environment: appEnvironment(a.GetDescription(), s.cfg.Redaction),
 	}
+	for _, d := range append(st.GetActiveDrivers(), st.GetCompletedDrivers()...) {
+		if d.GetId() == p.DriverID {
+			p.DriverLogURL = driverLogURL(workerURLs[d.GetWorkerId()], d.GetId())
+		}
+	}
 	if base := strings.TrimRight(s.cfg.UI.JaegerURL, "/"); base != "" && p.TraceID != "" {
 		p.TraceURL = base + "/trace/" + p.TraceID
 	}
@@ -354,4 +362,13 @@ func launchOf(e *masterv1.ExecutorInfo) web.Launch {
 		l.Failed, l.Ended = cmp.Or(e.GetMessage(), lifecycle.Name(e.GetState())), when(e.GetRemovedAt())
 	}
 	return l
+}
+
+// driverLogURL is a cluster-mode driver's log pages on its worker, at
+// workerURL, less the stream; "" when its worker is not known.
+func driverLogURL(workerURL, id string) string {
+	if workerURL == "" {
+		return ""
+	}
+	return workerURL + "/log/" + id
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
@@ -48,6 +49,8 @@ type workerPage struct {
 type executorRow struct {
 	executorJSON
 	Exit string
+	// AppURL is its application's page on the master, when the worker has one.
+	AppURL string
 }
 
 type driverRow struct {
@@ -61,7 +64,7 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request, v web.Viewer
 	execs := func(in []executorJSON) []executorRow {
 		out := make([]executorRow, 0, len(in))
 		for _, e := range in {
-			out = append(out, executorRow{executorJSON: e, Exit: web.ExitText(e.ExitStatus, e.Message)})
+			out = append(out, executorRow{executorJSON: e, Exit: web.ExitText(e.ExitStatus, e.Message), AppURL: appURL(st.MasterURL, e.AppID)})
 		}
 		return out
 	}
@@ -93,7 +96,16 @@ func (s *Server) serveExecutorLog(w http.ResponseWriter, r *http.Request, v web.
 		s.site.Fail(w, r, rpc.Error(fmt.Errorf("executor id %.32q: %w: want a number from 0", exec, fault.ErrInvalidArgument)))
 		return
 	}
-	s.serveLog(w, r, v, filepath.Join(app, exec), fmt.Sprintf("executor %s of %s", exec, app))
+	s.serveLog(w, r, v, filepath.Join(app, exec), fmt.Sprintf("executor %s of %s", exec, app), appURL(s.status().MasterURL, app))
+}
+
+// appURL is application app's page on the master at master; "" when the
+// worker has no master.
+func appURL(master, app string) string {
+	if master == "" {
+		return ""
+	}
+	return strings.TrimRight(master, "/") + "/app/" + app
 }
 
 // serveDriverLog serves a cluster-mode driver's stdout or stderr.
@@ -103,15 +115,16 @@ func (s *Server) serveDriverLog(w http.ResponseWriter, r *http.Request, v web.Vi
 		s.site.Fail(w, r, rpc.Error(err))
 		return
 	}
-	s.serveLog(w, r, v, id, "driver "+id)
+	s.serveLog(w, r, v, id, "driver "+id, "")
 }
 
 // logPage is one page of a log.
 type logPage struct {
-	Owner, Stream, Text string
-	Offset, End, Size   int64
-	PrevOffset          int64
-	Prev, Next, Follow  bool
+	// AppURL is the page of the application whose executor's log it is.
+	Owner, Stream, Text, AppURL string
+	Offset, End, Size           int64
+	PrevOffset                  int64
+	Prev, Next, Follow          bool
 }
 
 // serveLog serves LogPageBytes of dir's log stream from ?offset (default:
@@ -120,7 +133,7 @@ type logPage struct {
 // inside its owner's directory through an os.Root, so no link its process
 // made can lead out of it (to another application's log, or the worker's
 // files).
-func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, dir, owner string) {
+func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, dir, owner, appURL string) {
 	stream := r.PathValue("stream")
 	if stream != "stdout" && stream != "stderr" {
 		s.site.Error(w, r, http.StatusBadRequest, fmt.Sprintf("no log %.32q: the logs are stdout and stderr", stream))
@@ -183,7 +196,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, v web.Viewer, 
 		return
 	}
 	s.site.Render(w, r, http.StatusOK, "log", stream+" of "+owner, v, logPage{
-		Owner: owner, Stream: stream, Text: string(buf), Offset: offset, End: end, Size: size,
+		Owner: owner, Stream: stream, Text: string(buf), Offset: offset, End: end, Size: size, AppURL: appURL,
 		PrevOffset: max(offset-LogPageBytes, 0), Prev: offset > 0, Next: end < size, Follow: q.Get("follow") == "1",
 	})
 }

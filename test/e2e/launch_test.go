@@ -167,6 +167,22 @@ func TestAClusterDriverThatFailsEndsItsApplicationFailed(t *testing.T) {
 	if !strings.Contains(row, ">FAILED<") || !strings.Contains(row, "no such file or directory") {
 		t.Errorf("the master's page shows the application as\n%s\nwant FAILED with its reason", row)
 	}
+	// Its driver's logs are a link away, on the master's page and the
+	// application's: they say why.
+	driverLog := regexp.MustCompile(`<a id="driver-stderr" href="(` + regexp.QuoteMeta(c.workers[0].url) + `/log/driver-[0-9-]+/stderr)">`)
+	resp = getPageWith(t, c.client, testToken, c.master.url+"/app/"+app.ID)
+	appPage, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := driverLog.FindStringSubmatch(string(appPage))
+	if m == nil || !strings.Contains(string(page), `<a class="stderr" href="`+m[1]+`">`) {
+		t.Fatalf("no link to the driver's stderr on its worker on the application's page and the master's:\n%s", appPage)
+	}
+	resp = getPageWith(t, c.client, testToken, m[1])
+	log, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(log), "no such file or directory") {
+		t.Errorf("the driver's stderr page does not say why it failed:\n%s", log)
+	}
 	out, errOut, err := runGlint(t, "status", "--master", c.master.url)
 	if err != nil || !regexp.MustCompile(app.ID+`\s.*FAILED`).MatchString(out) {
 		t.Errorf("glint status: %v\n%s%s\nwant %s FAILED", err, out, errOut, app.ID)

@@ -236,10 +236,17 @@ func TestWebUIShowsTheClusterTheLaunchTimelineAndLogs(t *testing.T) {
 		t.Errorf("log page shows %q, want the executor's stdout", text)
 	}
 	p.shot("log")
-	workerURL := eval[string](p, `location.origin`)
-	p.do("worker page", chromedp.Navigate(workerURL+"/"), chromedp.WaitVisible(chromedp.CSS("#finished-executors")))
+	// The log page leads back to its worker and its application.
+	if back := eval[string](p, `document.querySelector('#app').href`); back != c.master.url+"/app/"+app.ID {
+		t.Errorf("the log page's application link %q, want %s", back, c.master.url+"/app/"+app.ID)
+	}
+	p.do("worker page", chromedp.Click(chromedp.CSS("#worker")), chromedp.WaitVisible(chromedp.CSS("#finished-executors")))
 	if n := eval[int](p, `document.querySelectorAll('#finished-executors tr.executor').length`); n == 0 {
 		t.Error("the worker's page lists no finished executor")
+	}
+	// Each executor's application links to its page on the master.
+	if href := eval[string](p, `document.querySelector('#finished-executors tr.executor a.app').href`); href != c.master.url+"/app/"+app.ID {
+		t.Errorf("the worker's executor row links %q, want the application's page %s", href, c.master.url+"/app/"+app.ID)
 	}
 	p.shot("worker")
 }
