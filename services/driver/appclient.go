@@ -250,7 +250,7 @@ func (d *Driver) ExecutorUpdated(ctx context.Context, req *connect.Request[drive
 		// An executor lost with its worker, or ended by its worker's
 		// decommissioning, was not lost through the application's fault.
 		causedByApp := !m.GetWorkerLost() && !decommissioned
-		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, m.GetState(), m.GetMessage()), causedByApp)
+		d.removeExecutorLocked(ctx, e, fmt.Sprintf("executor %d %s: %s", e.id, lifecycle.Name(m.GetState()), m.GetMessage()), causedByApp)
 	}
 	return connect.NewResponse(&driverv1.ExecutorUpdatedResponse{}), nil
 }

@@ -44,6 +44,29 @@ func TestWebUITimelineDrawsEachExecutorFromItsOwnRequest(t *testing.T) {
 	c.waitFor(t, "a replacement running", func(s masterJSON) bool {
 		return len(s.ActiveApps) == 1 && len(s.ActiveApps[0].Executors) == 3 && sum(executorsOn(s, "RUNNING")) == 2
 	})
+
+	// While it runs, its page refreshes itself; its Jobs tab shows its task
+	// set running, the failed attempt of the killed executor's task among
+	// its failures; its Executors tab what each executor ran.
+	p := &pages{t: t, ctx: browser(t), dir: t.TempDir()}
+	p.do("open the app", chromedp.Navigate(c.master.url+"/app/"+app+"?tab=jobs"))
+	p.login()
+	p.do("the jobs tab", chromedp.WaitVisible(chromedp.CSS("#task-sets")))
+	p.shot("jobs")
+	if n := eval[int](p, `document.querySelectorAll('#refresh').length`); n != 1 {
+		t.Error("a running application's page does not refresh itself")
+	}
+	set := eval[[]string](p, `[...document.querySelector('#task-sets tr.task-set').cells].map(td => td.textContent)`)
+	if len(set) < 9 || set[2] != "RUNNING" || set[3] != "0 / 4" || set[5] != "1" || !strings.Contains(set[8], "executor 1") {
+		t.Errorf("task set row %q: want RUNNING, 0 of 4 succeeded, the killed executor's task's failed attempt", set)
+	}
+	p.do("the executors tab", chromedp.Navigate(c.master.url+"/app/"+app), chromedp.WaitVisible(chromedp.CSS("#executors")))
+	ran := eval[map[string]string](p, `Object.fromEntries([...document.querySelectorAll('#executors tr.executor')].map(tr => [tr.dataset.executor, tr.querySelector('td.tasks-failed').textContent]))`)
+	if ran["1"] != "1" || ran["0"] != "0" {
+		t.Errorf("tasks failed per executor %q: want the killed executor's one", ran)
+	}
+	p.shot("executors")
+
 	for _, f := range []string{tasksDone, appDone} {
 		if err := os.WriteFile(f, nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -53,9 +76,7 @@ func TestWebUITimelineDrawsEachExecutorFromItsOwnRequest(t *testing.T) {
 		t.Fatalf("submit: %v\n%s", err, out)
 	}
 
-	p := &pages{t: t, ctx: browser(t), dir: t.TempDir()}
-	p.do("open the app", chromedp.Navigate(c.master.url+"/app/"+app))
-	p.login()
+	p.do("the ended app", chromedp.Navigate(c.master.url+"/app/"+app))
 	p.do("the timeline", chromedp.WaitVisible(chromedp.CSS("#timeline")))
 	p.shot("timeline")
 	rows := eval[[][]string](p, `[...document.querySelectorAll('#timeline g.executor')].map(g => [g.dataset.executor, g.dataset.cause, g.querySelector('rect.bar').dataset.phase, g.querySelector('rect.bar').getAttribute('x')])`)
