@@ -141,6 +141,21 @@ func setAll(n *yaml.Node, key, value string) {
 	}
 }
 
+// setAlertFor sets the for: of alert rule alert in rules file doc.
+func setAlertFor(n *yaml.Node, alert, value string) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "alert" && n.Content[i+1].Value == alert {
+				setAll(n, "for", value)
+				return
+			}
+		}
+	}
+	for _, c := range n.Content {
+		setAlertFor(c, alert, value)
+	}
+}
+
 // process is a compose service as a local process.
 type process struct {
 	name  string
@@ -714,6 +729,10 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 		case collectorConfig:
 			decideSoon(target, doc)
 			setAll(doc, "sampling_percentage", "100")
+		case "/etc/prometheus/rules/glint.yml":
+			// Its 5 minutes are promtool's to test (TestAlertRulesFireAndStayQuiet);
+			// here, that the expression fires on a real master's counts.
+			setAlertFor(doc, "GlintExecutorsFailingToStart", "0s")
 		}
 	}
 	// A short worker timeout, so that a stopped worker times out within the test.
@@ -972,6 +991,34 @@ func TestComposeStackRunsOnLoopback(t *testing.T) {
 		}
 		eventually(t, "GlintApplicationFailed firing", func() error {
 			return alertFiring(prom, "GlintApplicationFailed", nil)
+		})
+	})
+
+	t.Run("executors that cannot start fire GlintExecutorsFailingToStart", func(t *testing.T) {
+		// A client-mode driver whose binary is gone once it started: its
+		// executors, which run that binary, fail to start one after another.
+		gone := filepath.Join(t.TempDir(), "glint")
+		bin, err := os.ReadFile(procs["master"].bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(gone, bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		submit := exec.Command(gone, "submit", "--master", master, "--token-file", procs["master"].tokenFile,
+			"--executor-memory", "256m", "--log-level", "warn", "pi", "10")
+		if err := submit.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = submit.Process.Kill()
+			_ = submit.Wait()
+		}()
+		if err := os.Remove(gone); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "GlintExecutorsFailingToStart firing", func() error {
+			return alertFiring(prom, "GlintExecutorsFailingToStart", nil)
 		})
 	})
 
