@@ -124,18 +124,38 @@ func TestAHealthyRunsTraceIsNamedFoundByItsAppAndNoSpanOutlivesItsParent(t *test
 		t.Errorf("%d process.wait traces linked to the application's, want 2", linked)
 	}
 
-	// A driver alive for 6 s is probed three times at least.
+	// A minute of a cluster idle but for an application that sleeps: its
+	// driver probed some 30 times, the workers heartbeating every 2 s. The
+	// master's spans are in the applications' traces, or in those of events
+	// that have their own: a worker's registration, an executor's end
+	// (process.wait, linked to its application's) — none of a probe or a
+	// heartbeat.
 	if stdout, stderr, err := glintWithEnv(t, j.env(), "submit", "--master", c.master.url, "--total-executor-cores", "1",
-		"--executor-memory", "256m", "--log-level", "warn", "sleep", "6s", "1"); err != nil {
+		"--executor-memory", "256m", "--log-level", "warn", "sleep", "60s", "1"); err != nil {
 		t.Fatalf("submit sleep: %v\n%s\n%s", err, stdout, stderr)
 	}
-	c.waitFor(t, "sleep completed", func(s masterJSON) bool { return len(s.CompletedApps) == 2 })
-	pings, err := j.client.Search(context.Background(), telemetry.ServiceMaster, "glint.driver.v1.DriverService/Ping", map[string]string{}, 20)
+	var sleep appJSON
+	for _, a := range c.waitFor(t, "sleep completed", func(s masterJSON) bool { return len(s.CompletedApps) == 2 }).CompletedApps {
+		if a.ID != app.ID {
+			sleep = a
+		}
+	}
+	j.waitForTrace(t, sleep.TraceID, complete(1))
+	traces, err := j.client.Search(context.Background(), telemetry.ServiceMaster, "", map[string]string{}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pings) > 0 {
-		t.Errorf("%d traces of the master's probes in Jaeger, want none", len(pings))
+	for _, tr := range traces {
+		own := count(&tr, func(s jaeger.Span) bool {
+			return s.OperationName == "process.wait" || strings.HasSuffix(s.OperationName, "/RegisterWorker")
+		}) > 0
+		if tr.TraceID != app.TraceID && tr.TraceID != sleep.TraceID && !own {
+			var names []string
+			for _, s := range tr.Spans {
+				names = append(names, s.Service+" "+s.OperationName)
+			}
+			t.Errorf("a trace of the master's own in Jaeger: %s %q, want none", tr.TraceID, names)
+		}
 	}
 }
 
