@@ -1,8 +1,9 @@
 // Command glint-floor is the physical floor of an executor's launch: run as
-// `glint-floor -child URL` it makes two HTTP/2 round trips to URL over
-// loopback and exits (make bench forks it as the floor's child); run as
-// `glint-floor [-n N]` it is also the parent, launching itself N times and
-// printing the p50 and p99 of fork/exec → second request received; run as
+// `glint-floor -child PROTOCOL URL` it makes two round trips to URL over
+// loopback, HTTP/1.1 or h2c, and exits (make bench forks it as the floor's
+// child); run as `glint-floor [-n N]` it is also the parent, launching itself
+// N times over each protocol and printing the p50 and p99 of fork/exec →
+// second request received; run as
 // `glint-floor -serve` it serves the heartbeat floor (a bare HTTP/1.1 server
 // and a framed TCP one) on two loopback ports until its standard input ends,
 // printing their URLs on its first two lines.
@@ -21,8 +22,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == floor.ChildFlag {
-		if err := floor.Child(os.Args[2]); err != nil {
+	if len(os.Args) == 4 && os.Args[1] == floor.ChildFlag {
+		if err := floor.Child(os.Args[2], os.Args[3]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -69,15 +70,17 @@ func parent(n int) error {
 		return err
 	}
 	defer f.Close()
-	var ds []time.Duration
-	for range n {
-		d, err := f.Launch(context.Background())
-		if err != nil {
-			return err
+	for _, protocol := range []string{floor.HTTP1, floor.H2C} {
+		var ds []time.Duration
+		for range n {
+			d, err := f.Launch(context.Background(), protocol)
+			if err != nil {
+				return err
+			}
+			ds = append(ds, d)
 		}
-		ds = append(ds, d)
+		slices.Sort(ds)
+		fmt.Printf("floor over %d launches, %s: p50 %v, p99 %v\n", n, protocol, ds[n/2], ds[n*99/100])
 	}
-	slices.Sort(ds)
-	fmt.Printf("floor over %d launches: p50 %v, p99 %v\n", n, ds[n/2], ds[n*99/100])
 	return nil
 }

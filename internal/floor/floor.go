@@ -1,6 +1,7 @@
 // Package floor measures the physical floor of an executor's launch on this
-// machine: fork/exec of a tiny Go child that makes two HTTP/2 round trips
-// over loopback to its parent (as an executor calls RetrieveSparkProps and
+// machine: fork/exec of a tiny Go child that makes two round trips, over
+// HTTP/1.1 or HTTP/2 without TLS, on loopback to its parent (as an executor
+// calls RetrieveSparkProps and
 // RegisterExecutor on its driver) — from just before the fork to the second
 // request's arrival, as Glint's launch is timed from LaunchExecutor received
 // to RegisterExecutor received. cmd/glint-floor is the child (and a parent
@@ -25,10 +26,17 @@ import (
 )
 
 // ChildFlag is the flag that makes cmd/glint-floor the child: it takes the
-// URL to call twice.
+// protocol (HTTP1 or H2C) and the URL to call twice.
 const ChildFlag = "-child"
 
-// Floor is a parent serving HTTP/2 over cleartext on a loopback port.
+// The protocols a child calls its parent over: the floor is the cheaper.
+const (
+	HTTP1 = "http/1.1"
+	H2C   = "h2c"
+)
+
+// Floor is a parent serving HTTP/1.1 and HTTP/2 over cleartext on a
+// loopback port.
 type Floor struct {
 	bin string
 	url string
@@ -49,6 +57,7 @@ func New(bin string) (*Floor, error) {
 	}
 	f := &Floor{bin: bin, url: "http://" + ln.Addr().String(), arrived: map[string]chan time.Time{}, seen: map[string]int{}}
 	var protocols http.Protocols
+	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.srv.Serve(ln) }()
@@ -72,9 +81,10 @@ func (f *Floor) serve(w http.ResponseWriter, r *http.Request) {
 // Close stops the parent's server.
 func (f *Floor) Close() error { return f.srv.Close() }
 
-// Launch forks and execs one child and returns the time from just before the
-// fork to its second request's arrival; it reaps the child before returning.
-func (f *Floor) Launch(ctx context.Context) (time.Duration, error) {
+// Launch forks and execs one child that calls over protocol (HTTP1 or H2C)
+// and returns the time from just before the fork to its second request's
+// arrival; it reaps the child before returning.
+func (f *Floor) Launch(ctx context.Context, protocol string) (time.Duration, error) {
 	f.mu.Lock()
 	f.next++
 	path := fmt.Sprintf("/child/%d", f.next)
@@ -87,7 +97,7 @@ func (f *Floor) Launch(ctx context.Context) (time.Duration, error) {
 		delete(f.seen, path)
 		f.mu.Unlock()
 	}()
-	cmd := exec.CommandContext(ctx, f.bin, ChildFlag, f.url+path)
+	cmd := exec.CommandContext(ctx, f.bin, ChildFlag, protocol, f.url+path)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -106,11 +116,20 @@ func (f *Floor) Launch(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// Child makes the two round trips to url over HTTP/2 without TLS, as the
-// child process.
-func Child(url string) error {
+// Child makes the two round trips to url over protocol (HTTP1, on one kept
+// connection, or H2C), as the child process.
+func Child(protocol, url string) error {
 	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
+	major := 1
+	switch protocol {
+	case HTTP1:
+		protocols.SetHTTP1(true)
+	case H2C:
+		protocols.SetUnencryptedHTTP2(true)
+		major = 2
+	default:
+		return fmt.Errorf("floor child: protocol %q: want %s or %s", protocol, HTTP1, H2C)
+	}
 	client := &http.Client{Transport: &http.Transport{Protocols: &protocols}, Timeout: 30 * time.Second}
 	for range 2 {
 		resp, err := client.Post(url, "application/proto", strings.NewReader("floor"))
@@ -119,7 +138,7 @@ func Child(url string) error {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+		if resp.ProtoMajor != major || resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("floor child: %s over %s", resp.Status, resp.Proto)
 		}
 	}
