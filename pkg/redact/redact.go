@@ -114,10 +114,18 @@ func (r *Redactor) Command(c *masterv1.Command) *masterv1.Command {
 	return out
 }
 
-// App returns d as shown: d itself when its command holds no secret, else a
-// copy with the command redacted. d is never changed.
+// App returns d as shown: d itself when neither its command nor its
+// properties hold a secret, else a copy with them redacted. d is never
+// changed.
 func (r *Redactor) App(d *masterv1.ApplicationDescription) *masterv1.ApplicationDescription {
-	return description(r, d, d.GetCommand(), func(d *masterv1.ApplicationDescription, c *masterv1.Command) { d.Command = c })
+	shown := description(r, d, d.GetCommand(), func(d *masterv1.ApplicationDescription, c *masterv1.Command) { d.Command = c })
+	if conf := r.Env(d.GetConf()); !maps.Equal(conf, d.GetConf()) {
+		if shown == d {
+			shown = proto.CloneOf(d)
+		}
+		shown.Conf = conf
+	}
+	return shown
 }
 
 // Driver returns d as shown: d itself when its command holds no secret, else

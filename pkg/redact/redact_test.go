@@ -166,8 +166,14 @@ func TestDescriptionsAreCopiedNotChanged(t *testing.T) {
 	if secret.GetArgs()[2] != "spark.authenticate.secret=s3cr3t" || app.GetCommand() != secret || drv.GetCommand() != secret {
 		t.Error("a description was changed")
 	}
-	plain := &masterv1.ApplicationDescription{Name: "pi", Command: &masterv1.Command{Args: []string{"glint"}}}
+	plain := &masterv1.ApplicationDescription{Name: "pi", Command: &masterv1.Command{Args: []string{"glint"}}, Conf: map[string]string{"spark.x": "1"}}
 	if (*Redactor)(nil).App(plain) != plain || (*Redactor)(nil).App(nil) != nil || (*Redactor)(nil).Driver(nil) != nil {
 		t.Error("a description without secrets was copied")
+	}
+	// Its properties too, the description copied, not changed.
+	described := &masterv1.ApplicationDescription{Name: "pi", Command: plain.Command, Conf: map[string]string{"spark.x": "1", "spark.my.password": "hunter2"}}
+	shown := (*Redactor)(nil).App(described)
+	if shown.GetConf()["spark.my.password"] != Text || shown.GetConf()["spark.x"] != "1" || described.GetConf()["spark.my.password"] != "hunter2" {
+		t.Errorf("properties shown %v (the description's now %v): want the secret hidden in a copy", shown.GetConf(), described.GetConf())
 	}
 }

@@ -95,6 +95,9 @@ func NewTimeline(launches []Launch) Timeline {
 		starts[i] = start
 		longest = max(longest, last.Sub(start))
 	}
+	// Times no clock of the cluster holds (a year 9999) draw no axis longer
+	// than maxSpan, whose round end cannot overflow.
+	longest = min(longest, maxSpan)
 	step := tickStep(longest)
 	total := step * time.Duration(max(1, int(math.Ceil(float64(longest)/float64(step)))))
 	x := func(d time.Duration) float64 {
@@ -188,9 +191,9 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// tickStep is the step of the axis' ticks for a span of d: 1, 2 or 5 times
-// a power of ten (of a microsecond at least), so that at most timelineTicks
-// steps cover d.
+// tickStep is the step of the axis' ticks for a span of d, at most maxSpan:
+// 1, 2 or 5 times a power of ten (of a microsecond at least), so that at
+// most timelineTicks steps cover d.
 func tickStep(d time.Duration) time.Duration {
 	for step := time.Microsecond; ; step *= 10 {
 		for _, m := range []time.Duration{1, 2, 5} {
@@ -200,3 +203,7 @@ func tickStep(d time.Duration) time.Duration {
 		}
 	}
 }
+
+// maxSpan bounds the axis: far beyond any launch, far below where the ticks'
+// products overflow.
+const maxSpan = 1e5 * time.Hour

@@ -3,6 +3,7 @@ package web
 import (
 	"compress/gzip"
 	"io"
+	"math"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -438,6 +439,8 @@ func TestTheAxisTicksAtRoundValues(t *testing.T) {
 		{80900 * time.Microsecond, 100 * time.Millisecond, []string{"0s", "20ms", "40ms", "60ms", "80ms", "100ms"}},
 		{36560 * time.Millisecond, 40 * time.Second, []string{"0s", "10s", "20s", "30s", "40s"}},
 		{7 * time.Millisecond, 8 * time.Millisecond, []string{"0s", "2ms", "4ms", "6ms", "8ms"}},
+		// A time no clock holds draws an axis just past maxSpan, and returns.
+		{time.Duration(math.MaxInt64), 4e17, []string{"0s", "27777h46m40s", "55555h33m20s", "83333h20m0s", "111111h6m40s"}},
 	} {
 		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		tl := NewTimeline([]Launch{{At: [8]time.Time{t0, t0.Add(tc.longest)}}})

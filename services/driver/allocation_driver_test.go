@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/app"
 	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 	"github.com/glint-cluster/glint/services/driver"
@@ -228,13 +230,20 @@ func TestTheDescriptionCarriesThePropertiesTheirSecretsHidden(t *testing.T) {
 	a := &app.App{Name: "t", Run: func(context.Context, app.Context, []string) error { <-finish; return nil }}
 	d, err := servicetest.NewDriver(t, driver.Config{
 		Masters: []string{url}, App: a, ExecutorCommand: []string{"/bin/false"},
-		Conf: map[string]string{"spark.authenticate.secret": "s3cr3t", "spark.glint.shown": "1"},
+		Conf: map[string]string{"spark.authenticate.secret": "s3cr3t", "spark.glint.shown": "1",
+			"spark.glint.long": strings.Repeat("x", resources.MaxArgBytes+1), strings.Repeat("k", resources.MaxNameBytes+1): "1"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runUntil(t, d)
-	if conf := m.desc.Load().GetConf(); conf["spark.glint.shown"] != "1" || conf["spark.authenticate.secret"] != redact.Text {
+	conf := m.desc.Load().GetConf()
+	if conf["spark.glint.shown"] != "1" || conf["spark.authenticate.secret"] != redact.Text {
 		t.Errorf("described properties %q: want spark.glint.shown as it is and the secret hidden", conf)
+	}
+	// A property the master would refuse does not keep it from registering:
+	// a value too long is said to be, a name too long left out.
+	if err := resources.CheckConf(conf); err != nil || !strings.Contains(conf["spark.glint.long"], "too long to show") || len(conf) != 3 {
+		t.Errorf("described properties %.200q (%v): want them within the master's limits, the long value said to be too long", conf, err)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
+	"github.com/glint-cluster/glint/pkg/redact"
+	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -55,7 +57,7 @@ func (d *Driver) Register(ctx context.Context) error {
 		Command:              d.executorCommand(),
 		InitialExecutorLimit: d.initialExecutorLimit(),
 		ModifyAcls:           ModifyACLs(d.cfg.Conf),
-		Conf:                 d.cfg.Redaction.Env(d.cfg.Conf),
+		Conf:                 describedConf(d.cfg.Redaction, d.cfg.Conf),
 	}
 	if d.cfg.MaxCores > 0 {
 		desc.MaxCores = &d.cfg.MaxCores
@@ -393,4 +395,29 @@ func (d *Driver) checkAppLocked(appID string) error {
 		return fmt.Errorf("application %s: %w: this driver runs %s", appID, fault.ErrNotFound, d.appID)
 	}
 	return nil
+}
+
+// describedConf is conf as the application's description carries it to the
+// master: its secrets hidden by r, within what a master takes
+// (resources.CheckConf) — a value too long to carry said to be so, a
+// property past the limits left out, so that no property keeps the
+// application from registering.
+func describedConf(r *redact.Redactor, conf map[string]string) map[string]string {
+	shown := r.Env(conf)
+	out := make(map[string]string, min(len(shown), resources.MaxConfEntries))
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(shown)) {
+		v := shown[k]
+		if k == "" || len(k) > resources.MaxNameBytes {
+			continue
+		}
+		if len(v) > resources.MaxArgBytes {
+			v = fmt.Sprintf("(%d bytes: too long to show)", len(v))
+		}
+		if len(out) == resources.MaxConfEntries || total+len(k)+len(v) > resources.MaxCommandBytes {
+			break
+		}
+		out[k], total = v, total+len(k)+len(v)
+	}
+	return out
 }

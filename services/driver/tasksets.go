@@ -192,10 +192,10 @@ func (d *Driver) finishTaskLocked(id int64, rt *runningTask) {
 // failed spark.task.maxFailures times.
 func (d *Driver) taskFailedLocked(ctx context.Context, rt *runningTask, reason string) {
 	ts := rt.set
-	rt.executor.tasksFailed++
 	if ts.finished() {
 		return
 	}
+	rt.executor.tasksFailed++
 	ts.failures[rt.index]++
 	ts.failedAttempts++
 	ts.lastFailures = append(ts.lastFailures, clipFailure(reason))

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
@@ -91,7 +92,9 @@ func (s *Server) newApp(id string, desc *masterv1.ApplicationDescription, driver
 		trace:     tc,
 		executors: map[int32]*executorInfo{}, workers: map[*workerInfo]struct{}{}, executorLimit: unlimitedExecutors,
 		appToken: appToken, askedAt: started, askedFor: masterv1.ExecutorCause_EXECUTOR_CAUSE_INITIAL,
-		client:  driverv1connect.NewDriverServiceClient(s.http, driverURL, rpc.ClientOptions(s.cfg.TracerProvider, masterToken)...),
+		// What a driver answers is read up to the size any call may be.
+		client: driverv1connect.NewDriverServiceClient(s.http, driverURL,
+			append(rpc.ClientOptions(s.cfg.TracerProvider, masterToken), connect.WithReadMaxBytes(rpc.ReadMaxBytes))...),
 		mailbox: rpc.NewMailbox(s.ctx),
 	}
 	if desc.MaxCores == nil {
@@ -197,7 +200,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	}
 	e.message, e.exitStatus = message, exitStatus
 	executorSpanStateLocked(e, state, message, exitStatus)
-	e.launch.fromWorker(times)
+	e.launch.fromWorker(s, times)
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
 		e.runningSince = s.now()

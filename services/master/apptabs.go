@@ -13,7 +13,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
-	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/resources"
 	"github.com/glint-cluster/glint/pkg/web"
 )
@@ -34,7 +33,8 @@ func appTab(q string) string {
 type setting struct{ Name, Value string }
 
 // environment is what an application's Environment tab shows of d, whose
-// command the master has already redacted.
+// command and properties the master has already redacted (the driver hid
+// its secrets; what it took for none, the master's pattern may still hide).
 type environment struct {
 	// Conf is its properties as its driver described them, sorted by name,
 	// else each --conf of its command, in order.
@@ -46,12 +46,10 @@ type environment struct {
 	ModifyACLs []string
 }
 
-func appEnvironment(d *masterv1.ApplicationDescription, r *redact.Redactor) environment {
+func appEnvironment(d *masterv1.ApplicationDescription) environment {
 	c := d.GetCommand()
 	env := environment{Args: c.GetArgs(), ModifyACLs: d.GetModifyAcls()}
-	// The driver hid its secrets; what it took for none, the master's
-	// pattern may still hide.
-	for k, v := range r.Env(d.GetConf()) {
+	for k, v := range d.GetConf() {
 		env.Conf = append(env.Conf, setting{k, v})
 	}
 	slices.SortFunc(env.Conf, func(a, b setting) int { return strings.Compare(a.Name, b.Name) })

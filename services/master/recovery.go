@@ -78,6 +78,9 @@ func (s *Server) recoverLocked(rec *store.Recovered) {
 		a.owner = p.GetOwner()
 		a.coresPeak = p.GetCoresPeak()
 		a.nextExecID = p.GetNextExecutorId()
+		// What it asked for before the master restarted is not known: one
+		// placed now was wanted since then at the latest.
+		a.ask(s.now(), masterv1.ExecutorCause_EXECUTOR_CAUSE_UNSPECIFIED)
 		if p.ExecutorLimit != nil {
 			a.executorLimit = int(p.GetExecutorLimit())
 		}

@@ -22,15 +22,29 @@ type launchTimes struct {
 	launched, started, booted, propsRetrieved, registered, firstTask time.Time
 }
 
-// fromWorker keeps the worker's launch timestamps from a state report.
-func (l *launchTimes) fromWorker(t *executorTimes) {
+// maxClockSkew is how far from the master's clock a reported launch time
+// may be: another host's clock may be off, not by a day.
+const maxClockSkew = 24 * time.Hour
+
+// plausible is whether t is a time within maxClockSkew of the master's now.
+func (s *Server) plausible(t *timestamppb.Timestamp) bool {
+	if !t.IsValid() {
+		return false
+	}
+	d := s.now().Sub(t.AsTime())
+	return d > -maxClockSkew && d < maxClockSkew
+}
+
+// fromWorker keeps the worker's launch timestamps from a state report, those
+// that are plausible (its report is taken whatever they are).
+func (l *launchTimes) fromWorker(s *Server, t *executorTimes) {
 	if t == nil {
 		return
 	}
-	if t.launched.IsValid() {
+	if s.plausible(t.launched) {
 		l.launched = when(t.launched)
 	}
-	if t.started.IsValid() {
+	if s.plausible(t.started) {
 		l.started = when(t.started)
 	}
 }
@@ -64,8 +78,9 @@ func (s *Server) ReportExecutorLaunch(ctx context.Context, req *connect.Request[
 	}
 	times := []*timestamppb.Timestamp{m.GetPropsRetrievedAt(), m.GetRegisteredAt(), m.GetFirstTaskAt(), m.GetBootedAt()}
 	for i, name := range []string{"props_retrieved_at", "registered_at", "first_task_at", "booted_at"} {
-		if times[i] != nil && !times[i].IsValid() {
-			return nil, rpc.Error(fmt.Errorf("report executor launch %s/%d: %w: %s is not a valid time", m.GetAppId(), m.GetExecutorId(), fault.ErrInvalidArgument, name))
+		if times[i] != nil && !s.plausible(times[i]) {
+			return nil, rpc.Error(fmt.Errorf("report executor launch %s/%d: %w: %s is not a time within %s of the master's clock",
+				m.GetAppId(), m.GetExecutorId(), fault.ErrInvalidArgument, name, maxClockSkew))
 		}
 	}
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 )
@@ -33,9 +34,11 @@ func TestEachExecutorsLaunchStartsAtItsOwnRequest(t *testing.T) {
 	asked := c.clock.Now()
 	request(2)
 	c.clock.Advance(2 * time.Second)
-	// One runs, so the application outlives a lost one.
+	// One runs, so the application outlives a lost one; its worker's clock
+	// says the year 9999, a time its report is taken without.
 	if _, err := c.client.ExecutorStateChanged(context.Background(), connect.NewRequest(&masterv1.ExecutorStateChangedRequest{
 		AppId: app, ExecutorId: 1, State: masterv1.ExecutorState_EXECUTOR_STATE_RUNNING, WorkerId: worker,
+		StartedAt: timestamppb.New(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)),
 	})); err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +61,9 @@ func TestEachExecutorsLaunchStartsAtItsOwnRequest(t *testing.T) {
 		2: {lost, masterv1.ExecutorCause_EXECUTOR_CAUSE_REPLACEMENT, "replacement"},
 	}
 	execs := c.app(t, app).GetExecutors()
+	if execs[1].GetStartedAt() != nil {
+		t.Errorf("executor 1 started at %v, as its worker's clock said: want no time kept", execs[1].GetStartedAt().AsTime())
+	}
 	if len(execs) != len(want) {
 		t.Fatalf("%d executors, want %d: %v", len(execs), len(want), execs)
 	}

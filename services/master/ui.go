@@ -281,7 +281,7 @@ func (s *Server) appPage(st *masterv1.GetClusterStateResponse, a *masterv1.Appli
 		ID: a.GetId(), Name: a.GetDescription().GetName(), User: a.GetOwner(), State: lifecycle.Name(a.GetState()), StatusMessage: a.GetStatusMessage(),
 		DriverURL: a.GetDriverUrl(), DriverID: a.GetDriverId(), Submitted: a.GetStartTime().AsTime(),
 		Duration: appDuration(a, s.now()), Cores: appCores(a), MemoryPerExecutor: a.GetDescription().GetMemoryPerExecutorMib(),
-		TraceID: a.GetTraceId(), Active: active, Tab: tab, Tabs: appTabs, Environment: appEnvironment(a.GetDescription(), s.cfg.Redaction),
+		TraceID: a.GetTraceId(), Active: active, Tab: tab, Tabs: appTabs, Environment: appEnvironment(a.GetDescription()),
 	}
 	for _, d := range append(st.GetActiveDrivers(), st.GetCompletedDrivers()...) {
 		if d.GetId() == p.DriverID {
@@ -348,7 +348,7 @@ var causes = map[masterv1.ExecutorCause]string{
 
 // launchOf is e's launch on the timeline: from its request (its scheduling,
 // for one adopted by a recovering master) to its first task, failed where
-// it ended before that without being asked to.
+// it ended, without being asked to, before it registered.
 func launchOf(e *masterv1.ExecutorInfo) web.Launch {
 	l := web.Launch{Executor: e.GetId(), Cause: causes[e.GetRequestedFor()]}
 	requested := e.GetRequestedAt()
@@ -358,7 +358,7 @@ func launchOf(e *masterv1.ExecutorInfo) web.Launch {
 	for i, t := range []*timestamppb.Timestamp{requested, e.GetScheduledAt(), e.GetLaunchedAt(), e.GetStartedAt(), e.GetBootedAt(), e.GetPropsRetrievedAt(), e.GetRegisteredAt(), e.GetFirstTaskAt()} {
 		l.At[i] = when(t)
 	}
-	if e.GetFirstTaskAt() == nil && lifecycle.Unasked(e.GetState(), e.ExitStatus) {
+	if e.GetRegisteredAt() == nil && lifecycle.Unasked(e.GetState(), e.ExitStatus) {
 		l.Failed, l.Ended = cmp.Or(e.GetMessage(), lifecycle.Name(e.GetState())), when(e.GetRemovedAt())
 	}
 	return l

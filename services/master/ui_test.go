@@ -48,6 +48,8 @@ func TestExecutorsCarryTheirWholeLaunchToTheTimeline(t *testing.T) {
 		"negative id":      {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: -1}, connect.CodeInvalidArgument},
 		"invalid time":     {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: 0, FirstTaskAt: &timestamppb.Timestamp{Nanos: -1}}, connect.CodeInvalidArgument},
 		"invalid boot":     {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: 0, BootedAt: &timestamppb.Timestamp{Seconds: -1e12}}, connect.CodeInvalidArgument},
+		"boot in 9999":     {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: 0, BootedAt: timestamppb.New(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC))}, connect.CodeInvalidArgument},
+		"task a day off":   {&masterv1.ReportExecutorLaunchRequest{AppId: app, ExecutorId: 0, FirstTaskAt: at(-25 * 3600 * 1000)}, connect.CodeInvalidArgument},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := c.client.ReportExecutorLaunch(context.Background(), connect.NewRequest(tc.req)); connect.CodeOf(err) != tc.code {
