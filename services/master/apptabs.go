@@ -91,6 +91,9 @@ func appEvents(a *masterv1.ApplicationInfo, workerURLs map[string]string) []appE
 		added := ev
 		added.At, added.Kind = e.GetScheduledAt().AsTime(), "added"
 		added.Detail = fmt.Sprintf("cores %d, memory %s", e.GetCores(), resources.FormatMiB(e.GetMemoryMib()))
+		if cause := causes[e.GetRequestedFor()]; cause != "" {
+			added.Detail += "; asked for: " + cause
+		}
 		out = append(out, added)
 		if e.GetRemovedAt() != nil {
 			removed := ev

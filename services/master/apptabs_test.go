@@ -116,7 +116,7 @@ func TestTheEventsTabShowsExecutorsAddedAndRemovedWithWhyAndWhen(t *testing.T) {
 	}
 	page := c.get(t, "/app/"+app+"?tab=events")
 	for _, want := range []string{
-		`<tr class="event added" data-executor="0"><td>2026-11-29 14:00:00Z</td><td>0</td><td>added</td>` + "\n" + `<td><a href="` + wp.url + `/">` + worker + `</a></td><td>cores 1, memory 512.0 MiB</td></tr>`,
+		`<tr class="event added" data-executor="0"><td>2026-11-29 14:00:00Z</td><td>0</td><td>added</td>` + "\n" + `<td><a href="` + wp.url + `/">` + worker + `</a></td><td>cores 1, memory 512.0 MiB; asked for: initial</td></tr>`,
 		`<tr class="event removed" data-executor="0"><td>2026-11-29 14:00:03Z</td><td>0</td><td>removed</td>` + "\n" + `<td><a href="` + wp.url + `/">` + worker + `</a></td><td>FAILED: out of memory</td></tr>`,
 	} {
 		if !strings.Contains(page, want) {
