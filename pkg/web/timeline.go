@@ -141,16 +141,12 @@ func NewTimeline(launches []Launch) Timeline {
 			}
 			from = to
 		}
-		if l.Failed != "" {
-			// It failed in the phase after its last known step.
-			p := lastKnown(l)
-			if p < len(Phases) {
-				row.FailedIn = Phases[p]
-				if end := later(l.Ended, l.At[p]); !l.At[p].IsZero() {
-					row.Bars = append(row.Bars, bar(p, l.At[p], end, true))
-					last = later(last, end)
-				}
-			}
+		// A failed launch failed in the phase after its last known step.
+		if p := lastKnown(l); l.Failed != "" && p < len(Phases) && !l.At[p].IsZero() {
+			end := later(l.Ended, l.At[p])
+			row.FailedIn = Phases[p]
+			row.Bars = append(row.Bars, bar(p, l.At[p], end, true))
+			last = later(last, end)
 		}
 		row.Total = FormatDuration(last.Sub(start))
 		tl.Rows = append(tl.Rows, row)
