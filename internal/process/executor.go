@@ -54,7 +54,6 @@ func runExecutor(ctx context.Context, g *Globals, args *child.ExecutorArgs, boot
 	// (glint worker --prestart-executors) has it made when its claim
 	// comes: the launch it becomes, with its arguments.
 	var cfg executor.Config
-	cfg.Registry = telemetry.NewRegistry()
 	// The worker opened this executor's socket (child.ListenFDEnv); run by
 	// hand, it listens on an ephemeral port once its arguments name its
 	// host.

@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 func TestAuthenticateAnswersPagesByRole(t *testing.T) {
@@ -71,9 +72,9 @@ func TestMetricsPagesNeedATokenOnlyWithMetricsAuth(t *testing.T) {
 			Service: func(...connect.HandlerOption) (string, http.Handler) {
 				return "/test.v1.Service/", http.NotFoundHandler()
 			},
-			Registry: prometheus.NewRegistry(),
-			Pages:    map[string]http.HandlerFunc{"GET /sd": func(http.ResponseWriter, *http.Request) {}},
-			Access:   Access{"GET /sd": Metrics}, Tokens: tokens, MetricsAuth: metricsAuth,
+			Metrics: prom.Handler(prom.NewRegistry()),
+			Pages:   map[string]http.HandlerFunc{"GET /sd": func(http.ResponseWriter, *http.Request) {}},
+			Access:  Access{"GET /sd": Metrics}, Tokens: tokens, MetricsAuth: metricsAuth,
 		})
 		for _, path := range []string{"/metrics", "/sd"} {
 			for _, withToken := range []bool{false, true} {

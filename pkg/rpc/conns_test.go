@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // limitedToken is the token the servers of these tests accept.
@@ -39,7 +40,7 @@ func serveLimited(t *testing.T, limits connLimits, insecure bool) string {
 				}, o...)
 		},
 		TracerProvider: noop.NewTracerProvider(),
-		Registry:       prometheus.NewRegistry(),
+		Metrics:        prom.Handler(prom.NewRegistry()),
 		Tokens:         tokens,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,10 +5,7 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/glint-cluster/glint/pkg/telemetry"
 )
 
 // Endpoints is what one Glint process serves on its listener.
@@ -22,8 +19,8 @@ type Endpoints struct {
 	Service func(...connect.HandlerOption) (string, http.Handler)
 	// TracerProvider traces every call the service answers.
 	TracerProvider trace.TracerProvider
-	// Registry is served at GET /metrics.
-	Registry *prometheus.Registry
+	// Metrics serves GET /metrics (prom.Handler of the process's registry).
+	Metrics http.Handler
 	// Pages are further routes, such as "GET /json", and their handlers.
 	Pages map[string]http.HandlerFunc
 	// Tokens are the tokens the process accepts; nil accepts every call
@@ -49,7 +46,7 @@ func NewHandler(e Endpoints) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(e.Service(append(handlerOptions(e.TracerProvider), limitOptions()...)...))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("GET /metrics", capped(telemetry.MetricsHandler(e.Registry)))
+	mux.Handle("GET /metrics", capped(e.Metrics))
 	for pattern, h := range e.Pages {
 		mux.Handle(pattern, capped(h))
 	}

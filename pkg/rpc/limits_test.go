@@ -16,10 +16,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // echoServer serves one Connect procedure through NewHandler and counts the
@@ -48,7 +49,7 @@ func newEchoServer(t *testing.T) *echoServer {
 				}, o...)
 		},
 		TracerProvider: noop.NewTracerProvider(),
-		Registry:       prometheus.NewRegistry(),
+		Metrics:        prom.Handler(prom.NewRegistry()),
 	})
 	hs := httptest.NewUnstartedServer(h)
 	hs.Config = NewServer(h)
@@ -311,7 +312,7 @@ func TestAPagesDeadlineIsCapped(t *testing.T) {
 		Service: func(...connect.HandlerOption) (string, http.Handler) {
 			return "/test.v1.Service/", http.NotFoundHandler()
 		},
-		Registry: prometheus.NewRegistry(),
+		Metrics: prom.Handler(prom.NewRegistry()),
 		Pages: map[string]http.HandlerFunc{"GET /page": func(_ http.ResponseWriter, r *http.Request) {
 			deadline, _ = r.Context().Deadline()
 		}},

@@ -9,8 +9,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -116,21 +114,6 @@ func TestAProcessWithNoExporterAndNoRelayIsUntracedAndSaysSo(t *testing.T) {
 	}
 	if len(said) != 1 || !strings.Contains(said[0].Error(), "not exported") {
 		t.Errorf("said %v, want why its spans are not exported", said)
-	}
-}
-
-// The Go runtime and process collectors, made at the first scrape, are in
-// every scrape.
-func TestARegistryServesTheGoRuntimeAndProcessMetrics(t *testing.T) {
-	h := MetricsHandler(NewRegistry())
-	for range 2 {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
-			if !strings.Contains(rec.Body.String(), "\n"+name+" ") {
-				t.Errorf("scrape has no %s", name)
-			}
-		}
 	}
 }
 

@@ -96,7 +96,7 @@ func TestReleasedExecutorsGetNoTasksAndAreForgottenWhenTheMasterKilledThem(t *te
 	reg := prometheus.NewRegistry()
 	d, err := servicetest.NewDriver(t, driver.Config{
 		Masters: []string{url}, App: a, ExecutorCommand: []string{"/bin/false"}, ExecutorCores: 1, Conf: allocatingConf,
-		Instruments: telemetry.Instruments{Registry: reg, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))},
+		Registry: reg, Instruments: telemetry.Instruments{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))},
 	})
 	if err != nil {
 		t.Fatal(err)

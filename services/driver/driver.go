@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/driver/v1/driverv1connect"
@@ -28,6 +29,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // Spark property names the driver reads from --conf.
@@ -107,8 +109,11 @@ type Config struct {
 	// SubmitToken is what the driver calls the master with ("" when the
 	// master has no authentication).
 	SubmitToken string
-	// Instruments are the logger, tracer provider and metrics registry.
+	// Instruments are the logger and tracer provider.
 	telemetry.Instruments
+	// Registry receives the service's metrics and is served at its
+	// /metrics; default prom.NewRegistry().
+	Registry *prometheus.Registry
 }
 
 func (c *Config) setDefaults() error {
@@ -157,6 +162,7 @@ func (c *Config) setDefaults() error {
 		c.Stdout = os.Stdout
 	}
 	c.Instruments.SetDefaults()
+	c.Registry = prom.OrNew(c.Registry)
 	return nil
 }
 
@@ -242,7 +248,7 @@ func (d *Driver) Handler() http.Handler {
 			return driverv1connect.NewDriverServiceHandler(d, o...)
 		},
 		TracerProvider: d.cfg.TracerProvider,
-		Registry:       d.cfg.Registry,
+		Metrics:        prom.Handler(d.cfg.Registry),
 		Tokens:         d.tokens,
 		Access:         access,
 	})

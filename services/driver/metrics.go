@@ -8,7 +8,7 @@ import (
 
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
-	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // metrics are the driver's Prometheus metrics.
@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, d *Driver) *metrics {
 func (m *metrics) observeLaunch(t Timeline, sc trace.SpanContext, appRegistered, firstRegistered time.Time) {
 	phase := func(name string, from, to time.Time) {
 		if !from.IsZero() && !to.IsZero() && !to.Before(from) {
-			telemetry.ObserveInTrace(sc, m.launch.WithLabelValues(name), to.Sub(from).Seconds())
+			prom.ObserveInTrace(sc, m.launch.WithLabelValues(name), to.Sub(from).Seconds())
 		}
 	}
 	// Only executors scheduled before any executor registered were waiting since

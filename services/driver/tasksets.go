@@ -22,6 +22,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // taskSet is the tasks of one RunTasks call.
@@ -157,7 +158,7 @@ func (d *Driver) statusUpdateLocked(ctx context.Context, executorID int32, u *dr
 	}
 	if u.GetState() != driverv1.TaskState_TASK_STATE_RUNNING && u.GetState() != driverv1.TaskState_TASK_STATE_LAUNCHING {
 		d.metrics.tasks.WithLabelValues(lifecycle.Label(u.GetState())).Inc()
-		telemetry.Observe(ctx, d.metrics.taskDuration, time.Since(rt.launched).Seconds())
+		prom.Observe(ctx, d.metrics.taskDuration, time.Since(rt.launched).Seconds())
 	}
 	switch u.GetState() {
 	case driverv1.TaskState_TASK_STATE_FINISHED:

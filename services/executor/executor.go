@@ -27,7 +27,6 @@ import (
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/ids"
-	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
 )
@@ -64,7 +63,8 @@ type Config struct {
 	// driver with RetrieveSparkProps; zero for a prestarted executor, which
 	// booted before its launch.
 	Booted time.Time
-	// Instruments are the logger, tracer provider and metrics registry.
+	// Instruments are the logger and tracer provider (its metrics are its
+	// own: metrics).
 	telemetry.Instruments
 }
 
@@ -156,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
 		driver:  newDriverClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
-		metrics: newMetrics(cfg.Registry),
+		metrics: &metrics{},
 		life:    life,
 		stop:    stop,
 		tasks:   map[int64]*task{},
@@ -180,7 +180,7 @@ func (s *Server) newHandler() http.Handler {
 			return executorv1connect.NewExecutorServiceHandler(s, o...)
 		},
 		TracerProvider: s.cfg.TracerProvider,
-		Registry:       s.cfg.Registry,
+		Metrics:        s.metrics,
 		Tokens:         s.tokens(),
 		Access:         rpc.Access{"/" + executorv1connect.ExecutorServiceName + "/": rpc.App},
 	})
@@ -395,7 +395,7 @@ func (s *Server) startQueuedLocked() {
 		t := s.queue[0]
 		s.queue = s.queue[1:]
 		s.running++
-		s.metrics.tasksRunning.Inc()
+		s.metrics.running.Add(1)
 		s.wg.Go(func() { s.runTask(t) })
 	}
 }
@@ -416,11 +416,11 @@ func (s *Server) runTask(t *task) {
 	s.mu.Lock()
 	delete(s.tasks, t.desc.GetTaskId())
 	s.running--
-	s.metrics.tasksRunning.Dec()
+	s.metrics.running.Add(-1)
 	s.startQueuedLocked()
 	s.mu.Unlock()
 	if errors.Is(context.Cause(t.ctx), errStopping) {
-		s.metrics.tasks.WithLabelValues(lifecycle.Label(driverv1.TaskState_TASK_STATE_KILLED)).Inc()
+		s.metrics.end(driverv1.TaskState_TASK_STATE_KILLED, 1)
 		return
 	}
 	status := &driverv1.TaskStatus{TaskId: t.desc.GetTaskId(), RunTimeUs: ran.Microseconds()}
@@ -438,7 +438,7 @@ func (s *Server) runTask(t *task) {
 // report sends a task's end to the driver, with the others that ended while
 // the previous report was on its way.
 func (s *Server) report(ctx context.Context, status *driverv1.TaskStatus) {
-	s.metrics.tasks.WithLabelValues(lifecycle.Label(status.GetState())).Inc()
+	s.metrics.end(status.GetState(), 1)
 	s.reports.add(ctx, status, func(ctx context.Context, batch []*driverv1.TaskStatus) {
 		_, err := s.driver.statusUpdate.CallUnary(ctx, connect.NewRequest(&driverv1.StatusUpdateRequest{ExecutorId: s.cfg.ExecutorID, Updates: batch}))
 		if err == nil {
@@ -498,6 +498,6 @@ func (s *Server) killAll() {
 		s.log.Info("killing task", "task", id, "reason", errStopping)
 		t.cancel(errStopping)
 	}
-	s.metrics.tasks.WithLabelValues(lifecycle.Label(driverv1.TaskState_TASK_STATE_KILLED)).Add(float64(len(s.queue)))
+	s.metrics.end(driverv1.TaskState_TASK_STATE_KILLED, len(s.queue))
 	s.queue = nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // registerApplicationLocked admits a validated application (Spark's
@@ -204,7 +205,7 @@ func (s *Server) executorStateChangedLocked(ctx context.Context, e *executorInfo
 	if state == masterv1.ExecutorState_EXECUTOR_STATE_RUNNING {
 		a.retryCount = 0
 		e.runningSince = s.now()
-		telemetry.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
+		prom.ObserveInTrace(a.trace, s.metrics.executorStart, s.now().Sub(e.scheduledAt).Seconds())
 	}
 	// A driver that released its executors is stopping, and may be gone:
 	// it is told nothing more about them.

@@ -19,6 +19,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/fault"
 	"github.com/glint-cluster/glint/pkg/rpc"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 	"github.com/glint-cluster/glint/services/master/store"
 )
 
@@ -88,7 +89,7 @@ func NewHA(cfg HAConfig) (*HA, error) {
 			return masterServicePath, http.HandlerFunc(h.refuse)
 		},
 		TracerProvider: cfg.Master.TracerProvider,
-		Registry:       reg,
+		Metrics:        prom.Handler(reg),
 		Pages: map[string]http.HandlerFunc{"GET /json": h.serveStandbyJSON, "GET /json/": h.serveStandbyJSON,
 			"GET /readyz": func(w http.ResponseWriter, _ *http.Request) { writeReady(w, statusStandby) }},
 		Tokens:      cfg.Master.Tokens,

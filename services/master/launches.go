@@ -19,6 +19,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 	"github.com/glint-cluster/glint/services/master/schedule"
 )
 
@@ -97,7 +98,7 @@ func (s *Server) scheduleLocked(ctx context.Context) {
 		}
 		span.End(trace.WithTimestamp(ended))
 	}
-	telemetry.ObserveInTrace(exemplar, s.metrics.scheduleDuration, ended.Sub(started).Seconds())
+	prom.ObserveInTrace(exemplar, s.metrics.scheduleDuration, ended.Sub(started).Seconds())
 	for _, a := range s.appQueue {
 		// Only an application without executors is stuck; say why.
 		switch {

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 	"github.com/glint-cluster/glint/pkg/web"
 	"github.com/glint-cluster/glint/services/master/store"
 )
@@ -73,8 +75,11 @@ type Config struct {
 	Redaction *redact.Redactor
 	// UI configures the web UI (ui.go).
 	UI UIConfig
-	// Instruments are the logger, tracer provider and metrics registry.
+	// Instruments are the logger and tracer provider.
 	telemetry.Instruments
+	// Registry receives the service's metrics and is served at its
+	// /metrics; default prom.NewRegistry().
+	Registry *prometheus.Registry
 	// Epoch is the master's leadership epoch (the etcd election's revision
 	// in --recovery-mode etcd; 0 otherwise). Every command to workers and
 	// drivers carries it; they refuse commands older than the newest they saw.
@@ -183,6 +188,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.DeadWorkerPersistence = 15
 	}
 	cfg.Instruments.SetDefaults()
+	cfg.Registry = prom.OrNew(cfg.Registry)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -237,7 +243,7 @@ func (s *Server) Handler() http.Handler {
 			return masterv1connect.NewMasterServiceHandler(s, o...)
 		},
 		TracerProvider: s.cfg.TracerProvider,
-		Registry:       s.cfg.Registry,
+		Metrics:        prom.Handler(s.cfg.Registry),
 		Pages:          pages,
 		Tokens:         s.cfg.Tokens,
 		Access:         web.Access(maps.Clone(access), ui),

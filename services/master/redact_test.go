@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/rpc/rpctest"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // secrets are the values the commands below carry under secret names.
@@ -169,7 +169,7 @@ func TestTheApplicationsTokensAreNeverShownAndTheMastersGoesToTheDriverOnly(t *t
 		Service: func(o ...connect.HandlerOption) (string, http.Handler) {
 			return driverv1connect.NewDriverServiceHandler(&driverPeer{dp}, o...)
 		},
-		Registry: prometheus.NewRegistry(), Tokens: tokens,
+		Metrics: prom.Handler(prom.NewRegistry()), Tokens: tokens,
 		Access: rpc.Access{"/" + driverv1connect.DriverServiceName + "/": rpc.Master},
 	}))
 	resp, err := c.client.RegisterApplication(context.Background(), connect.NewRequest(&masterv1.RegisterApplicationRequest{

@@ -16,6 +16,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/child"
 	"github.com/glint-cluster/glint/pkg/lifecycle"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 )
 
 // executorKey names an executor on this worker.
@@ -114,7 +115,7 @@ func (r *executorRunner) poststart(ctx context.Context, l *launch) {
 	r.s.mu.Lock()
 	r.url = l.url
 	r.s.mu.Unlock()
-	telemetry.Observe(r.ctx, r.s.metrics.processStart, l.startedAt.Sub(r.launchedAt).Seconds())
+	prom.Observe(r.ctx, r.s.metrics.processStart, l.startedAt.Sub(r.launchedAt).Seconds())
 	if l.registered != nil {
 		select {
 		case <-l.registered:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
@@ -25,6 +26,7 @@ import (
 	"github.com/glint-cluster/glint/pkg/redact"
 	"github.com/glint-cluster/glint/pkg/rpc"
 	"github.com/glint-cluster/glint/pkg/telemetry"
+	"github.com/glint-cluster/glint/pkg/telemetry/prom"
 	"github.com/glint-cluster/glint/pkg/web"
 )
 
@@ -106,8 +108,11 @@ type Config struct {
 	// launch-command log line, process.start's attributes, errors); the
 	// process runs it whole. Nil: Spark's default pattern.
 	Redaction *redact.Redactor
-	// Instruments are the logger, tracer provider and metrics registry.
+	// Instruments are the logger and tracer provider.
 	telemetry.Instruments
+	// Registry receives the service's metrics and is served at its
+	// /metrics; default prom.NewRegistry().
+	Registry *prometheus.Registry
 	// Cgroup, when set, is the worker's cgroup (DefaultCgroup), under which
 	// each executor and driver runs in a cgroup of its own with its granted
 	// memory (plus contain.MemoryLimit's overhead) and cores as limits.
@@ -395,6 +400,7 @@ func normalize(cfg *Config) error {
 		cfg.SuperviseBackoffCap = defaultSuperviseBackoffCap
 	}
 	cfg.Instruments.SetDefaults()
+	cfg.Registry = prom.OrNew(cfg.Registry)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -415,7 +421,7 @@ func (s *Server) Handler() http.Handler {
 			return workerv1connect.NewWorkerServiceHandler(s, o...)
 		},
 		TracerProvider: s.cfg.TracerProvider,
-		Registry:       s.cfg.Registry,
+		Metrics:        prom.Handler(s.cfg.Registry),
 		Pages:          pages,
 		Tokens:         s.cfg.Tokens,
 		Access:         web.Access(maps.Clone(access), ui),

@@ -1,4 +1,10 @@
-package telemetry
+// Package prom is the Prometheus side of Glint's telemetry: a process's
+// registry with the Go runtime and process collectors, its /metrics handler,
+// and observations carrying their trace as an exemplar. Every process but
+// the executor uses it: an executor's few metrics are its own
+// (services/executor), as client_golang's package initialisation and pages
+// were a measured part of each cold executor's start.
+package prom
 
 import (
 	"context"
@@ -16,6 +22,15 @@ import (
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&runtimeCollectors{})
+	return reg
+}
+
+// OrNew is reg, or NewRegistry() when reg is nil: a service's registry
+// when its config leaves it unset.
+func OrNew(reg *prometheus.Registry) *prometheus.Registry {
+	if reg == nil {
+		return NewRegistry()
+	}
 	return reg
 }
 
@@ -40,9 +55,9 @@ func (r *runtimeCollectors) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// MetricsHandler serves reg at /metrics, in OpenMetrics when the scraper asks
+// Handler serves reg at /metrics, in OpenMetrics when the scraper asks
 // for it (exemplars travel only in OpenMetrics).
-func MetricsHandler(reg *prometheus.Registry) http.Handler {
+func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, Registry: reg})
 }
 
