@@ -34,20 +34,13 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Its boot, from the worker's fork, ends here.
 			booted := time.Now()
-			// Its driver is dialled on a second P while the rest is made
-			// (a prestarted executor, whose flags name no driver, dials
-			// once claimed); it takes its cores once registered.
-			early := executor.DialEarly(args.DriverURL)
-			if early != nil && runtime.GOMAXPROCS(0) == 1 {
-				runtime.GOMAXPROCS(2)
-			}
 			// First of all: an executor never outlives its worker.
 			ctx, stopWatching, err := child.WatchWorker(cmd.Context(), WorkerWatchInterval, WorkerDeathGrace)
 			if err != nil {
 				return err
 			}
 			defer stopWatching()
-			return runExecutor(ctx, g, &args, booted, early)
+			return runExecutor(ctx, g, &args, booted)
 		},
 	}
 	args.Flags(cmd.Flags())
@@ -56,7 +49,7 @@ func NewExecutorCommand(g *Globals) *cobra.Command {
 
 // runExecutor runs the executor of args (its flags, or its claim's) until
 // it ends: what needs no launch first, then its launch, then its service.
-func runExecutor(ctx context.Context, g *Globals, args *child.ExecutorArgs, booted time.Time, early *executor.EarlyDial) error {
+func runExecutor(ctx context.Context, g *Globals, args *child.ExecutorArgs, booted time.Time) error {
 	// What needs no launch is made first, so that a prestarted executor
 	// (glint worker --prestart-executors) has it made when its claim
 	// comes: the launch it becomes, with its arguments.
@@ -97,8 +90,7 @@ func runExecutor(ctx context.Context, g *Globals, args *child.ExecutorArgs, boot
 	defer stopObserving()
 	if claim == nil {
 		recordBoot(ctx, tp, booted)
-		cfg.Booted, cfg.Dialed = booted, early
-		cfg.Registered = takeCores(args.Cores)
+		cfg.Booted = booted
 	}
 	if warmErr != nil {
 		log.Warn("prestarted executor: warm-up before the claim failed", "err", warmErr)
@@ -147,7 +139,9 @@ func receiveLaunch(g *Globals, args *child.ExecutorArgs, cfg *executor.Config) (
 	cfg.Settle = claim.Settle
 	cfg.Registered = func() {
 		claim.Registered()
-		takeCores(args.Cores)()
+		if cores := int(args.Cores); cores > 0 && cores != runtime.GOMAXPROCS(0) {
+			runtime.GOMAXPROCS(cores)
+		}
 	}
 	fs := pflag.NewFlagSet("executor", pflag.ContinueOnError)
 	*args = child.ExecutorArgs{}
@@ -156,17 +150,6 @@ func receiveLaunch(g *Globals, args *child.ExecutorArgs, cfg *executor.Config) (
 		return claim, claim.Secrets, fmt.Errorf("claimed executor: %w", err)
 	}
 	return claim, claim.Secrets, nil
-}
-
-// takeCores returns what sets GOMAXPROCS to an executor's cores once it
-// registered: it started on another number (one while prestarted, two for
-// its early dial).
-func takeCores(cores int32) func() {
-	return func() {
-		if n := int(cores); n > 0 && n != runtime.GOMAXPROCS(0) {
-			runtime.GOMAXPROCS(n)
-		}
-	}
 }
 
 // recordBoot records the executor.boot span of a process its worker forked

@@ -63,10 +63,6 @@ type Config struct {
 	// driver with RetrieveSparkProps; zero for a prestarted executor, which
 	// booted before its launch.
 	Booted time.Time
-	// Dialed is the connection to the driver dialled as the process began
-	// (DialEarly), which the first call takes; nil: the first call dials.
-	// Run closes it if no call took it.
-	Dialed *EarlyDial
 	// Instruments are the logger and tracer provider (its metrics are its
 	// own: metrics).
 	telemetry.Instruments
@@ -159,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		driver:  newDriverClient(withEarlyDial(rpc.NewHTTPClient(), cfg.Dialed), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
+		driver:  newDriverClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		metrics: &metrics{},
 		life:    life,
 		stop:    stop,
@@ -207,9 +203,6 @@ func (s *Server) tokens() *rpc.Tokens {
 func (s *Server) Run(ctx context.Context) error {
 	defer context.AfterFunc(ctx, func() { s.stop(context.Cause(ctx)) })()
 	defer s.stop(nil)
-	if s.cfg.Dialed != nil {
-		defer s.cfg.Dialed.Close()
-	}
 	// The start-up calls continue ctx's trace (the executor's span in its
 	// application's trace) and end with the executor.
 	s.mu.Lock()
