@@ -453,6 +453,17 @@ func idleExecutorRSS(t testing.TB, c *benchCluster) {
 	})
 }
 
+// startFloor is the floor's parent with its child built (buildFloor),
+// closed when t ends.
+func startFloor(t testing.TB) *floor.Floor {
+	f, err := floor.New(buildFloor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 // buildFloor builds cmd/glint-floor, the floor's child, statically linked as
 // glint is: linked dynamically, a child pays the loader and libc's start-up
 // at each exec, a large part of the floor, which a Go child does not need.
@@ -493,11 +504,7 @@ func TestBenchLaunch(t *testing.T) {
 	if quick {
 		launches, epochs = 3, 1
 	}
-	f, err := floor.New(buildFloor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := startFloor(t)
 	tr := startTracing(t)
 	var shipped []string
 	if os.Geteuid() == 0 {
@@ -608,11 +615,7 @@ func TestBenchTLSLaunch(t *testing.T) {
 	if quick {
 		launches, epochs = 3, 1
 	}
-	f, err := floor.New(buildFloor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := startFloor(t)
 	// The executors' certificate is readable by the users they run as.
 	ca, leaves := writePKI(t, reachableDir(t), 0o600, 0o644)
 	cert, key := leaves[0][0], leaves[0][1]
