@@ -240,10 +240,17 @@ func TestDynamicAllocationGrowsWithTheBacklogAndReleasesIdleExecutors(t *testing
 	if len(drivers) != 1 {
 		t.Fatalf("%d drivers discovered, want 1", len(drivers))
 	}
-	page := scrape(t, "http://"+drivers[0].Targets[0])
-	requests, _ := sample(t, page, "glint_driver_executor_requests_total", nil)
-	released, _ := sample(t, page, "glint_driver_executors_released_total", nil)
-	registered, _ := sample(t, page, "glint_driver_executors_registered", nil)
+	// The master lists them killed once their workers report it; the
+	// driver counts each release once its kill call returned and each
+	// executor gone once the master told it: waited for, not assumed.
+	var requests, released, registered float64
+	tooltest.Poll(30*time.Second, 10*time.Millisecond, func() bool {
+		page := scrape(t, "http://"+drivers[0].Targets[0])
+		requests, _ = sample(t, page, "glint_driver_executor_requests_total", nil)
+		released, _ = sample(t, page, "glint_driver_executors_released_total", nil)
+		registered, _ = sample(t, page, "glint_driver_executors_registered", nil)
+		return released == 3 && registered == 0
+	})
 	if requests < 3 || released != 3 || registered != 0 {
 		t.Errorf("driver counted %v requests, %v releases and %v executors left; want at least 3 (2, 3, then fewer), 3 and none",
 			requests, released, registered)
