@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -713,4 +714,24 @@ func TestQueuedTasksWaitForTheCoreAndAKilledOneNeverRuns(t *testing.T) {
 		t.Error("a fourth block task started: the killed queued task ran")
 	default:
 	}
+	// Each kill, queued or running, is counted as an end, and none runs.
+	tooltest.EventuallyWithin(t, waitLimit, "the three kills on /metrics, no task running", func() bool {
+		page := e.metricsPage(t)
+		return strings.Contains(page, "\nglint_executor_tasks_total{state=\"killed\"} 3\n") && strings.Contains(page, "\nglint_executor_tasks_running 0\n")
+	})
+}
+
+// metricsPage is what the executor serves at /metrics.
+func (e *runningExecutor) metricsPage(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(e.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(page)
 }
