@@ -12,6 +12,7 @@ package tooltest
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -173,6 +174,21 @@ func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func(
 	if !Poll(limit, 10*time.Millisecond, cond) {
 		t.Fatalf("timed out waiting for %s (%v)", what, limit)
 	}
+}
+
+// Get is the body of GET url; a failed request or read fails t.
+func Get(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
 
 // ProcStat is process pid's /proc/PID/stat from its third field, the state,

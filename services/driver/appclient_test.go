@@ -3,9 +3,7 @@ package driver_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/glint-cluster/glint/internal/etcdtest"
 	"github.com/glint-cluster/glint/internal/servicetest"
+	"github.com/glint-cluster/glint/internal/tooltest"
 	driverv1 "github.com/glint-cluster/glint/pkg/api/glint/driver/v1"
 	masterv1 "github.com/glint-cluster/glint/pkg/api/glint/master/v1"
 	"github.com/glint-cluster/glint/pkg/api/glint/master/v1/masterv1connect"
@@ -124,16 +123,7 @@ func TestRegistrationWaitsForAMasterThatRecovers(t *testing.T) {
 // readyz is what a master's /readyz says (its status).
 func readyz(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return strings.TrimSpace(tooltest.Get(t, url+"/readyz"))
 }
 
 // After registration, the driver's calls go to the master it reports to and

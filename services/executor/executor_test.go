@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -716,22 +715,7 @@ func TestQueuedTasksWaitForTheCoreAndAKilledOneNeverRuns(t *testing.T) {
 	}
 	// Each kill, queued or running, is counted as an end, and none runs.
 	tooltest.EventuallyWithin(t, waitLimit, "the three kills on /metrics, no task running", func() bool {
-		page := e.metricsPage(t)
+		page := tooltest.Get(t, e.url+"/metrics")
 		return strings.Contains(page, "\nglint_executor_tasks_total{state=\"killed\"} 3\n") && strings.Contains(page, "\nglint_executor_tasks_running 0\n")
 	})
-}
-
-// metricsPage is what the executor serves at /metrics.
-func (e *runningExecutor) metricsPage(t *testing.T) string {
-	t.Helper()
-	resp, err := http.Get(e.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	page, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(page)
 }
