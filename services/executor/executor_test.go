@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,15 +267,21 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 // where Run's result arrives.
 func runOn(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler) (string, <-chan error) {
 	t.Helper()
-	return runOnWith(ctx, t, driver, nil)
+	return runOnWith(ctx, t, serveDriver(driver), nil)
 }
 
-// runOnWith is runOn with the executor's Waiting hook.
-func runOnWith(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler, waiting func()) (string, <-chan error) {
-	t.Helper()
+// serveDriver serves driver's DriverService.
+func serveDriver(driver driverv1connect.DriverServiceHandler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(driverv1connect.NewDriverServiceHandler(driver))
-	durl := rpctest.Serve(t, mux)
+	return mux
+}
+
+// runOnWith is runOn with the driver's whole handler and the executor's
+// Waiting hook.
+func runOnWith(ctx context.Context, t *testing.T, driver http.Handler, waiting func()) (string, <-chan error) {
+	t.Helper()
+	durl := rpctest.Serve(t, driver)
 	apps, err := app.NewRegistry(newTestApp(t).app)
 	if err != nil {
 		t.Fatal(err)
@@ -317,14 +325,14 @@ func (d *waitingDriver) LaunchedExecutor(context.Context, *connect.Request[drive
 
 func TestAnExecutorSaysItWaitsOnItsDriverOnceItsRegistrationIsSent(t *testing.T) {
 	d := &waitingDriver{waited: make(chan struct{}), launched: make(chan struct{})}
-	runUntilLaunched(t, d, func() { close(d.waited) }, d.launched,
+	runUntilLaunched(t, serveDriver(d), func() { close(d.waited) }, d.launched,
 		"the executor did not say it waits on its driver while its registration was on its way")
 }
 
 // runUntilLaunched runs an executor on driver until the test ends (with
 // the Waiting hook waiting) and fails the test unless launched closes, as
 // the driver's LaunchedExecutor does.
-func runUntilLaunched(t *testing.T, driver driverv1connect.DriverServiceHandler, waiting func(), launched <-chan struct{}, failure string) {
+func runUntilLaunched(t *testing.T, driver http.Handler, waiting func(), launched <-chan struct{}, failure string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	_, ran := runOnWith(ctx, t, driver, waiting)
@@ -336,6 +344,28 @@ func runUntilLaunched(t *testing.T, driver driverv1connect.DriverServiceHandler,
 	case <-launched:
 	case <-time.After(waitLimit):
 		t.Fatal(failure)
+	}
+}
+
+func TestAnExecutorCallsItsDriverOverHTTP1(t *testing.T) {
+	d := &waitingDriver{waited: make(chan struct{}), launched: make(chan struct{})}
+	close(d.waited)
+	served := serveDriver(d)
+	var mu sync.Mutex
+	protocols := map[string]string{}
+	recording := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protocols[path.Base(r.URL.Path)] = r.Proto
+		mu.Unlock()
+		served.ServeHTTP(w, r)
+	})
+	runUntilLaunched(t, recording, nil, d.launched, "the executor did not report itself launched")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, method := range []string{"RetrieveSparkProps", "RegisterExecutor", "LaunchedExecutor"} {
+		if protocols[method] != "HTTP/1.1" {
+			t.Errorf("%s came over %q; want HTTP/1.1 (calls: %v)", method, protocols[method], protocols)
+		}
 	}
 }
 
@@ -387,7 +417,7 @@ func (d *pipelinedDriver) LaunchedExecutor(context.Context, *connect.Request[dri
 
 func TestAnExecutorRegistersWithoutWaitingForThePropertiesItAskedFor(t *testing.T) {
 	d := &pipelinedDriver{registering: make(chan *driverv1.RegisterExecutorRequest, 1), launched: make(chan struct{})}
-	runUntilLaunched(t, d, nil, d.launched, "the executor did not register while its properties were on their way")
+	runUntilLaunched(t, serveDriver(d), nil, d.launched, "the executor did not register while its properties were on their way")
 	if req := <-d.registering; !req.GetPropsAsked() {
 		t.Error("RegisterExecutor does not say the properties were asked for: the driver cannot keep Spark's order")
 	}
