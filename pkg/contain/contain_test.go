@@ -603,6 +603,59 @@ func threadsOf(t *testing.T, h *v1, path string) []int {
 	return ours
 }
 
+// v1Limit is the content of the v1 group path's file in hierarchy c.
+func v1Limit(t *testing.T, h *v1, c cgroup1.Name, path, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.root, string(c), path, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// On v1 the spare group made after a start has that start's limits, the
+// next start's most often: a group made from it with the same limits has
+// them written no more (the test changes the spare's pids limit behind its
+// back to see), one with others has them written.
+func TestV1MakesTheSpareWithTheLastStartsLimits(t *testing.T) {
+	p, h := openV1Parent(t)
+	l := Limits{Cores: 1, MemoryBytes: MemoryLimit(64), Pids: 16}
+	first, err := p.New("first", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertStartsIn(t, first, 1)
+	settled()
+	spare := launcher().spare.path
+	if got := v1Limit(t, h, cgroup1.Memory, spare, "memory.limit_in_bytes"); got != strconv.FormatInt(l.MemoryBytes, 10) {
+		t.Fatalf("the spare after a start has memory limit %s, want the start's %d", got, l.MemoryBytes)
+	}
+	if err := os.WriteFile(filepath.Join(h.root, string(cgroup1.Pids), spare, "pids.max"), []byte("17"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	same, err := p.New("same", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v1Limit(t, h, cgroup1.Pids, same.Path(), "pids.max"); got != "17" {
+		t.Errorf("a group made from a spare with its limits has pids limit %s; want them not written again (17)", got)
+	}
+	assertStartsIn(t, same, 1)
+	settled()
+	other, err := p.New("other", Limits{Cores: 1, MemoryBytes: MemoryLimit(64), Pids: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v1Limit(t, h, cgroup1.Pids, other.Path(), "pids.max"); got != "32" {
+		t.Errorf("a group made from a spare with other limits has pids limit %s, want its own 32", got)
+	}
+	for _, g := range []*Group{first, same, other} {
+		if err := g.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // openV1Parent is openParent's group, on a machine whose hierarchy is v1.
 func openV1Parent(t *testing.T) (*Parent, *v1) {
 	p := openParent(t)
@@ -658,9 +711,14 @@ func TestV1MakesTheNextGroupAheadWithTheLaunchingThreadInIt(t *testing.T) {
 		t.Errorf("threads %v left in the started group and spares %v; want none and a new one", threads, spares())
 	}
 	// A group made ahead whose start never comes is removed all the same.
+	// The spare had next's limits: this one, with fewer, is made anew, with
+	// none of those it does not have.
 	unused, err := p.New("unused", Limits{Pids: 16})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := v1Limit(t, h, cgroup1.Memory, unused.Path(), "memory.limit_in_bytes"); got == strconv.FormatInt(MemoryLimit(64), 10) {
+		t.Errorf("a group without a memory limit made after one with it has memory limit %s, the spare's", got)
 	}
 	if err := unused.Remove(); err != nil {
 		t.Fatal(err)

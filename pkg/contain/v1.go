@@ -63,7 +63,7 @@ func (h *v1) create(path string, l Limits, cpu CPULimit) (group, error) {
 		// Half made: remove what was.
 		return nil, errors.Join(err, h.remove(path))
 	}
-	return &v1Group{h: h, cg: cg, path: path}, nil
+	return &v1Group{h: h, cg: cg, path: path, limits: l, cpu: cpu}, nil
 }
 
 // resources are l as v1's limits.
@@ -114,8 +114,10 @@ func (h *v1) rename(from, to string) (group, error) {
 }
 
 // ahead is the spare group under parent (one the launcher thread waits in),
-// renamed path and limited to l: a start in it forks with no move. Nil when
-// there is none, or it could not be made path (then it is removed).
+// renamed path and limited to l: a start in it forks with no move. The
+// spare has the limits of the start before it (forker.wait), most often
+// l, which are then not written again. Nil when there is none, or it could
+// not be made path (then it is removed).
 func (h *v1) ahead(parent, path string, l Limits, cpu CPULimit) group {
 	f := launcher()
 	var g *v1Group
@@ -125,10 +127,14 @@ func (h *v1) ahead(parent, path string, l Limits, cpu CPULimit) group {
 			return nil, nil
 		}
 		f.spare = nil
-		c, err := h.rename(sp.path, path)
-		if err == nil {
-			g = c.(*v1Group)
-			err = g.limit(l, cpu)
+		err := errSpareUnfit
+		if sp.fits(l, cpu) {
+			var c group
+			if c, err = h.rename(sp.path, path); err == nil {
+				g = c.(*v1Group)
+				g.limits, g.cpu = sp.limits, sp.cpu
+				err = g.limit(l, cpu)
+			}
 		}
 		if err != nil {
 			g = nil
@@ -238,6 +244,22 @@ type v1Group struct {
 	h    *v1
 	cg   cgroup1.Cgroup
 	path string
+	// limits and cpu are what was written to the group when it was made or
+	// last limited (zero for a group renamed: Group.Become).
+	limits Limits
+	cpu    CPULimit
+}
+
+// errSpareUnfit says a spare group has a limit the next group made from it
+// would not (ahead): containerd's cgroup1 writes only the limits set, so
+// that one would stay.
+var errSpareUnfit = errors.New("the spare group has a limit the group would not")
+
+// fits says whether every limit written to g is one l sets too, so that
+// limiting g to l leaves none of g's own.
+func (g *v1Group) fits(l Limits, cpu CPULimit) bool {
+	cores := g.limits.Cores == 0 || g.cpu == CPUOff || l.Cores > 0 && cpu == g.cpu
+	return cores && (g.limits.MemoryBytes == 0 || l.MemoryBytes > 0) && (g.limits.Pids == 0 || l.Pids > 0)
 }
 
 // start forks cmd from the launcher thread, in the group (v1 places
@@ -254,7 +276,7 @@ func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
 		if _, err := home(g.h); err != nil {
 			return nil, fmt.Errorf("the launching thread's cgroups: %w", err)
 		}
-		moveOn := func() error { return f.wait(g.h, pathpkg.Dir(g.path)) }
+		moveOn := func() error { return f.wait(g.h, pathpkg.Dir(g.path), g.limits, g.cpu) }
 		if f.at != g.path {
 			if err := g.cg.AddTask(cgroup1.Process{Pid: tid}); err != nil {
 				return moveOn, err
@@ -267,7 +289,17 @@ func (g *v1Group) start(cmd *exec.Cmd, start func() error) error {
 
 func (g *v1Group) add(pid int) error { return g.cg.Add(cgroup1.Process{Pid: pid}) }
 
-func (g *v1Group) limit(l Limits, cpu CPULimit) error { return g.cg.Update(g.h.resources(l, cpu)) }
+// limit writes l to the group, unless it has l already.
+func (g *v1Group) limit(l Limits, cpu CPULimit) error {
+	if l == g.limits && cpu == g.cpu {
+		return nil
+	}
+	if err := g.cg.Update(g.h.resources(l, cpu)); err != nil {
+		return err
+	}
+	g.limits, g.cpu = l, cpu
+	return nil
+}
 
 func (g *v1Group) stat() (Stat, error) {
 	m, err := g.cg.Stat(cgroup1.IgnoreNotExist)
@@ -317,9 +349,10 @@ type forker struct {
 const spareName = ".spare-"
 
 // wait moves the thread into the spare group under parent in h — one made
-// now if there is none — to wait for the next start; into its own cgroups
-// if that fails.
-func (f *forker) wait(h *v1, parent string) error {
+// now with limits l if there is none, as the next start is most often
+// like the last — to wait for the next start; into its own cgroups if that
+// fails.
+func (f *forker) wait(h *v1, parent string, l Limits, cpu CPULimit) error {
 	if f.spare == nil || f.spare.h != h || pathpkg.Dir(f.spare.path) != parent {
 		if f.spare != nil {
 			// Another parent's: removed if empty, else by its parent's Close.
@@ -327,7 +360,7 @@ func (f *forker) wait(h *v1, parent string) error {
 		}
 		f.spare = nil
 		f.spares++
-		c, err := h.create(pathpkg.Join(parent, spareName+strconv.Itoa(f.spares)), Limits{}, CPUOff)
+		c, err := h.create(pathpkg.Join(parent, spareName+strconv.Itoa(f.spares)), l, cpu)
 		if err != nil {
 			return f.goHome(h)()
 		}
