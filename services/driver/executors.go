@@ -199,9 +199,9 @@ func (d *Driver) RegisterExecutor(ctx context.Context, req *connect.Request[driv
 }
 
 // awaitProps waits until executor id of appID retrieved its properties: it
-// asked for them before registering, perhaps without waiting for the answer
-// (RegisterExecutorRequest.props_asked), and is registered only once they
-// were retrieved, as Spark's executor is.
+// asked for them on the same connection just before registering, without
+// waiting for the answer (RegisterExecutorRequest.props_asked), and is
+// registered only once they were retrieved, as Spark's executor is.
 func (d *Driver) awaitProps(ctx context.Context, appID string, id int32) error {
 	d.mu.Lock()
 	if appID != d.appID {

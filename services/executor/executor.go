@@ -153,13 +153,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	life, stop := context.WithCancelCause(context.Background())
 	s := &Server{
-		cfg: cfg,
-		log: cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
-		// Its calls to the driver are small and one at a time (connect,
-		// reports): over HTTP/1.1 its first two reach the driver sooner than
-		// as the streams of a new HTTP/2 connection (make bench's rows 2 and
-		// 9).
-		driver:  newDriverClient(rpc.NewHTTP1Client(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
+		cfg:     cfg,
+		log:     cfg.Logger.With("app", cfg.AppID, "executor", cfg.ExecutorID),
+		driver:  newDriverClient(rpc.NewHTTPClient(), cfg.DriverURL, rpc.ClientOptions(cfg.TracerProvider, cfg.AppToken)...),
 		metrics: &metrics{},
 		life:    life,
 		stop:    stop,
@@ -238,10 +234,11 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // connect is the start-up sequence of CoarseGrainedExecutorBackend:
-// RetrieveSparkProps, RegisterExecutor, LaunchedExecutor, each once the one
-// before was answered, as Spark's executor makes them: over HTTP/1.1 (New)
-// they so share one connection. A claimed executor settles (Config.Settle)
-// while its properties are on their way.
+// RetrieveSparkProps, RegisterExecutor, LaunchedExecutor. RegisterExecutor
+// follows RetrieveSparkProps on the same connection as soon as that is sent,
+// without waiting for its answer: the executor does not use its properties to
+// register, and the driver registers it only once they were retrieved
+// (props_asked), so the order is Spark's, less a round trip.
 func (s *Server) connect(ctx context.Context) error {
 	asked := make(chan struct{})
 	var askOnce sync.Once
@@ -249,7 +246,10 @@ func (s *Server) connect(ctx context.Context) error {
 	propsCtx, stopProps := context.WithCancel(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { ask() },
 	}))
-	defer stopProps()
+	registerCtx, stopRegister := context.WithCancelCause(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { s.waiting() },
+	}))
+	defer stopRegister(nil)
 	propsDone := make(chan error, 1)
 	var booted *timestamppb.Timestamp
 	if !s.cfg.Booted.IsZero() {
@@ -257,7 +257,7 @@ func (s *Server) connect(ctx context.Context) error {
 	}
 	go func() {
 		defer ask()
-		propsDone <- s.call(propsCtx, "retrieve properties", func(ctx context.Context) error {
+		err := s.call(propsCtx, "retrieve properties", func(ctx context.Context) error {
 			resp, err := s.driver.retrieveSparkProps.CallUnary(ctx, connect.NewRequest(&driverv1.RetrieveSparkPropsRequest{
 				AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, BootedAt: booted,
 			}))
@@ -266,28 +266,39 @@ func (s *Server) connect(ctx context.Context) error {
 			}
 			return err
 		})
+		if err != nil {
+			stopRegister(err)
+		}
+		propsDone <- err
 	}()
+	defer stopProps()
+	// The properties' answer is awaited. A failure after they were asked
+	// for ends that call, unless it is theirs (a failed props call ended
+	// the registration): then theirs is the error.
+	propsErr := func(err error) error {
+		if err == nil {
+			return <-propsDone
+		}
+		stopProps()
+		if perr := <-propsDone; perr != nil && errors.Is(err, perr) {
+			return perr
+		}
+		return err
+	}
 	<-asked
 	if s.cfg.Settle != nil {
 		if err := s.cfg.Settle(); err != nil {
-			stopProps()
-			<-propsDone
-			return err
+			return propsErr(err)
 		}
 	}
-	if err := <-propsDone; err != nil {
-		return err
-	}
-	registerCtx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { s.waiting() },
-	})
-	if err := s.call(registerCtx, "register", func(ctx context.Context) error {
+	err := s.call(registerCtx, "register", func(ctx context.Context) error {
 		_, err := s.driver.registerExecutor.CallUnary(ctx, connect.NewRequest(&driverv1.RegisterExecutorRequest{
 			AppId: s.cfg.AppID, ExecutorId: s.cfg.ExecutorID, Hostname: s.cfg.Hostname,
 			Cores: s.cfg.Cores, ExecutorUrl: s.cfg.URL, WorkerUrl: s.cfg.WorkerURL, PropsAsked: true,
 		}))
 		return err
-	}); err != nil {
+	})
+	if err := propsErr(err); err != nil {
 		return err
 	}
 	// Registered: the executor makes what serves the driver's calls (the

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -232,9 +230,10 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	// can end before that call's span does.
 	e.waitConnected(t)
 
-	// The start-up calls were made in Spark's order, each once the one
-	// before was answered. (LaunchedExecutor, an anchored call, has the
-	// driver's span only.)
+	// The start-up calls were made in Spark's order: RegisterExecutor
+	// follows RetrieveSparkProps without waiting for its answer (the driver
+	// keeps the order), LaunchedExecutor follows both answers. (LaunchedExecutor,
+	// an anchored call, has the driver's span only.)
 	var calls []sdktrace.ReadOnlySpan
 	for _, s := range slices.Concat(e.spans.Ended(), driverSpans.Ended()) {
 		if strings.HasPrefix(s.Name(), "glint.driver.v1.DriverService/") && !strings.HasSuffix(s.Name(), "/StatusUpdate") &&
@@ -247,7 +246,7 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 	for i, s := range calls {
 		names = append(names, strings.TrimPrefix(s.Name(), "glint.driver.v1.DriverService/"))
 		for _, before := range calls[:i] {
-			if s.StartTime().Before(before.EndTime()) {
+			if strings.HasSuffix(s.Name(), "/LaunchedExecutor") && s.StartTime().Before(before.EndTime()) {
 				t.Errorf("%s started before %s ended", s.Name(), before.Name())
 			}
 		}
@@ -266,21 +265,15 @@ func TestRunRegistersWithTheDriverAndReturnsTaskResults(t *testing.T) {
 // where Run's result arrives.
 func runOn(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler) (string, <-chan error) {
 	t.Helper()
-	return runOnWith(ctx, t, serveDriver(driver), nil)
+	return runOnWith(ctx, t, driver, nil)
 }
 
-// serveDriver serves driver's DriverService.
-func serveDriver(driver driverv1connect.DriverServiceHandler) http.Handler {
+// runOnWith is runOn with the executor's Waiting hook.
+func runOnWith(ctx context.Context, t *testing.T, driver driverv1connect.DriverServiceHandler, waiting func()) (string, <-chan error) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(driverv1connect.NewDriverServiceHandler(driver))
-	return mux
-}
-
-// runOnWith is runOn with the driver's whole handler and the executor's
-// Waiting hook.
-func runOnWith(ctx context.Context, t *testing.T, driver http.Handler, waiting func()) (string, <-chan error) {
-	t.Helper()
-	durl := rpctest.Serve(t, driver)
+	durl := rpctest.Serve(t, mux)
 	apps, err := app.NewRegistry(newTestApp(t).app)
 	if err != nil {
 		t.Fatal(err)
@@ -324,14 +317,14 @@ func (d *waitingDriver) LaunchedExecutor(context.Context, *connect.Request[drive
 
 func TestAnExecutorSaysItWaitsOnItsDriverOnceItsRegistrationIsSent(t *testing.T) {
 	d := &waitingDriver{waited: make(chan struct{}), launched: make(chan struct{})}
-	runUntilLaunched(t, serveDriver(d), func() { close(d.waited) }, d.launched,
+	runUntilLaunched(t, d, func() { close(d.waited) }, d.launched,
 		"the executor did not say it waits on its driver while its registration was on its way")
 }
 
 // runUntilLaunched runs an executor on driver until the test ends (with
 // the Waiting hook waiting) and fails the test unless launched closes, as
 // the driver's LaunchedExecutor does.
-func runUntilLaunched(t *testing.T, driver http.Handler, waiting func(), launched <-chan struct{}, failure string) {
+func runUntilLaunched(t *testing.T, driver driverv1connect.DriverServiceHandler, waiting func(), launched <-chan struct{}, failure string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	_, ran := runOnWith(ctx, t, driver, waiting)
@@ -343,34 +336,6 @@ func runUntilLaunched(t *testing.T, driver http.Handler, waiting func(), launche
 	case <-launched:
 	case <-time.After(waitLimit):
 		t.Fatal(failure)
-	}
-}
-
-// An executor's start-up calls come over HTTP/1.1, one after the other on
-// one connection.
-func TestAnExecutorCallsItsDriverOverHTTP1OnOneConnection(t *testing.T) {
-	d := &waitingDriver{waited: make(chan struct{}), launched: make(chan struct{})}
-	close(d.waited)
-	served := serveDriver(d)
-	var mu sync.Mutex
-	protocols, peers := map[string]string{}, map[string]bool{}
-	recording := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		protocols[path.Base(r.URL.Path)] = r.Proto
-		peers[r.RemoteAddr] = true
-		mu.Unlock()
-		served.ServeHTTP(w, r)
-	})
-	runUntilLaunched(t, recording, nil, d.launched, "the executor did not report itself launched")
-	mu.Lock()
-	defer mu.Unlock()
-	for _, method := range []string{"RetrieveSparkProps", "RegisterExecutor", "LaunchedExecutor"} {
-		if protocols[method] != "HTTP/1.1" {
-			t.Errorf("%s came over %q; want HTTP/1.1 (calls: %v)", method, protocols[method], protocols)
-		}
-	}
-	if len(peers) != 1 {
-		t.Errorf("the start-up calls came from %v; want one connection", peers)
 	}
 }
 
@@ -388,6 +353,43 @@ func TestAnExecutorSaysItWaitsOnItsDriverBeforeTryingACallAgain(t *testing.T) {
 	})
 	if err == nil || waited != 1 {
 		t.Errorf("Run = %v, Waiting called %d times; want an unreachable driver and one call, before the first retry", err, waited)
+	}
+}
+
+// pipelinedDriver answers RetrieveSparkProps only once RegisterExecutor came:
+// an executor that waited for its properties before registering would never
+// register with it.
+type pipelinedDriver struct {
+	driverv1connect.UnimplementedDriverServiceHandler
+	registering chan *driverv1.RegisterExecutorRequest
+	launched    chan struct{}
+}
+
+func (d *pipelinedDriver) RetrieveSparkProps(ctx context.Context, _ *connect.Request[driverv1.RetrieveSparkPropsRequest]) (*connect.Response[driverv1.RetrieveSparkPropsResponse], error) {
+	select {
+	case req := <-d.registering:
+		d.registering <- req
+		return connect.NewResponse(&driverv1.RetrieveSparkPropsResponse{}), nil
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+	}
+}
+
+func (d *pipelinedDriver) RegisterExecutor(_ context.Context, req *connect.Request[driverv1.RegisterExecutorRequest]) (*connect.Response[driverv1.RegisterExecutorResponse], error) {
+	d.registering <- req.Msg
+	return connect.NewResponse(&driverv1.RegisterExecutorResponse{}), nil
+}
+
+func (d *pipelinedDriver) LaunchedExecutor(context.Context, *connect.Request[driverv1.LaunchedExecutorRequest]) (*connect.Response[driverv1.LaunchedExecutorResponse], error) {
+	close(d.launched)
+	return connect.NewResponse(&driverv1.LaunchedExecutorResponse{}), nil
+}
+
+func TestAnExecutorRegistersWithoutWaitingForThePropertiesItAskedFor(t *testing.T) {
+	d := &pipelinedDriver{registering: make(chan *driverv1.RegisterExecutorRequest, 1), launched: make(chan struct{})}
+	runUntilLaunched(t, d, nil, d.launched, "the executor did not register while its properties were on their way")
+	if req := <-d.registering; !req.GetPropsAsked() {
+		t.Error("RegisterExecutor does not say the properties were asked for: the driver cannot keep Spark's order")
 	}
 }
 

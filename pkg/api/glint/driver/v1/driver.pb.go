@@ -205,9 +205,9 @@ type RegisterExecutorRequest struct {
 	ExecutorUrl string `protobuf:"bytes,5,opt,name=executor_url,json=executorUrl,proto3" json:"executor_url,omitempty"`
 	WorkerUrl   string `protobuf:"bytes,6,opt,name=worker_url,json=workerUrl,proto3" json:"worker_url,omitempty"`
 	// props_asked says the executor asked for its properties
-	// (RetrieveSparkProps) before, and may not have waited for the answer: the
-	// driver registers it once it answered that call, so that its properties
-	// are always retrieved first.
+	// (RetrieveSparkProps) on the same connection just before and did not wait
+	// for them: the driver registers it once it answered that call, so that
+	// its properties are always retrieved first.
 	PropsAsked    bool `protobuf:"varint,7,opt,name=props_asked,json=propsAsked,proto3" json:"props_asked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
