@@ -256,6 +256,43 @@ func TestAProcessStartsInItsGroup(t *testing.T) {
 	}
 }
 
+// A group made with the name of one left over replaces it: the process
+// still in the old one is killed.
+func TestNewReplacesAGroupLeftOfItsName(t *testing.T) {
+	p := openParent(t)
+	old, err := p.New("again", Limits{Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "1000")
+	if err := old.Start(cmd, cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-ended
+	})
+	g, err := p.New("again", Limits{Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the process in the group left over exited 0; want it killed")
+		}
+		ended <- err
+	case <-time.After(removeWait):
+		t.Error("the process in the group left over still runs once a group of its name was made")
+	}
+	assertStartsIn(t, g, p.Version())
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // assertStartsIn starts cat /proc/self/cgroup in g and checks every
 // hierarchy line of g's version names g.
 func assertStartsIn(t *testing.T, g *Group, version int) {
