@@ -196,12 +196,8 @@ func (p *Parent) New(name string, l Limits) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{h: p.h, path: path.Join(p.path, name), cpu: p.cpu}
-	// Most often there is none: then Remove's wait on the launching thread
-	// (evict), a tenth of a millisecond and more, is saved (BenchmarkStart).
-	if _, err := p.h.procs(g.path); !errors.Is(err, os.ErrNotExist) {
-		if err := g.Remove(); err != nil {
-			return nil, fmt.Errorf("new cgroup %s: %w", g.path, err)
-		}
+	if err := g.Remove(); err != nil {
+		return nil, fmt.Errorf("new cgroup %s: %w", g.path, err)
 	}
 	if c := p.h.ahead(p.path, g.path, l, p.cpu); c != nil {
 		g.c = c
@@ -342,8 +338,14 @@ const removeWait = 10 * time.Second
 // and removes it; a group that is gone already is not an error. This
 // process is never killed: on v1 its launching thread may wait in g (a
 // group made ahead, or one whose start never came), and Remove first moves
-// it out (evict).
+// it out (evict). That waits on the thread, a tenth of a millisecond and
+// more (BenchmarkStart), and is done only for a group that is there: the
+// one Parent.New removes is most often not.
 func (g *Group) Remove() error {
+	if _, err := g.h.procs(g.path); errors.Is(err, os.ErrNotExist) {
+		g.removed()
+		return nil
+	}
 	g.h.evict(g.path)
 	deadline := time.Now().Add(removeWait)
 	self := os.Getpid()
