@@ -167,7 +167,12 @@ func (s *Server) removeDriverLocked(ctx context.Context, d *driverInfo, state ma
 	s.waitingDrivers = slices.DeleteFunc(s.waitingDrivers, func(o *driverInfo) bool { return o == d })
 	s.activeBytes -= d.size
 	dropped := s.completedDrivers.add(d, proto.Size(s.driverProto(d)), s.cfg.RetainedDrivers, s.cfg.RetainedBytes)
-	s.keepLocked("driver " + d.id)
+	d.endUnkept = true
+	s.keepLocked("driver "+d.id, func(err error) {
+		if err == nil {
+			d.endUnkept = false
+		}
+	})
 	for _, o := range dropped {
 		s.keepLocked("driver " + o.id)
 	}
@@ -226,4 +231,25 @@ func (s *Server) confirmAppEndLocked(a *appInfo, d *driverInfo) {
 		}
 	}
 	s.metrics.appEnded(a.state)
+}
+
+// driverEndKeptLocked returns, for driver id whose end the Store has not kept
+// yet, the outcome of keeping it (its write asked for again); nil when there
+// is nothing to wait for. A final state is shown and a worker's report of it
+// answered only once kept: a master that then stops leading before keeping
+// it would leave the next leader the driver as it was before its end — lost
+// with its worker, in ERROR, after a client was told FINISHED.
+func (s *Server) driverEndKeptLocked(id string) <-chan error {
+	d := s.completedDriverLocked(id)
+	if d == nil || !d.endUnkept {
+		return nil
+	}
+	kept := make(chan error, 1)
+	s.keepLocked("driver "+id, func(err error) {
+		if err == nil {
+			d.endUnkept = false
+		}
+		kept <- err
+	})
+	return kept
 }

@@ -359,12 +359,12 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 	if err := validateDriverReport(req.Msg); err != nil {
 		return nil, rpc.Error(err)
 	}
-	marks := s.lockKept()
-	defer s.unlockKept(ctx, marks)
-	if err := s.driverReportLocked(ctx, req.Msg); err != nil {
-		return nil, rpc.Error(err)
-	}
-	return connect.NewResponse(&masterv1.DriverStateChangedResponse{}), nil
+	return answerKept(ctx, s, func() (*masterv1.DriverStateChangedResponse, <-chan error, error) {
+		if err := s.driverReportLocked(ctx, req.Msg); err != nil {
+			return nil, nil, err
+		}
+		return &masterv1.DriverStateChangedResponse{}, s.driverEndKeptLocked(req.Msg.GetDriverId()), nil
+	})
 }
 
 func validateDriverReport(m *masterv1.DriverStateChangedRequest) error {
@@ -576,19 +576,19 @@ func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1
 	if err := ids.ValidateDriver(id); err != nil {
 		return nil, rpc.Error(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.drivers[id]
-	if !ok {
-		d = s.completedDriverLocked(id)
-	}
-	if d == nil {
-		return nil, rpc.Error(fmt.Errorf("driver %s: %w", id, fault.ErrNotFound))
-	}
-	if err := s.callerLocked(ctx).mayActOnDriver("read the status of", d); err != nil {
-		return nil, rpc.Error(err)
-	}
-	return connect.NewResponse(&masterv1.DriverStatusResponse{Driver: s.driverProto(d)}), nil
+	return answerKept(ctx, s, func() (*masterv1.DriverStatusResponse, <-chan error, error) {
+		d, ok := s.drivers[id]
+		if !ok {
+			d = s.completedDriverLocked(id)
+		}
+		if d == nil {
+			return nil, nil, fmt.Errorf("driver %s: %w", id, fault.ErrNotFound)
+		}
+		if err := s.callerLocked(ctx).mayActOnDriver("read the status of", d); err != nil {
+			return nil, nil, err
+		}
+		return &masterv1.DriverStatusResponse{Driver: s.driverProto(d)}, s.driverEndKeptLocked(id), nil
+	})
 }
 
 // RequestExecutors sets the number of executors an application may have.

@@ -410,6 +410,10 @@ type driverInfo struct {
 	// submission is the client's submission id that made the driver (empty:
 	// none, or a relaunch).
 	submission string
+	// endUnkept says the Store has not kept its end yet
+	// (driverEndKeptLocked): until it has, its worker's report of the end
+	// is not answered and its status does not show it.
+	endUnkept bool
 }
 
 // runsOn reports whether d runs on the worker with id, or ran there before

@@ -120,3 +120,56 @@ func TestAMasterThatMustKeepItsStateStepsDownAtAFailedWrite(t *testing.T) {
 		t.Fatal("the master still leads 30s after a write failed")
 	}
 }
+
+// driverRefusingStore is a Store that refuses every write of a driver while
+// refuse is set.
+type driverRefusingStore struct {
+	store.Store
+	refuse atomic.Bool
+}
+
+func (s *driverRefusingStore) PutDriver(p *masterv1.PersistedDriver) error {
+	if s.refuse.Load() {
+		return errRefused
+	}
+	return s.Store.PutDriver(p)
+}
+
+// TestADriversEndIsToldOnlyOnceKept: the store refuses the write of a
+// driver's end. Before, its worker's report was answered and its status
+// showed FINISHED all the same; a master that then stopped leading left the
+// next one the driver running, which lost it with its worker in ERROR (the
+// HA soak's "final state changed"). The report is refused as not kept, so its
+// worker sends it again, and the status shows no end until it is kept.
+func TestADriversEndIsToldOnlyOnceKept(t *testing.T) {
+	st := &driverRefusingStore{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{Store: st})
+	wp := newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 4, 4096)
+	driver := submitDriver(t, c, false)
+	wp.expect(t, "LaunchDriver "+driver)
+	c.waitLaunched(t, driver)
+	ctx := context.Background()
+	report := &masterv1.DriverStateChangedRequest{DriverId: driver, WorkerId: worker, State: masterv1.DriverState_DRIVER_STATE_FINISHED}
+	status := func() (*connect.Response[masterv1.DriverStatusResponse], error) {
+		return c.client.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: driver}))
+	}
+	st.refuse.Store(true)
+	if _, err := c.client.DriverStateChanged(ctx, connect.NewRequest(report)); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("the driver's end reported while the store refuses writes: %v, want unavailable", err)
+	}
+	if resp, err := status(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("the status of a driver whose end is not kept: %v, %v; want unavailable", resp.Msg.GetDriver().GetState(), err)
+	}
+	st.refuse.Store(false)
+	if _, err := c.client.DriverStateChanged(ctx, connect.NewRequest(report)); err != nil {
+		t.Fatalf("the report sent again once the store takes writes: %v", err)
+	}
+	resp, err := status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Msg.GetDriver().GetState(); got != masterv1.DriverState_DRIVER_STATE_FINISHED {
+		t.Fatalf("the driver's status once its end is kept: %v, want FINISHED", got)
+	}
+}
