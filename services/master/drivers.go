@@ -233,38 +233,23 @@ func (s *Server) confirmAppEndLocked(a *appInfo, d *driverInfo) {
 	s.metrics.appEnded(a.state)
 }
 
-// driverEndsKeptLocked returns, for those of drivers ids whose end the
-// Store has not kept yet, the outcome of keeping them (their writes asked
-// for again): the first failure, or nil once all are kept; a nil channel
-// when there is nothing to wait for. A final state is shown, and a worker's
-// report of it answered (alone, or carried by a heartbeat or registration),
-// only once kept: a master that then stops leading before keeping it would
-// leave the next leader the driver as it was before its end — lost with its
-// worker, in ERROR, after a client was told FINISHED.
-func (s *Server) driverEndsKeptLocked(ids ...string) <-chan error {
-	var unkept []*driverInfo
-	for _, id := range ids {
-		if d := s.completedDriverLocked(id); d != nil && d.endUnkept {
-			unkept = append(unkept, d)
-		}
-	}
-	if len(unkept) == 0 {
+// driverEndKeptLocked returns, for driver id whose end the Store has not kept
+// yet, the outcome of keeping it (its write asked for again); nil when there
+// is nothing to wait for. A final state is shown and a worker's report of it
+// answered only once kept: a master that then stops leading before keeping
+// it would leave the next leader the driver as it was before its end — lost
+// with its worker, in ERROR, after a client was told FINISHED.
+func (s *Server) driverEndKeptLocked(id string) <-chan error {
+	d := s.completedDriverLocked(id)
+	if d == nil || !d.endUnkept {
 		return nil
 	}
 	kept := make(chan error, 1)
-	left := len(unkept)
-	var failed error
-	for _, d := range unkept {
-		s.keepLocked("driver "+d.id, func(err error) {
-			if err == nil {
-				d.endUnkept = false
-			} else if failed == nil {
-				failed = err
-			}
-			if left--; left == 0 {
-				kept <- failed
-			}
-		})
-	}
+	s.keepLocked("driver "+id, func(err error) {
+		if err == nil {
+			d.endUnkept = false
+		}
+		kept <- err
+	})
 	return kept
 }

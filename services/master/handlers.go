@@ -27,11 +27,10 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 	if err != nil {
 		return nil, rpc.Error(err)
 	}
-	var finals <-chan error
-	resp, err := answerKept(ctx, s, func() (*masterv1.RegisterWorkerResponse, <-chan error, error) {
+	return answerKept(ctx, s, func() (*masterv1.RegisterWorkerResponse, <-chan error, error) {
 		now := s.now()
 		resp := &masterv1.RegisterWorkerResponse{MasterUrl: s.cfg.URL, Epoch: s.cfg.Epoch}
-		finals = s.finalsLocked(ctx, m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())
+		s.finalsLocked(ctx, m.GetWorkerId(), m.GetFinishedExecutors(), m.GetFinishedDrivers())
 		if w, ok := s.workers.alive(m.GetWorkerId()); ok {
 			s.workers.heartbeat(w, now)
 			resp.HeartbeatIntervalMs = s.heartbeatIntervalLocked(w).Milliseconds()
@@ -66,19 +65,6 @@ func (s *Server) RegisterWorker(ctx context.Context, req *connect.Request[master
 		})
 		return resp, kept, err
 	})
-	return acknowledged(ctx, resp, err, finals)
-}
-
-// acknowledged is the answer resp, err of a call that acknowledges the
-// final states it carried: refused as unavailable, so that they are sent
-// again, unless the ends it applied were kept (finals, from finalsLocked).
-func acknowledged[T any](ctx context.Context, resp *connect.Response[T], err error, finals <-chan error) (*connect.Response[T], error) {
-	if err == nil && finals != nil {
-		if err := waitKept(ctx, finals); err != nil {
-			return nil, rpc.Error(err)
-		}
-	}
-	return resp, err
 }
 
 // newRegistration is a worker's registration: random, so that a master
@@ -153,28 +139,26 @@ func (s *Server) Heartbeat(ctx context.Context, req *connect.Request[masterv1.He
 		checkFinals(id, m.GetFinishedExecutors(), m.GetFinishedDrivers()), checkUsage(id, m.GetUsage())); err != nil {
 		return nil, rpc.Error(err)
 	}
-	var finals <-chan error
-	resp, err := answerKept(ctx, s, func() (*masterv1.HeartbeatResponse, <-chan error, error) {
-		if w, ok := s.workers.alive(id); ok {
-			s.workers.heartbeat(w, s.now())
-			if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
-				// A recovering master learns what the worker runs, and what
-				// ended, by its registration.
-				return &masterv1.HeartbeatResponse{Reregister: true}, nil, nil
-			}
-			finals = s.finalsLocked(ctx, id, m.GetFinishedExecutors(), m.GetFinishedDrivers())
-			usageLocked(w, m.GetUsage())
-			resp := &masterv1.HeartbeatResponse{HeartbeatIntervalMs: s.heartbeatIntervalLocked(w).Milliseconds()}
-			resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
-			return resp, nil, nil
+	marks := s.lockKept()
+	defer s.unlockKept(ctx, marks)
+	if w, ok := s.workers.alive(id); ok {
+		s.workers.heartbeat(w, s.now())
+		if w.state == masterv1.WorkerState_WORKER_STATE_UNKNOWN {
+			// A recovering master learns what the worker runs, and what
+			// ended, by its registration.
+			return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
 		}
-		if s.workers.removed(id) {
-			s.log.Info("heartbeat from removed worker; asking it to re-register", "worker", id)
-			return &masterv1.HeartbeatResponse{Reregister: true}, nil, nil
-		}
-		return nil, nil, fmt.Errorf("heartbeat from worker %s: %w: it is not registered with this master", id, fault.ErrNotFound)
-	})
-	return acknowledged(ctx, resp, err, finals)
+		s.finalsLocked(ctx, id, m.GetFinishedExecutors(), m.GetFinishedDrivers())
+		usageLocked(w, m.GetUsage())
+		resp := &masterv1.HeartbeatResponse{HeartbeatIntervalMs: s.heartbeatIntervalLocked(w).Milliseconds()}
+		resp.UnknownExecutors, resp.UnknownDriverIds = s.unknownLocked(w, m.GetExecutors(), m.GetDriverIds())
+		return connect.NewResponse(resp), nil
+	}
+	if s.workers.removed(id) {
+		s.log.Info("heartbeat from removed worker; asking it to re-register", "worker", id)
+		return connect.NewResponse(&masterv1.HeartbeatResponse{Reregister: true}), nil
+	}
+	return nil, rpc.Error(fmt.Errorf("heartbeat from worker %s: %w: it is not registered with this master", id, fault.ErrNotFound))
 }
 
 // RegisterApplication admits an application and schedules its executors.
@@ -379,7 +363,7 @@ func (s *Server) DriverStateChanged(ctx context.Context, req *connect.Request[ma
 		if err := s.driverReportLocked(ctx, req.Msg); err != nil {
 			return nil, nil, err
 		}
-		return &masterv1.DriverStateChangedResponse{}, s.driverEndsKeptLocked(req.Msg.GetDriverId()), nil
+		return &masterv1.DriverStateChangedResponse{}, s.driverEndKeptLocked(req.Msg.GetDriverId()), nil
 	})
 }
 
@@ -415,10 +399,8 @@ func (s *Server) driverReportLocked(ctx context.Context, m *masterv1.DriverState
 // worker w kept because no master acknowledged them: those the master
 // knows already, or does not know, are passed over (each end is applied
 // once). They are applied before anything else of the call, so a
-// recovering master never takes a driver that finished for one lost. It
-// returns the outcome of keeping the drivers' ends (driverEndsKeptLocked),
-// which the call's answer waits for: the answer acknowledges them.
-func (s *Server) finalsLocked(ctx context.Context, worker string, executors []*masterv1.ExecutorStateChangedRequest, drivers []*masterv1.DriverStateChangedRequest) <-chan error {
+// recovering master never takes a driver that finished for one lost.
+func (s *Server) finalsLocked(ctx context.Context, worker string, executors []*masterv1.ExecutorStateChangedRequest, drivers []*masterv1.DriverStateChangedRequest) {
 	for _, m := range executors {
 		if m.GetWorkerId() != worker || !lifecycle.ExecutorFinished(m.GetState()) {
 			continue
@@ -427,7 +409,6 @@ func (s *Server) finalsLocked(ctx context.Context, worker string, executors []*m
 			s.log.Debug("kept executor end not applied", "worker", worker, "app", m.GetAppId(), "executor", m.GetExecutorId(), "err", err)
 		}
 	}
-	var ids []string
 	for _, m := range drivers {
 		if m.GetWorkerId() != worker {
 			continue
@@ -435,9 +416,7 @@ func (s *Server) finalsLocked(ctx context.Context, worker string, executors []*m
 		if err := s.driverReportLocked(ctx, m); err != nil {
 			s.log.Debug("kept driver end not applied", "worker", worker, "driver", m.GetDriverId(), "err", err)
 		}
-		ids = append(ids, m.GetDriverId())
 	}
-	return s.driverEndsKeptLocked(ids...)
 }
 
 // checkFinals validates the final states a worker carries.
@@ -608,7 +587,7 @@ func (s *Server) DriverStatus(ctx context.Context, req *connect.Request[masterv1
 		if err := s.callerLocked(ctx).mayActOnDriver("read the status of", d); err != nil {
 			return nil, nil, err
 		}
-		return &masterv1.DriverStatusResponse{Driver: s.driverProto(d)}, s.driverEndsKeptLocked(id), nil
+		return &masterv1.DriverStatusResponse{Driver: s.driverProto(d)}, s.driverEndKeptLocked(id), nil
 	})
 }
 

@@ -136,65 +136,40 @@ func (s *driverRefusingStore) PutDriver(p *masterv1.PersistedDriver) error {
 }
 
 // TestADriversEndIsToldOnlyOnceKept: the store refuses the write of a
-// driver's end. Before, its worker's report (alone, or carried by a
-// heartbeat) was answered and its status showed FINISHED all the same; a
-// master that then stopped leading left the next one the driver running,
-// which lost it with its worker in ERROR (the HA soak's "final state
-// changed"). The report is refused as not kept, so its worker sends it again,
-// and the status shows no end until it is kept.
+// driver's end. Before, its worker's report was answered and its status
+// showed FINISHED all the same; a master that then stopped leading left the
+// next one the driver running, which lost it with its worker in ERROR (the
+// HA soak's "final state changed"). The report is refused as not kept, so its
+// worker sends it again, and the status shows no end until it is kept.
 func TestADriversEndIsToldOnlyOnceKept(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		report func(c *cluster, wp *peer, end *masterv1.DriverStateChangedRequest) error
-	}{
-		{"reported", func(c *cluster, _ *peer, end *masterv1.DriverStateChangedRequest) error {
-			_, err := c.client.DriverStateChanged(context.Background(), connect.NewRequest(end))
-			return err
-		}},
-		{"carried by a heartbeat", func(c *cluster, _ *peer, end *masterv1.DriverStateChangedRequest) error {
-			_, err := c.client.Heartbeat(context.Background(), connect.NewRequest(&masterv1.HeartbeatRequest{
-				WorkerId: end.GetWorkerId(), DriverIds: []string{end.GetDriverId()}, FinishedDrivers: []*masterv1.DriverStateChangedRequest{end},
-			}))
-			return err
-		}},
-		{"carried by a registration", func(c *cluster, wp *peer, end *masterv1.DriverStateChangedRequest) error {
-			_, err := c.client.RegisterWorker(context.Background(), connect.NewRequest(&masterv1.RegisterWorkerRequest{
-				WorkerId: end.GetWorkerId(), Host: "127.0.0.1", Port: 7078, Cores: 4, MemoryMib: 4096, WorkerUrl: wp.url,
-				FinishedDrivers: []*masterv1.DriverStateChangedRequest{end},
-			}))
-			return err
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := &driverRefusingStore{Store: mustOpen(t, t.TempDir())}
-			c := newCluster(t, Config{Store: st})
-			wp := newPeer(t)
-			worker := c.registerWorker(t, wp, 7078, 4, 4096)
-			driver := submitDriver(t, c, false)
-			wp.expect(t, "LaunchDriver "+driver)
-			c.waitLaunched(t, driver)
-			end := &masterv1.DriverStateChangedRequest{DriverId: driver, WorkerId: worker, State: masterv1.DriverState_DRIVER_STATE_FINISHED}
-			status := func() (*connect.Response[masterv1.DriverStatusResponse], error) {
-				return c.client.DriverStatus(context.Background(), connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: driver}))
-			}
-			st.refuse.Store(true)
-			if err := tc.report(c, wp, end); connect.CodeOf(err) != connect.CodeUnavailable {
-				t.Fatalf("the driver's end while the store refuses writes: %v, want unavailable", err)
-			}
-			if resp, err := status(); connect.CodeOf(err) != connect.CodeUnavailable {
-				t.Fatalf("the status of a driver whose end is not kept: %v, %v; want unavailable", resp.Msg.GetDriver().GetState(), err)
-			}
-			st.refuse.Store(false)
-			if err := tc.report(c, wp, end); err != nil {
-				t.Fatalf("the end sent again once the store takes writes: %v", err)
-			}
-			resp, err := status()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := resp.Msg.GetDriver().GetState(); got != masterv1.DriverState_DRIVER_STATE_FINISHED {
-				t.Fatalf("the driver's status once its end is kept: %v, want FINISHED", got)
-			}
-		})
+	st := &driverRefusingStore{Store: mustOpen(t, t.TempDir())}
+	c := newCluster(t, Config{Store: st})
+	wp := newPeer(t)
+	worker := c.registerWorker(t, wp, 7078, 4, 4096)
+	driver := submitDriver(t, c, false)
+	wp.expect(t, "LaunchDriver "+driver)
+	c.waitLaunched(t, driver)
+	ctx := context.Background()
+	report := &masterv1.DriverStateChangedRequest{DriverId: driver, WorkerId: worker, State: masterv1.DriverState_DRIVER_STATE_FINISHED}
+	status := func() (*connect.Response[masterv1.DriverStatusResponse], error) {
+		return c.client.DriverStatus(ctx, connect.NewRequest(&masterv1.DriverStatusRequest{DriverId: driver}))
+	}
+	st.refuse.Store(true)
+	if _, err := c.client.DriverStateChanged(ctx, connect.NewRequest(report)); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("the driver's end reported while the store refuses writes: %v, want unavailable", err)
+	}
+	if resp, err := status(); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("the status of a driver whose end is not kept: %v, %v; want unavailable", resp.Msg.GetDriver().GetState(), err)
+	}
+	st.refuse.Store(false)
+	if _, err := c.client.DriverStateChanged(ctx, connect.NewRequest(report)); err != nil {
+		t.Fatalf("the report sent again once the store takes writes: %v", err)
+	}
+	resp, err := status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Msg.GetDriver().GetState(); got != masterv1.DriverState_DRIVER_STATE_FINISHED {
+		t.Fatalf("the driver's status once its end is kept: %v, want FINISHED", got)
 	}
 }
